@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"harbormaster/internal/bound"
+	"harbormaster/internal/sqlcheck"
+)
+
+// checkOutput is the JSON contract of harbormaster check --json.
+type checkOutput struct {
+	Decision     sqlcheck.Outcome `json:"decision"`
+	Tier         string           `json:"tier"`
+	Rule         *int             `json:"rule"`
+	Reasons      []string         `json:"reasons"`
+	ReasonCodes  []string         `json:"reason_codes"`
+	CanonicalSQL string           `json:"canonical_sql"`
+	Uses         []sqlcheck.Use   `json:"uses"`
+	DelegationID string           `json:"delegation_id,omitempty"`
+}
+
+func runCheck(e *env, args []string) int {
+	fs := e.flags("harbormaster check --delegation FILE --sql SQL (--schema FILE | --target DSN) [--json]",
+		"Decides one statement against a delegation with the static check, offline:\n"+
+			"  conforms  inside a rule without a residual clause (runs at once)\n"+
+			"  survey    inside the bound only through a rule with a residual clause\n"+
+			"            (the Surveyor would judge it)\n"+
+			"  refer     anything else (a human decides)\n"+
+			"Exit 0 for a decision of any kind; 2 for bad usage or bad input.")
+	var cf catalogFlags
+	cf.register(fs)
+	dfile := fs.String("delegation", "", "the delegation YAML `FILE`")
+	sql := fs.String("sql", "", "the statement (`SQL`); - reads it from stdin")
+	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	if *dfile == "" {
+		return e.usageErr(fs, "--delegation is required")
+	}
+	stmt := *sql
+	if stmt == "-" {
+		data, err := readAllLimited(e, 1<<20)
+		if err != nil {
+			e.errorf("reading the statement from stdin: %v", err)
+			return exitUsage
+		}
+		stmt = string(data)
+	} else if stmt == "" {
+		return e.usageErr(fs, "--sql is required")
+	}
+	c, err := compileFile(e, *dfile, &cf)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if len(c.bound.Rules) != len(c.report.Rules) || hasRuleProblems(c.report) {
+		e.errorf("%s does not compile:", *dfile)
+		for _, p := range c.report.Problems {
+			fmt.Fprintf(e.stderr, "harbormaster: error:   %s\n", problemString(p))
+		}
+		return exitUsage
+	}
+	rules, err := c.bound.CheckRules()
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	cat, err := cf.load(e)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	d := (&sqlcheck.Checker{Catalog: cat}).Check(stmt, rules)
+	out := checkOutput{Decision: d.Outcome, Tier: c.bound.Tier(), Rule: d.Rule, Reasons: d.ReasonStrings(),
+		CanonicalSQL: d.CanonicalSQL, Uses: d.Uses, DelegationID: c.report.DelegationID}
+	for _, r := range d.Reasons {
+		out.ReasonCodes = append(out.ReasonCodes, r.Code)
+	}
+	if out.Reasons == nil {
+		out.Reasons = []string{}
+	}
+	if *asJSON {
+		writeJSON(e, out)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "decision: %s (tier %s delegation)\n", d.Outcome, out.Tier)
+	if d.Rule != nil {
+		fmt.Fprintf(e.stdout, "rule:     %d\n", *d.Rule)
+	}
+	if d.CanonicalSQL != "" {
+		fmt.Fprintf(e.stdout, "runs as:  %s\n", d.CanonicalSQL)
+	}
+	fmt.Fprintf(e.stdout, "reasons:\n")
+	for _, r := range out.Reasons {
+		fmt.Fprintf(e.stdout, "  - %s\n", r)
+	}
+	return exitOK
+}
+
+// hasRuleProblems reports problems that change what the rules mean (as
+// opposed to signability problems such as a missing expiry, which do not
+// stop an offline check).
+func hasRuleProblems(r *bound.Report) bool {
+	for _, p := range r.Problems {
+		if len(p.Field) >= 5 && p.Field[:5] == "allow" {
+			return true
+		}
+	}
+	return false
+}
+
+func readAllLimited(e *env, limit int64) ([]byte, error) {
+	buf, err := io.ReadAll(io.LimitReader(e.stdin, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(buf)) > limit {
+		return nil, fmt.Errorf("over %d bytes", limit)
+	}
+	return buf, nil
+}
+
+func runKeygen(e *env, args []string) int {
+	fs := e.flags("harbormaster keygen --out FILE [--name NAME] [--targets PATTERN]",
+		"Makes an Ed25519 SSH key pair for a human signer: FILE (private, mode 0600) and\n"+
+			"FILE.pub, and prints the allowed-signers line that lets NAME sign for targets\n"+
+			"matching PATTERN. Keys from ssh-keygen -t ed25519 work the same way.")
+	out := fs.String("out", "", "private key `FILE` to write")
+	name := fs.String("name", "", "the signer's `NAME` for the allowed-signers line")
+	targets := fs.String("targets", "*", "target `PATTERN` the signer may sign for")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *out == "" {
+		return e.usageErr(fs, "--out is required")
+	}
+	priv, pub, err := generateKey(*name)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if err := os.WriteFile(*out, priv, 0o600); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if err := os.WriteFile(*out+".pub", pub, 0o644); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	fmt.Fprintf(e.stdout, "wrote %s and %s.pub\n", *out, *out)
+	if *name != "" {
+		line, err := allowedLine(*name, *targets, pub)
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stdout, "allowed-signers line:\n%s\n", line)
+	}
+	return exitOK
+}

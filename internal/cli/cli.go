@@ -1,0 +1,145 @@
+// Package cli holds the harbormaster commands and wires the subsystems
+// together. main calls Do; nothing else exits.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// exit codes
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and the answer is no (e.g. a bad signature)
+	exitUsage = 2 // bad usage or bad input
+)
+
+// env is what every command gets: its streams and the process context.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(e *env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"check", "decide one statement against a delegation, offline", runCheck},
+		{"delegation", "compile, print, sign and verify delegations", runDelegation},
+		{"keygen", "make an Ed25519 SSH key pair for a human signer", runKeygen},
+	}
+}
+
+// Do runs the command line and returns the exit code.
+func Do(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return e.dispatch("harbormaster", commands(), args)
+}
+
+func (e *env) dispatch(prefix string, cmds []command, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		e.usage(prefix, cmds)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range cmds {
+		if c.name == args[0] {
+			return c.run(e, args[1:])
+		}
+	}
+	e.errorf("unknown command %q", strings.TrimSpace(prefix+" "+args[0]))
+	e.hintf("run '%s --help' for the list of commands", prefix)
+	return exitUsage
+}
+
+func (e *env) usage(prefix string, cmds []command) {
+	fmt.Fprintf(e.stdout, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+	sorted := append([]command(nil), cmds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	for _, c := range sorted {
+		fmt.Fprintf(e.stdout, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(e.stdout, "\nrun '%s <command> --help' for a command's flags\n", prefix)
+}
+
+func (e *env) errorf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "harbormaster: error: %s\n", fmt.Sprintf(format, args...))
+}
+
+func (e *env) hintf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "harbormaster: hint: %s\n", fmt.Sprintf(format, args...))
+}
+
+// flags makes a FlagSet whose usage goes to stdout for --help and whose
+// errors are reported as harbormaster: error lines.
+func (e *env) flags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stdout, "usage: %s\n\n%s\n\nflags:\n", name, synopsis)
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parse parses flags; it returns (code, false) when the caller should return.
+//
+// Flags may come before or after positional arguments (FILE --schema x).
+func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
+	var positional []string
+	var err error
+	for {
+		if err = fs.Parse(args); err != nil || fs.NArg() == 0 {
+			break
+		}
+		rest := fs.Args()
+		if rest[0] == "--" {
+			positional = append(positional, rest[1:]...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	if err == nil {
+		// Leave the positional arguments where fs.Args() finds them.
+		err = fs.Parse(append([]string{"--"}, positional...))
+	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return exitOK, false
+	case err != nil:
+		e.errorf("%s: %v", fs.Name(), err)
+		e.hintf("run '%s --help'", fs.Name())
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// usageErr reports bad usage of one command.
+func (e *env) usageErr(fs *flag.FlagSet, format string, args ...any) int {
+	e.errorf("%s: %s", fs.Name(), fmt.Sprintf(format, args...))
+	e.hintf("run '%s --help'", fs.Name())
+	return exitUsage
+}
