@@ -149,7 +149,7 @@ func CompileExpr(expr string, t *Table, cat *Catalog) (*Expr, []Reason) {
 // DeparseExpr renders one expression node as SQL text.
 func DeparseExpr(n *pg.Node) (string, error) {
 	res := &pg.ParseResult{Version: ParserVersion, Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{
-		TargetList: []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}},
+		TargetList:  []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}},
 		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg.SetOperation_SETOP_NONE,
 	}}}}}}
 	s, err := pg.Deparse(res)
