@@ -32,8 +32,11 @@ type Facts struct {
 // Reference is one occurrence of a catalog table in the parse tree.
 type Reference struct {
 	Table TableName
-	// Node is the RangeVar in the tree.
-	Node *pg.RangeVar
+	// RangeVar is the name as written in the tree.
+	RangeVar *pg.RangeVar
+	// Item is the FROM item wrapping RangeVar, which the Pilot may replace
+	// with a fenced subquery; nil for the target of a write.
+	Item *pg.Node
 	// Role says how the statement uses this occurrence.
 	Role RefRole
 }
@@ -453,7 +456,7 @@ func (w *walker) outputNames(rt *pg.ResTarget, sc *scope) ([]string, bool) {
 func (w *walker) insertStmt(s *pg.InsertStmt, outer *scope) *TableName {
 	sc := outer.child()
 	w.with(s.WithClause, sc)
-	t := w.relation(s.Relation, sc, RoleTarget)
+	t := w.relation(s.Relation, nil, sc, RoleTarget)
 	if t == nil {
 		// Still walk the rest for every other reason.
 		w.expr(s.SelectStmt, sc)
@@ -541,7 +544,7 @@ func (w *walker) insertStmt(s *pg.InsertStmt, outer *scope) *TableName {
 func (w *walker) updateStmt(s *pg.UpdateStmt, outer *scope) *TableName {
 	sc := outer.child()
 	w.with(s.WithClause, sc)
-	t := w.relation(s.Relation, sc, RoleTarget)
+	t := w.relation(s.Relation, nil, sc, RoleTarget)
 	if t != nil {
 		sc.items = append(sc.items, t)
 	}
@@ -585,7 +588,7 @@ func (w *walker) updateStmt(s *pg.UpdateStmt, outer *scope) *TableName {
 func (w *walker) deleteStmt(s *pg.DeleteStmt, outer *scope) *TableName {
 	sc := outer.child()
 	w.with(s.WithClause, sc)
-	t := w.relation(s.Relation, sc, RoleTarget)
+	t := w.relation(s.Relation, nil, sc, RoleTarget)
 	if t != nil {
 		sc.items = append(sc.items, t)
 	}
@@ -615,7 +618,7 @@ func (w *walker) returning(list []*pg.Node, sc *scope) {
 
 // relation resolves a RangeVar against the CTEs in scope and the catalog.
 // It records the table and returns its range entry, or nil after referring.
-func (w *walker) relation(rv *pg.RangeVar, sc *scope, role RefRole) *rte {
+func (w *walker) relation(rv *pg.RangeVar, item *pg.Node, sc *scope, role RefRole) *rte {
 	if rv == nil {
 		w.refer(CodeUnknownNode, "a statement without a relation")
 		return nil
@@ -659,7 +662,7 @@ func (w *walker) relation(rv *pg.RangeVar, sc *scope, role RefRole) *rte {
 		return nil
 	}
 	w.relations[t.Name] = true
-	w.refs = append(w.refs, Reference{Table: t.Name, Node: rv, Role: role})
+	w.refs = append(w.refs, Reference{Table: t.Name, RangeVar: rv, Item: item, Role: role})
 	if role == RoleRead {
 		w.read(t) // scanned for reading, even when no column is named
 	}
@@ -695,7 +698,7 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 	defer w.leave()
 	switch f := n.GetNode().(type) {
 	case *pg.Node_RangeVar:
-		r := w.relation(f.RangeVar, sc, RoleRead)
+		r := w.relation(f.RangeVar, n, sc, RoleRead)
 		if r == nil {
 			return nil
 		}

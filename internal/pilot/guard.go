@@ -1,0 +1,280 @@
+package pilot
+
+import (
+	"errors"
+	"fmt"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"harbormaster/internal/bound"
+	"harbormaster/internal/sqlcheck"
+)
+
+// GuardColumn names the trailing RETURNING column the Pilot adds to check
+// new rows; it is stripped from what the agent sees.
+const GuardColumn = "harbormaster_guard"
+
+// Guarded is a statement with its guards added at the tree level.
+type Guarded struct {
+	// SQL is deparsed from the guarded tree: the only text sent to the target.
+	SQL  string
+	Kind sqlcheck.Op
+	// MaxRows is the exact cap: rows affected for writes, rows returned for
+	// reads (a read past it is truncated; a write past it rolls back).
+	MaxRows int64
+	// Hidden is true when the last RETURNING column is the guard column.
+	Hidden bool
+	// Returning is true when the statement returns rows.
+	Returning bool
+}
+
+// ErrGuard is wrapped by errors building guards; the statement refers.
+var ErrGuard = errors.New("cannot build guards")
+
+// BuildGuards adds the bound's fences, checks and caps to an analyzed
+// statement that the static check decided conforms or survey. It mutates
+// a's tree, which must be a fresh parse owned by the caller.
+//
+//   - every FROM/JOIN/USING reference to a table is replaced by
+//     (SELECT * FROM table WHERE <select-rule fence>) AS alias, so reads only
+//     ever see rows inside the read fence;
+//   - the WHERE of an UPDATE or DELETE gets the read fence of the target (its
+//     WHERE reads rows) and the write fence as a guard that raises on any row
+//     the statement's own WHERE matched but the fence does not admit:
+//     (w) AND CASE WHEN (w) THEN CASE WHEN (fence) THEN true ELSE
+//     harbormaster.fence_violation('fence') END ELSE false END;
+//   - an INSERT or UPDATE with a check returns one more column that raises
+//     on any new row that fails the check;
+//   - a SELECT is limited to max_rows+1 rows (the extra row marks truncation).
+func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat *sqlcheck.Catalog) (*Guarded, error) {
+	if d.Outcome != sqlcheck.Conforms && d.Outcome != sqlcheck.Survey {
+		return nil, fmt.Errorf("%w: the statement does not conform", ErrGuard)
+	}
+	stmt := a.Stmt()
+	if stmt == nil || a.Facts == nil {
+		return nil, fmt.Errorf("%w: no statement", ErrGuard)
+	}
+	readRule := map[sqlcheck.TableName]bound.Rule{}
+	var writeRule *bound.Rule
+	for _, u := range d.Uses {
+		if u.Rule < 0 || u.Rule >= len(b.Rules) {
+			return nil, fmt.Errorf("%w: rule %d out of range", ErrGuard, u.Rule)
+		}
+		r := b.Rules[u.Rule]
+		if u.Op == sqlcheck.OpSelect {
+			readRule[u.Table] = r
+		} else {
+			rr := r
+			writeRule = &rr
+		}
+	}
+	g := &Guarded{Kind: a.Facts.Kind}
+	fence := func(expr string, t sqlcheck.TableName, alias string) (*pg.Node, error) {
+		tbl, ok := cat.Table(t)
+		if !ok {
+			return nil, fmt.Errorf("%w: table %s left the catalog", ErrGuard, t)
+		}
+		e, reasons := sqlcheck.CompileExpr(expr, tbl, cat)
+		if len(reasons) > 0 {
+			return nil, fmt.Errorf("%w: the signed expression %q no longer compiles: %s", ErrGuard, expr, reasons[0].Message)
+		}
+		if alias != "" {
+			qualify(e.Node.ProtoReflect(), alias)
+		}
+		return e.Node, nil
+	}
+
+	// Reads: every reference to a table outside the write target.
+	for _, ref := range a.Facts.References {
+		if ref.Role != sqlcheck.RoleRead {
+			continue
+		}
+		r, ok := readRule[ref.Table]
+		if !ok {
+			return nil, fmt.Errorf("%w: no read rule for %s", ErrGuard, ref.Table)
+		}
+		if r.Fence == "" {
+			continue
+		}
+		if ref.Item == nil || ref.Item.GetRangeVar() != ref.RangeVar {
+			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
+		}
+		f, err := fence(r.Fence, ref.Table, "")
+		if err != nil {
+			return nil, err
+		}
+		alias := ref.RangeVar.Relname
+		if ref.RangeVar.Alias != nil && ref.RangeVar.Alias.Aliasname != "" {
+			alias = ref.RangeVar.Alias.Aliasname
+		}
+		inner := &pg.RangeVar{Schemaname: ref.Table.Schema, Relname: ref.Table.Name, Inh: ref.RangeVar.Inh, Relpersistence: "p"}
+		sub := &pg.SelectStmt{
+			TargetList:  []*pg.Node{pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode([]*pg.Node{pg.MakeAStarNode()}, -1), -1)},
+			FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: inner}}},
+			WhereClause: f,
+			LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
+			Op:          pg.SetOperation_SETOP_NONE,
+		}
+		ref.Item.Node = &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+			Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}},
+			Alias:    &pg.Alias{Aliasname: alias},
+		}}
+	}
+
+	switch s := stmt.GetNode().(type) {
+	case *pg.Node_SelectStmt:
+		g.Returning = true
+		g.MaxRows = -1
+		for _, r := range readRule {
+			if g.MaxRows < 0 || r.MaxRows < g.MaxRows {
+				g.MaxRows = r.MaxRows
+			}
+		}
+		if g.MaxRows < 0 {
+			return nil, fmt.Errorf("%w: a read without a select rule", ErrGuard)
+		}
+		limitRows(s.SelectStmt, g.MaxRows+1)
+	case *pg.Node_UpdateStmt, *pg.Node_DeleteStmt:
+		if writeRule == nil {
+			return nil, fmt.Errorf("%w: a write without a write rule", ErrGuard)
+		}
+		g.MaxRows = writeRule.MaxRows
+		var rel *pg.RangeVar
+		var where **pg.Node
+		var returning *[]*pg.Node
+		if u, ok := s.(*pg.Node_UpdateStmt); ok {
+			rel, where, returning = u.UpdateStmt.Relation, &u.UpdateStmt.WhereClause, &u.UpdateStmt.ReturningList
+		}
+		if del, ok := s.(*pg.Node_DeleteStmt); ok {
+			rel, where, returning = del.DeleteStmt.Relation, &del.DeleteStmt.WhereClause, &del.DeleteStmt.ReturningList
+		}
+		target := *a.Facts.Target
+		alias := rel.Relname
+		if rel.Alias != nil && rel.Alias.Aliasname != "" {
+			alias = rel.Alias.Aliasname
+		}
+		w := *where
+		if r, ok := readRule[target]; ok && r.Fence != "" {
+			f, err := fence(r.Fence, target, alias)
+			if err != nil {
+				return nil, err
+			}
+			w = and(w, f)
+		}
+		if writeRule.Fence != "" {
+			f, err := fence(writeRule.Fence, target, alias)
+			if err != nil {
+				return nil, err
+			}
+			violation := violationCall("fence")
+			check := caseWhen(f, boolConst(true), violation)
+			if w == nil {
+				w = check
+			} else {
+				w = and(w, caseWhen(proto.Clone(w).(*pg.Node), check, boolConst(false)))
+			}
+		}
+		*where = w
+		g.Returning = len(*returning) > 0
+		if writeRule.Check != "" {
+			c, err := fence(writeRule.Check, target, alias)
+			if err != nil {
+				return nil, err
+			}
+			*returning = append(*returning, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, caseWhen(c, boolConst(true), violationCall("check")), -1))
+			g.Hidden = true
+		}
+	case *pg.Node_InsertStmt:
+		if writeRule == nil {
+			return nil, fmt.Errorf("%w: a write without a write rule", ErrGuard)
+		}
+		g.MaxRows = writeRule.MaxRows
+		ins := s.InsertStmt
+		g.Returning = len(ins.ReturningList) > 0
+		if writeRule.Check != "" {
+			alias := ins.Relation.Relname
+			if ins.Relation.Alias != nil && ins.Relation.Alias.Aliasname != "" {
+				alias = ins.Relation.Alias.Aliasname
+			}
+			c, err := fence(writeRule.Check, *a.Facts.Target, alias)
+			if err != nil {
+				return nil, err
+			}
+			ins.ReturningList = append(ins.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, caseWhen(c, boolConst(true), violationCall("check")), -1))
+			g.Hidden = true
+		}
+	default:
+		return nil, fmt.Errorf("%w: unexpected statement", ErrGuard)
+	}
+	sql, err := pg.Deparse(&pg.ParseResult{Version: sqlcheck.ParserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
+	}
+	g.SQL = sql
+	return g, nil
+}
+
+// limitRows caps a SELECT at n rows: LIMIT n, or LIMIT LEAST(existing, n).
+func limitRows(s *pg.SelectStmt, n int64) {
+	lim := pg.MakeAConstIntNode(n, -1)
+	if s.LimitCount == nil || s.LimitCount.GetAConst() != nil && s.LimitCount.GetAConst().Isnull {
+		s.LimitCount = lim
+		if s.LimitOption != pg.LimitOption_LIMIT_OPTION_WITH_TIES {
+			s.LimitOption = pg.LimitOption_LIMIT_OPTION_COUNT
+		}
+		return
+	}
+	s.LimitCount = &pg.Node{Node: &pg.Node_MinMaxExpr{MinMaxExpr: &pg.MinMaxExpr{Op: pg.MinMaxOp_IS_LEAST, Args: []*pg.Node{s.LimitCount, lim}}}}
+}
+
+func and(a, b *pg.Node) *pg.Node {
+	if a == nil {
+		return b
+	}
+	return pg.MakeBoolExprNode(pg.BoolExprType_AND_EXPR, []*pg.Node{a, b}, -1)
+}
+
+func caseWhen(cond, then, otherwise *pg.Node) *pg.Node {
+	return &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
+		Args:      []*pg.Node{pg.MakeCaseWhenNode(cond, then, -1)},
+		Defresult: otherwise,
+		Location:  -1,
+	}}}
+}
+
+func boolConst(b bool) *pg.Node {
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: b}}, Location: -1}}}
+}
+
+// violationCall is harbormaster.fence_violation('reason'): volatile, so the
+// planner cannot fold it away in an arm that is never taken.
+func violationCall(reason string) *pg.Node {
+	return pg.MakeFuncCallNode([]*pg.Node{pg.MakeStrNode("harbormaster"), pg.MakeStrNode("fence_violation")},
+		[]*pg.Node{pg.MakeAConstStrNode(reason, -1)}, -1)
+}
+
+// qualify prefixes every unqualified column reference under m with alias.
+// Fences and checks have no subqueries, so every column is the table's.
+func qualify(m protoreflect.Message, alias string) {
+	if cr, ok := m.Interface().(*pg.ColumnRef); ok {
+		if len(cr.Fields) == 1 {
+			cr.Fields = append([]*pg.Node{pg.MakeStrNode(alias)}, cr.Fields...)
+		}
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				qualify(l.Get(i).Message(), alias)
+			}
+		case fd.IsMap():
+		case fd.Message() != nil:
+			qualify(v.Message(), alias)
+		}
+		return true
+	})
+}

@@ -1,0 +1,50 @@
+package pilot
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// InitSQL creates Harbormaster's schema in a target: the receipts table
+// (whose primary key makes each marque single-use, across any number of
+// Pilots) and the guard function. The planner cannot fold a volatile
+// function call away, so a guard arm that is never taken never raises.
+// It is idempotent.
+const InitSQL = `
+CREATE SCHEMA IF NOT EXISTS harbormaster;
+REVOKE ALL ON SCHEMA harbormaster FROM PUBLIC;
+GRANT USAGE ON SCHEMA harbormaster TO PUBLIC;
+CREATE TABLE IF NOT EXISTS harbormaster.receipts (
+    marque_id        text PRIMARY KEY,
+    request_id       text NOT NULL,
+    principal        text NOT NULL,
+    target           text NOT NULL,
+    statement_sha256 text NOT NULL,
+    path             text NOT NULL,
+    rows_affected    bigint,
+    txid             xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    executed_at      timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON harbormaster.receipts FROM PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.fence_violation(reason text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    AS $$ BEGIN RAISE EXCEPTION 'harbormaster guard: % violated', reason USING ERRCODE = 'HM001'; END $$;
+REVOKE ALL ON FUNCTION harbormaster.fence_violation(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.fence_violation(text) TO PUBLIC;
+`
+
+// InitTarget runs InitSQL against dsn.
+func InitTarget(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("pilot: target init: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Our own fixed DDL: the simple protocol runs it as one batch.
+	if _, err := conn.Exec(ctx, InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("pilot: target init: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,537 @@
+package pilot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"harbormaster/internal/bound"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/sqlcheck"
+)
+
+// ViolationSQLState is raised by harbormaster.fence_violation.
+const ViolationSQLState = "HM001"
+
+// Config configures one Pilot for one target.
+type Config struct {
+	// Target is the target's name, as marques and delegations name it. Required.
+	Target string
+	// DSN is the target's connection string: the only place credentials live. Required.
+	DSN string
+	// Role, when set, is assumed with SET LOCAL ROLE for the agent's
+	// statement (a least-privilege role). Defaults to none.
+	Role string
+	// SearchPath is pinned for every statement. Defaults to public.
+	SearchPath []string
+	// StatementTimeout defaults to 5s; LockTimeout to 2s.
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+	// MaxConns caps the pool. Defaults to 8.
+	MaxConns int32
+	// MaxImageRows caps the rows of a rehearsal's before/after images. Defaults to 50.
+	MaxImageRows int
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// Logger defaults to a discard logger.
+	Logger *slog.Logger
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if len(c.SearchPath) == 0 {
+		c.SearchPath = sqlcheck.DefaultSearchPath
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = 5 * time.Second
+	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 2 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 8
+	}
+	if c.MaxImageRows <= 0 {
+		c.MaxImageRows = 50
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Target == "" {
+		return errors.New("pilot: config: Target is required")
+	}
+	if c.DSN == "" {
+		return errors.New("pilot: config: DSN is required")
+	}
+	return nil
+}
+
+// Pilot executes marques against one target. It trusts nothing the control
+// plane says: it verifies the marque, the human signature over the bound the
+// marque names, and re-runs the static check before it runs anything.
+type Pilot struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	verifier *marque.Verifier
+	signers  *signing.AllowedSigners
+
+	mu      sync.RWMutex
+	catalog *sqlcheck.Catalog
+}
+
+// New connects to the target and reads its catalog.
+func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *signing.AllowedSigners) (*Pilot, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if verifier == nil || signers == nil {
+		return nil, errors.New("pilot: a marque verifier and a signers file are required")
+	}
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
+	}
+	pc.MaxConns = cfg.MaxConns
+	// Only the extended protocol: one statement per Parse, no simple-query
+	// batches, even if a text ever slipped past the checker.
+	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
+	}
+	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers}
+	if err := p.RefreshCatalog(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close releases the pool.
+func (p *Pilot) Close() { p.pool.Close() }
+
+// Target is the target's name.
+func (p *Pilot) Target() string { return p.cfg.Target }
+
+// Catalog is the catalog the Pilot checks against.
+func (p *Pilot) Catalog() *sqlcheck.Catalog {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.catalog
+}
+
+// RefreshCatalog re-reads the target's catalog.
+func (p *Pilot) RefreshCatalog(ctx context.Context) error {
+	cat, err := LoadCatalog(ctx, p.pool, p.cfg.SearchPath)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.catalog = cat
+	p.mu.Unlock()
+	return nil
+}
+
+// Ping checks the target answers.
+func (p *Pilot) Ping(ctx context.Context) error { return p.pool.Ping(ctx) }
+
+// Request is one statement to execute (or rehearse).
+type Request struct {
+	// Marque is the compact JWS token. Required for Execute.
+	Marque string
+	// SQL is the canonical statement the marque's statement hash names.
+	SQL string
+	// Bound is the signed canonical delegation bytes the marque rests on.
+	Bound []byte
+	// BeforeCommit, when set, is called with the transaction id just before
+	// COMMIT; if it fails the transaction rolls back and nothing runs. The
+	// gateway records the id durably here for crash reconciliation.
+	BeforeCommit func(ctx context.Context, txid string) error
+}
+
+// Outcome of a Pilot execution.
+type Outcome string
+
+const (
+	// Executed: committed.
+	Executed Outcome = "executed"
+	// Refused: nothing ran (or everything rolled back); the statement refers.
+	Refused Outcome = "refused"
+	// Rehearsed: ran and rolled back on purpose.
+	Rehearsed Outcome = "rehearsed"
+)
+
+// Result is what happened. A Refused result is a decision, not an error:
+// its Reasons say why, for the agent and the queue.
+type Result struct {
+	Outcome      Outcome          `json:"outcome"`
+	Reasons      []string         `json:"reasons,omitempty"`
+	Code         string           `json:"code,omitempty"`
+	RowsAffected int64            `json:"rows_affected"`
+	Columns      []string         `json:"columns,omitempty"`
+	Rows         []map[string]any `json:"rows,omitempty"`
+	Truncated    bool             `json:"truncated"`
+	TxID         string           `json:"txid,omitempty"`
+	MarqueID     string           `json:"marque_id,omitempty"`
+	// ExecutedSQL is the guarded text that ran.
+	ExecutedSQL string `json:"executed_sql,omitempty"`
+	// Before and After are a rehearsal's row images (bounded).
+	Before []map[string]any `json:"before,omitempty"`
+	After  []map[string]any `json:"after,omitempty"`
+}
+
+// Refusal codes.
+const (
+	RefusedMarque    = "marque_invalid"
+	RefusedSignature = "signature_invalid"
+	RefusedBound     = "bound_invalid"
+	RefusedCheck     = "check_failed"
+	RefusedFence     = "fence_violation"
+	RefusedCheckRow  = "check_violation"
+	RefusedMaxRows   = "max_rows_exceeded"
+	RefusedReplay    = "marque_replayed"
+	RefusedDatabase  = "database_error"
+	RefusedLogbook   = "logbook_unavailable"
+)
+
+func refused(code, format string, args ...any) *Result {
+	return &Result{Outcome: Refused, Code: code, Reasons: []string{fmt.Sprintf(format, args...)}}
+}
+
+// authorize verifies everything a marque rests on and returns the guarded
+// statement. Any failure is a refusal.
+func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
+	now := p.cfg.Clock()
+	claims, err := p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
+	if err != nil {
+		return nil, nil, refused(RefusedMarque, "the marque is not valid: %v", err)
+	}
+	if claims.Auth.Kind != marque.AuthDelegation {
+		return nil, nil, refused(RefusedMarque, "marques resting on %q are not executed by this Pilot", claims.Auth.Kind)
+	}
+	b, res := p.verifyBound(req.Bound, claims.Auth, claims.Principal, now)
+	if res != nil {
+		return nil, nil, res
+	}
+	g, res := p.guard(req.SQL, b, claims.Path)
+	if res != nil {
+		return nil, nil, res
+	}
+	return &claims, g, nil
+}
+
+// verifyBound checks the signed bound bytes against the marque's auth block
+// and the signers file, and that the delegation is in force for principal.
+func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string, now time.Time) (*bound.Bound, *Result) {
+	sum := sha256.Sum256(canonical)
+	if hex.EncodeToString(sum[:]) != auth.BoundSHA256 {
+		return nil, refused(RefusedBound, "the delegation bytes do not match the marque's bound hash")
+	}
+	if bound.ID(canonical) != auth.DelegationID {
+		return nil, refused(RefusedBound, "the delegation bytes do not match the marque's delegation id")
+	}
+	signer, err := p.signers.Verify(canonical, []byte(auth.Signature), signing.NamespaceDelegation, p.cfg.Target, now)
+	if err != nil {
+		return nil, refused(RefusedSignature, "the grantor's signature does not verify: %v", err)
+	}
+	if signer.Name != auth.Signer {
+		return nil, refused(RefusedSignature, "the delegation was signed by %s, not %s", signer.Name, auth.Signer)
+	}
+	b, err := bound.ParseCanonical(canonical)
+	if err != nil {
+		return nil, refused(RefusedBound, "%v", err)
+	}
+	if b.Target != p.cfg.Target {
+		return nil, refused(RefusedBound, "the delegation is for target %s, not %s", b.Target, p.cfg.Target)
+	}
+	if b.Grantee != principal {
+		return nil, refused(RefusedBound, "the delegation is for %s, not %s", b.Grantee, principal)
+	}
+	if !b.ActiveAt(now) {
+		return nil, refused(RefusedBound, "the delegation is not in force now (not_before %s, expires %s)", b.NotBefore, b.Expires)
+	}
+	return b, nil
+}
+
+// guard re-runs the static check against the bound and builds the guards.
+// The compiled path needs conforms; the surveyed path may also be survey.
+func (p *Pilot) guard(sql string, b *bound.Bound, path string) (*Guarded, *Result) {
+	rules, err := b.CheckRules()
+	if err != nil {
+		return nil, refused(RefusedBound, "%v", err)
+	}
+	cat := p.Catalog()
+	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
+	d := sqlcheck.Check(a, rules)
+	switch {
+	case d.Outcome == sqlcheck.Conforms:
+	case d.Outcome == sqlcheck.Survey && path == marque.PathSurveyed:
+	default:
+		r := refused(RefusedCheck, "the Pilot's own static check says %s", d.Outcome)
+		for _, why := range d.Reasons {
+			if why.Code != sqlcheck.CodeCovered {
+				r.Reasons = append(r.Reasons, why.String())
+			}
+		}
+		return nil, r
+	}
+	if d.CanonicalSQL != sql {
+		return nil, refused(RefusedCheck, "the statement is not in canonical form")
+	}
+	g, err := BuildGuards(a, d, b, cat)
+	if err != nil {
+		return nil, refused(RefusedCheck, "%v", err)
+	}
+	return g, nil
+}
+
+// Execute verifies and runs one marque's statement in one transaction with
+// guards, writing the receipt that makes it single-use. Infrastructure
+// failures are errors; every other failure is a Refused result.
+func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
+	claims, g, res := p.authorize(req)
+	if res != nil {
+		return res, nil
+	}
+	return p.run(ctx, claims, g, req, false)
+}
+
+// Rehearse runs the statement exactly as Execute would, with its guards,
+// collects before/after images and counts, and rolls back. It writes no
+// receipt and needs no marque: it is evidence, never authority.
+func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal string, path string) (*Result, error) {
+	b, err := bound.ParseCanonical(canonicalBound)
+	if err != nil {
+		return refused(RefusedBound, "%v", err), nil
+	}
+	if b.Grantee != principal || b.Target != p.cfg.Target {
+		return refused(RefusedBound, "the delegation does not cover %s on %s", principal, p.cfg.Target), nil
+	}
+	g, res := p.guard(sql, b, path)
+	if res != nil {
+		return res, nil
+	}
+	return p.run(ctx, nil, g, Request{SQL: sql}, true)
+}
+
+func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, rehearse bool) (*Result, error) {
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("pilot: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := p.pin(ctx, tx); err != nil {
+		return nil, err
+	}
+	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL}
+	if rehearse {
+		res.Outcome = Rehearsed
+	} else {
+		res.MarqueID = claims.ID
+		// The receipt goes first: a second execution of the same marque
+		// blocks on, then fails at, this primary key before running anything.
+		_, err := tx.Exec(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path) VALUES ($1, $2, $3, $4, $5, $6)`,
+			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path)
+		if err != nil {
+			if isUniqueViolation(err) {
+				return refused(RefusedReplay, "marque %s was already executed", claims.ID), nil
+			}
+			return nil, fmt.Errorf("pilot: receipt: %w", err)
+		}
+	}
+	if g.Kind == sqlcheck.OpSelect {
+		if _, err := tx.Exec(ctx, `SET LOCAL transaction_read_only = on`); err != nil {
+			return nil, fmt.Errorf("pilot: read only: %w", err)
+		}
+	}
+	if p.cfg.Role != "" {
+		if _, err := tx.Exec(ctx, `SELECT set_config('role', $1, true)`, p.cfg.Role); err != nil {
+			return nil, fmt.Errorf("pilot: set role: %w", err)
+		}
+	}
+	if rehearse && g.Kind != sqlcheck.OpSelect && g.Kind != sqlcheck.OpInsert {
+		// Nothing here: before images come from the affected rows below.
+	}
+	n, cols, rows, truncated, err := p.statement(ctx, tx, g)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			if pgErr.Code == ViolationSQLState {
+				if strings.Contains(pgErr.Message, "check") {
+					return refused(RefusedCheckRow, "a new or changed row does not satisfy the rule's check: rolled back"), nil
+				}
+				return refused(RefusedFence, "the statement reached a row outside the rule's fence: rolled back"), nil
+			}
+			return refused(RefusedDatabase, "the target refused the statement: %s (SQLSTATE %s): rolled back", pgErr.Message, pgErr.Code), nil
+		}
+		return nil, fmt.Errorf("pilot: execute: %w", err)
+	}
+	res.RowsAffected = n
+	if g.Kind != sqlcheck.OpSelect && n > g.MaxRows {
+		return refused(RefusedMaxRows, "the statement would affect %d rows, over the rule's max_rows of %d: rolled back", n, g.MaxRows), nil
+	}
+	if g.Returning || g.Kind == sqlcheck.OpSelect {
+		res.Columns, res.Rows, res.Truncated = cols, rows, truncated
+	}
+	if rehearse {
+		if g.Kind != sqlcheck.OpSelect {
+			res.After = capRows(rows, p.cfg.MaxImageRows)
+		}
+		return res, nil
+	}
+	if p.cfg.Role != "" {
+		if _, err := tx.Exec(ctx, `RESET ROLE`); err != nil {
+			return nil, fmt.Errorf("pilot: reset role: %w", err)
+		}
+	}
+	if g.Kind == sqlcheck.OpSelect {
+		// The receipt was written before the transaction went read-only.
+	} else if _, err := tx.Exec(ctx, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`, claims.ID, n); err != nil {
+		return nil, fmt.Errorf("pilot: receipt: %w", err)
+	}
+	var txid string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&txid); err != nil {
+		return nil, fmt.Errorf("pilot: txid: %w", err)
+	}
+	res.TxID = txid
+	if req.BeforeCommit != nil {
+		if err := req.BeforeCommit(ctx, txid); err != nil {
+			return refused(RefusedLogbook, "the execution could not be recorded, so nothing ran: %v", err), nil
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pilot: commit: %w", err)
+	}
+	committed = true
+	return res, nil
+}
+
+func (p *Pilot) pin(ctx context.Context, tx pgx.Tx) error {
+	path := make([]string, len(p.cfg.SearchPath))
+	for i, s := range p.cfg.SearchPath {
+		path[i] = sqlcheck.QuoteIdent(s)
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
+		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`,
+		strings.Join(path, ", "), fmt.Sprintf("%dms", p.cfg.StatementTimeout.Milliseconds()), fmt.Sprintf("%dms", p.cfg.LockTimeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("pilot: pin settings: %w", err)
+	}
+	return nil
+}
+
+// statement runs the guarded text and collects rows: for a read, at most
+// MaxRows (one more marks truncation); for a write, every returned row is
+// read so the check guard runs on each, and the count is exact.
+func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded) (int64, []string, []map[string]any, bool, error) {
+	rows, err := tx.Query(ctx, g.SQL)
+	if err != nil {
+		return 0, nil, nil, false, err
+	}
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	ncols := len(fds)
+	if g.Hidden {
+		ncols--
+	}
+	cols := make([]string, ncols)
+	for i := 0; i < ncols; i++ {
+		cols[i] = fds[i].Name
+	}
+	var out []map[string]any
+	truncated := false
+	var count int64
+	for rows.Next() {
+		count++
+		if g.Kind == sqlcheck.OpSelect && count > g.MaxRows {
+			truncated = true
+			break
+		}
+		if !g.Returning && g.Kind != sqlcheck.OpSelect {
+			continue
+		}
+		if g.Kind != sqlcheck.OpSelect && int64(len(out)) > g.MaxRows {
+			continue // over the cap: it will roll back; keep draining for the count
+		}
+		vals, err := rows.Values()
+		if err != nil {
+			return 0, nil, nil, false, err
+		}
+		row := make(map[string]any, ncols)
+		for i := 0; i < ncols; i++ {
+			row[cols[i]] = jsonValue(vals[i])
+		}
+		out = append(out, row)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, nil, nil, false, err
+	}
+	n := rows.CommandTag().RowsAffected()
+	if g.Kind == sqlcheck.OpSelect {
+		n = int64(len(out))
+	}
+	return n, cols, out, truncated, nil
+}
+
+func capRows(rows []map[string]any, n int) []map[string]any {
+	if len(rows) > n {
+		return rows[:n]
+	}
+	return rows
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// jsonValue turns a pgx value into one that marshals as the JSON a client
+// expects: numbers as numbers, timestamps RFC 3339, UUIDs as strings.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string, int16, int32, int64, float32, float64, time.Time:
+		return x
+	case pgtype.Numeric:
+		if b, err := x.MarshalJSON(); err == nil {
+			return json.RawMessage(b)
+		}
+	case [16]byte:
+		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
+	case pgtype.Interval, pgtype.Time:
+		if b, err := json.Marshal(x); err == nil {
+			return json.RawMessage(b)
+		}
+	case map[string]any, []any:
+		return x
+	case []byte:
+		return x
+	}
+	return fmt.Sprint(v)
+}
