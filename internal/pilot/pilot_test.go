@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
