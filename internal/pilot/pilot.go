@@ -296,9 +296,6 @@ func (p *Pilot) guard(sql string, b *bound.Bound, path string) (*Guarded, *Resul
 		}
 		return nil, r
 	}
-	if d.CanonicalSQL != sql {
-		return nil, refused(RefusedCheck, "the statement is not in canonical form")
-	}
 	g, err := BuildGuards(a, d, b, cat)
 	if err != nil {
 		return nil, refused(RefusedCheck, "%v", err)
@@ -534,4 +531,34 @@ func jsonValue(v any) any {
 		return x
 	}
 	return fmt.Sprint(v)
+}
+
+// Receipt reports whether a marque's receipt exists in the target, and the
+// rows it affected: the proof that it committed.
+func (p *Pilot) Receipt(ctx context.Context, marqueID string) (bool, int64, error) {
+	var rows *int64
+	err := p.pool.QueryRow(ctx, `SELECT rows_affected FROM harbormaster.receipts WHERE marque_id = $1`, marqueID).Scan(&rows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, fmt.Errorf("pilot: receipt: %w", err)
+	}
+	if rows == nil {
+		return true, 0, nil
+	}
+	return true, *rows, nil
+}
+
+// XactStatus is pg_xact_status of a transaction id: "committed",
+// "aborted", "in progress", or "" when too old to know.
+func (p *Pilot) XactStatus(ctx context.Context, txid string) (string, error) {
+	var st *string
+	if err := p.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&st); err != nil {
+		return "", fmt.Errorf("pilot: xact status: %w", err)
+	}
+	if st == nil {
+		return "", nil
+	}
+	return *st, nil
 }

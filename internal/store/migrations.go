@@ -1,0 +1,112 @@
+package store
+
+// Migration is one forward-only change to the control store's schema.
+type Migration struct {
+	// Version orders migrations. Versions start at 1 and are consecutive.
+	Version int
+	// Name says what the migration is for, e.g. "logbook".
+	Name string
+	// SQL is run as one script in one transaction. It may hold several
+	// statements separated by semicolons.
+	SQL string
+}
+
+// Migrations is the control store's schema, oldest first.
+//
+// To change the schema, append a Migration with the next Version. Never edit,
+// remove or reorder a migration once it has been applied anywhere: Open
+// records a checksum of each applied migration and refuses a database whose
+// history does not match this list.
+//
+// The SQL here is SQLite's dialect. Keep it close to portable SQL (the
+// PostgreSQL store will carry its own list with the same versions): TEXT,
+// INTEGER, explicit PRIMARY KEYs; avoid SQLite-only column affinities.
+var Migrations = []Migration{
+	{
+		Version: 1,
+		Name:    "logbook",
+		SQL: `
+CREATE TABLE logbook_entries (
+	seq       INTEGER PRIMARY KEY,   -- 1-based, gapless
+	time_ns   INTEGER NOT NULL,      -- Unix nanoseconds, UTC
+	kind      TEXT    NOT NULL,
+	subjects  TEXT    NOT NULL,      -- canonical JSON object, string to string
+	payload   TEXT    NOT NULL,      -- canonical JSON
+	prev_hash TEXT    NOT NULL,      -- hex SHA-256
+	hash      TEXT    NOT NULL       -- hex SHA-256
+);
+
+-- Derived index for "every entry about request X". Not covered by the hash
+-- chain; it can be rebuilt from logbook_entries.subjects.
+CREATE TABLE logbook_subjects (
+	key   TEXT    NOT NULL,
+	value TEXT    NOT NULL,
+	seq   INTEGER NOT NULL REFERENCES logbook_entries (seq),
+	PRIMARY KEY (key, value, seq)
+);
+
+CREATE TABLE logbook_checkpoints (
+	size    INTEGER PRIMARY KEY,     -- entries covered: seq 1..size
+	hash    TEXT    NOT NULL,        -- hex chain head hash at size
+	time_ns INTEGER NOT NULL,
+	note    TEXT    NOT NULL         -- C2SP signed note
+);
+
+-- Append-only against mistakes in our own code. An attacker with the file
+-- drops these; the hash chain and exported checkpoints are what catch that.
+CREATE TRIGGER logbook_entries_no_update BEFORE UPDATE ON logbook_entries
+BEGIN SELECT RAISE(ABORT, 'logbook entries are append-only'); END;
+CREATE TRIGGER logbook_entries_no_delete BEFORE DELETE ON logbook_entries
+BEGIN SELECT RAISE(ABORT, 'logbook entries are append-only'); END;
+CREATE TRIGGER logbook_subjects_no_update BEFORE UPDATE ON logbook_subjects
+BEGIN SELECT RAISE(ABORT, 'logbook subjects are append-only'); END;
+CREATE TRIGGER logbook_subjects_no_delete BEFORE DELETE ON logbook_subjects
+BEGIN SELECT RAISE(ABORT, 'logbook subjects are append-only'); END;
+CREATE TRIGGER logbook_checkpoints_no_update BEFORE UPDATE ON logbook_checkpoints
+BEGIN SELECT RAISE(ABORT, 'logbook checkpoints are append-only'); END;
+CREATE TRIGGER logbook_checkpoints_no_delete BEFORE DELETE ON logbook_checkpoints
+BEGIN SELECT RAISE(ABORT, 'logbook checkpoints are append-only'); END;
+`,
+	},
+	{
+		Version: 2,
+		Name:    "gateway",
+		SQL: `
+CREATE TABLE delegations (
+	id         TEXT    PRIMARY KEY,  -- derived from the signed canonical bytes
+	target     TEXT    NOT NULL,
+	grantee    TEXT    NOT NULL,
+	signer     TEXT    NOT NULL,
+	canonical  TEXT    NOT NULL,     -- the signed bytes
+	signature  TEXT    NOT NULL,     -- armored sshsig
+	source     TEXT    NOT NULL,
+	created_ns INTEGER NOT NULL,
+	revoked_ns INTEGER,
+	revoked_by TEXT,
+	revocation TEXT                  -- the signed revocation, armored
+);
+CREATE INDEX delegations_grantee ON delegations (grantee, target);
+
+CREATE TABLE requests (
+	id            TEXT    PRIMARY KEY,
+	principal     TEXT    NOT NULL,
+	target        TEXT    NOT NULL,
+	sql           TEXT    NOT NULL,  -- as submitted: untrusted
+	canonical     TEXT    NOT NULL,
+	outcome       TEXT    NOT NULL,
+	status        TEXT    NOT NULL,
+	path          TEXT    NOT NULL DEFAULT '',
+	delegation_id TEXT    NOT NULL DEFAULT '',
+	rule          INTEGER,
+	reasons       TEXT    NOT NULL,  -- JSON array of strings
+	marque_id     TEXT    NOT NULL DEFAULT '',
+	txid          TEXT    NOT NULL DEFAULT '',
+	rows_affected INTEGER NOT NULL DEFAULT 0,
+	created_ns    INTEGER NOT NULL,
+	updated_ns    INTEGER NOT NULL
+);
+CREATE INDEX requests_status ON requests (status, created_ns);
+CREATE INDEX requests_principal ON requests (principal, created_ns);
+`,
+	},
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Memory is the path of a private in-memory database. It lives as long as the
+// Store, has no WAL (and so no durability) and a single connection shared by
+// DB and ReadDB. It is for tests of other packages, never for a deployment.
+const Memory = ":memory:"
+
+// Defaults for Open.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultReadConns   = 4
+)
+
+// Sentinel errors.
+var (
+	// ErrMigrations is returned (wrapped) when the migration list is invalid
+	// or the database's applied migrations do not match it.
+	ErrMigrations = errors.New("store: migrations do not match the database")
+	// ErrNotDurable is returned (wrapped) when the database refused the
+	// durability settings (e.g. WAL is not supported on its file system).
+	ErrNotDurable = errors.New("store: durability settings not in effect")
+)
+
+// Store is the control store. It is safe for concurrent use.
+type Store struct {
+	path   string
+	w      *sql.DB
+	r      *sql.DB
+	shared bool // r == w (Memory)
+}
+
+type options struct {
+	busyTimeout time.Duration
+	readConns   int
+	migrations  []Migration
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithBusyTimeout sets how long a statement waits for a lock held by another
+// connection (another process, or a reader during a checkpoint) before it
+// fails with SQLITE_BUSY. Defaults to 5 seconds.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = d }
+}
+
+// WithReadConns sets the size of the read pool. Defaults to 4.
+func WithReadConns(n int) Option {
+	return func(o *options) { o.readConns = n }
+}
+
+// WithMigrations replaces the package's Migrations, for tests of the
+// migration machinery. Defaults to Migrations.
+func WithMigrations(ms []Migration) Option {
+	return func(o *options) { o.migrations = ms }
+}
+
+// Open opens (creating if needed) the SQLite control store at path, checks
+// that WAL and synchronous=FULL are in effect, and applies pending
+// migrations. The caller owns the Store and must Close it.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: DefaultBusyTimeout, readConns: DefaultReadConns, migrations: Migrations}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("store: open: empty path")
+	case strings.ContainsAny(path, "?#"):
+		return nil, fmt.Errorf("store: open: path %q must not contain '?' or '#'", path)
+	case o.busyTimeout < 0:
+		return nil, fmt.Errorf("store: open: busy timeout %v is negative", o.busyTimeout)
+	case o.readConns < 1:
+		return nil, fmt.Errorf("store: open: read conns %d must be at least 1", o.readConns)
+	}
+	if err := CheckMigrations(o.migrations); err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+
+	memory := path == Memory
+	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, !memory, false))
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{path: path, w: w, r: w, shared: memory}
+	if err := s.checkPragmas(ctx, w, !memory); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if err := migrate(ctx, w, o.migrations); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if memory {
+		return s, nil
+	}
+
+	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open readers: %w", err)
+	}
+	r.SetMaxOpenConns(o.readConns)
+	r.SetMaxIdleConns(o.readConns)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("store: open readers: %w", err)
+	}
+	s.r = r
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite data source name. The pragmas run on every
+// new connection of the pool.
+func dsn(path string, busy time.Duration, wal, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if wal {
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		// Take the write lock at BEGIN, so a transaction never fails halfway
+		// upgrading a read lock while another process writes.
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// checkPragmas confirms the settings durability rests on actually took.
+func (s *Store) checkPragmas(ctx context.Context, db *sql.DB, wal bool) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if wal && !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("%w: journal_mode is %q, want wal", ErrNotDurable, mode)
+	}
+	var syncMode, fk int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
+		return err
+	}
+	if syncMode < 2 { // 2 = FULL, 3 = EXTRA
+		return fmt.Errorf("%w: synchronous is %d, want 2 (FULL)", ErrNotDurable, syncMode)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return err
+	}
+	if fk != 1 {
+		return fmt.Errorf("%w: foreign_keys is off", ErrNotDurable)
+	}
+	return nil
+}
+
+// Path is the path the store was opened with.
+func (s *Store) Path() string { return s.path }
+
+// DB is the write handle: one connection, transactions begin IMMEDIATE. Use
+// it for every statement that writes, and for reads that must see the
+// caller's own uncommitted writes inside a transaction. Never hold rows open
+// on it while issuing another statement on it (see the package doc).
+func (s *Store) DB() *sql.DB { return s.w }
+
+// ReadDB is the read pool: read-only connections that see the last committed
+// state and never block the writer. A write through it fails.
+func (s *Store) ReadDB() *sql.DB { return s.r }
+
+// Tx runs fn in a write transaction and commits it if fn returns nil. If fn
+// returns an error or panics, the transaction is rolled back and fn's error is
+// returned as is (the panic is re-raised). Errors of the store itself are
+// wrapped with a "store:" prefix. Transactions run one at a time.
+func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return runTx(ctx, s.w, nil, fn)
+}
+
+// ReadTx runs fn in a read-only transaction on the read pool: every query in
+// fn sees one consistent snapshot.
+func (s *Store) ReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return runTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, fn)
+}
+
+func runTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// SchemaVersion is the highest applied migration version (0 for none).
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("store: schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// Close closes both handles. Statements in flight fail.
+func (s *Store) Close() error {
+	var errR error
+	if !s.shared {
+		errR = s.r.Close()
+	}
+	if err := errors.Join(errR, s.w.Close()); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// CheckMigrations reports whether ms is a valid migration list: versions 1,
+// 2, 3, ... in order, each with a name and SQL. A test runs it over
+// Migrations so that two changes appending the same version fail the build.
+func CheckMigrations(ms []Migration) error {
+	for i, m := range ms {
+		if m.Version != i+1 {
+			return fmt.Errorf("%w: migration %d (%q) has version %d, want %d", ErrMigrations, i, m.Name, m.Version, i+1)
+		}
+		if strings.TrimSpace(m.Name) == "" {
+			return fmt.Errorf("%w: migration %d has no name", ErrMigrations, m.Version)
+		}
+		if strings.TrimSpace(m.SQL) == "" {
+			return fmt.Errorf("%w: migration %d (%q) has no SQL", ErrMigrations, m.Version, m.Name)
+		}
+	}
+	return nil
+}
+
+func checksum(m Migration) string {
+	sum := sha256.Sum256([]byte(m.SQL))
+	return hex.EncodeToString(sum[:])
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	checksum   TEXT NOT NULL,
+	applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+)`
+
+// migrate applies the pending migrations, each in its own IMMEDIATE
+// transaction that first re-reads the history, so two processes opening the
+// same file at once apply each migration exactly once.
+func migrate(ctx context.Context, db *sql.DB, ms []Migration) error {
+	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	// Check the history even when nothing is pending.
+	if err := runTx(ctx, db, nil, func(tx *sql.Tx) error {
+		_, err := appliedVersions(ctx, tx, ms)
+		return err
+	}); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range ms {
+		err := runTx(ctx, db, nil, func(tx *sql.Tx) error {
+			n, err := appliedVersions(ctx, tx, ms)
+			if err != nil || n >= m.Version {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+			_, err = tx.ExecContext(ctx,
+				"INSERT INTO schema_migrations (version, name, checksum) VALUES (?, ?, ?)",
+				m.Version, m.Name, checksum(m))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+// appliedVersions checks that the applied migrations are exactly ms[:n] and
+// returns n.
+func appliedVersions(ctx context.Context, tx *sql.Tx, ms []Migration) (int, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT version, checksum FROM schema_migrations ORDER BY version")
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var v int
+		var sum string
+		if err := rows.Scan(&v, &sum); err != nil {
+			return 0, err
+		}
+		switch {
+		case v != n+1:
+			return 0, fmt.Errorf("%w: applied version %d follows %d", ErrMigrations, v, n)
+		case v > len(ms):
+			return 0, fmt.Errorf("%w: database has migration %d, this binary knows %d (newer binary?)", ErrMigrations, v, len(ms))
+		case sum != checksum(ms[v-1]):
+			return 0, fmt.Errorf("%w: migration %d (%s) was changed after it was applied", ErrMigrations, v, ms[v-1].Name)
+		}
+		n = v
+	}
+	return n, rows.Err()
+}
