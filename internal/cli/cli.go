@@ -42,6 +42,11 @@ func commands() []command {
 		{"check", "decide one statement against a delegation, offline", runCheck},
 		{"delegation", "compile, print, sign and verify delegations", runDelegation},
 		{"keygen", "make an Ed25519 SSH key pair for a human signer", runKeygen},
+		{"serve", "run the control plane and its Pilots", runServe},
+		{"config", "validate a serve config", runConfig},
+		{"target", "prepare a target database", runTarget},
+		{"logbook", "verify, tail and export the logbook", runLogbook},
+		{"demo", "run the whole system on this machine with a scripted agent", runDemo},
 	}
 }
 

@@ -336,3 +336,9 @@ func runDelegationVerify(e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "good signature by %s (%s) for target %s: delegation %s, tier %s\n", s.Name, s.Fingerprint, c.bound.Target, c.report.DelegationID, c.report.Tier)
 	return exitOK
 }
+
+func writeJSONLine(e *env, v any) {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

@@ -149,6 +149,20 @@ type Analysis struct {
 	Canonical string
 }
 
+// Unparseable reports whether the statement could not be parsed at all
+// (a syntax error, or input too large or deep to parse): a client error
+// rather than a decision.
+func (a *Analysis) Unparseable() bool {
+	if a.Facts != nil || len(a.Reasons) == 0 {
+		return false
+	}
+	switch a.Reasons[0].Code {
+	case CodeParseError, CodeInputTooLarge, CodeInputTooDeep, CodeEmptyStatement:
+		return true
+	}
+	return false
+}
+
 // Stmt returns the one statement node of the tree.
 func (a *Analysis) Stmt() *pg.Node {
 	if a.Tree == nil || len(a.Tree.Stmts) != 1 {

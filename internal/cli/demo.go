@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"harbormaster/examples"
+	"harbormaster/internal/bound"
+	"harbormaster/internal/config"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/pgtmp"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/signing"
+)
+
+// demoInfo is what --info writes once the demo is ready.
+type demoInfo struct {
+	APIURL       string `json:"api_url"`
+	AgentToken   string `json:"agent_token"`
+	Agent        string `json:"agent"`
+	TargetDSN    string `json:"target_dsn"`
+	Target       string `json:"target"`
+	Store        string `json:"store"`
+	Config       string `json:"config"`
+	Dir          string `json:"dir"`
+	GrantorKey   string `json:"grantor_key"`
+	ApproverKey  string `json:"approver_key"`
+	Signers      string `json:"signers"`
+	VerifierKey  string `json:"logbook_vkey"`
+	ControlPlane string `json:"control_plane_key"`
+}
+
+type tourStep struct {
+	title   string
+	sql     string
+	outcome string // executed or referred
+	want    string // a substring the reasons must carry (referred)
+}
+
+// demoTour shows each outcome. The data is examples/shop_data.sql.
+var demoTour = []tourStep{
+	{"read the stuck orders (inside the select rule)",
+		"SELECT id, status, created_at FROM orders WHERE status = 'pending' AND created_at < now() - interval '1 day' ORDER BY created_at LIMIT 5",
+		"executed", ""},
+	{"unstick one order (inside the update rule)",
+		"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3",
+		"executed", ""},
+	{"read a column no rule lists: referred by column",
+		"SELECT id, total_cents FROM orders WHERE id = 3",
+		"referred", "total_cents"},
+	{"touch an order pending for only an hour: referred by fence",
+		"UPDATE orders SET status = 'failed' WHERE id = 45",
+		"referred", "fence"},
+	{"unstick every stuck order at once: referred by row cap",
+		"UPDATE orders SET status = 'retrying' WHERE status = 'pending' AND created_at < now() - interval '1 day'",
+		"referred", "max_rows"},
+	{"set a status the check does not allow: referred by check",
+		"UPDATE orders SET status = 'shipped' WHERE id = 4",
+		"referred", "check"},
+	{"smuggle a second statement: referred",
+		"UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders",
+		"referred", "statements"},
+	{"fix a typo in an EU name (Tier B, needs the Surveyor): referred",
+		"UPDATE customers SET name = 'John Smith' WHERE id = 3",
+		"referred", "Tier B"},
+}
+
+func runDemo(e *env, args []string) int {
+	fs := e.flags("harbormaster demo [--listen ADDR] [--info FILE] [--once] [--dir DIR]",
+		"Runs the whole system on this machine: a throwaway PostgreSQL as target \"shop\"\n"+
+			"(from the local server binaries), the embedded store, demo keys (grantor alice,\n"+
+			"approver bob), two signed delegations for agent:demo, the HTTP API, and a scripted\n"+
+			"agent that shows each outcome. It keeps serving until interrupted.")
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP `ADDR` (a free port is used if it is taken)")
+	info := fs.String("info", "", "write connection details as JSON to `FILE` once ready")
+	once := fs.Bool("once", false, "run the tour and exit: 0 if every outcome was as expected")
+	dir := fs.String("dir", "", "keep keys, config and store in `DIR` (default: a temporary directory, removed at exit)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if err := demo(e, *listen, *info, *dir, *once); err != nil {
+		var tourErr *tourError
+		if errors.As(err, &tourErr) {
+			e.errorf("%v", err)
+			return exitFail
+		}
+		e.errorf("%v", err)
+		if errors.Is(err, pgtmp.ErrNotInstalled) {
+			e.hintf("install the PostgreSQL server binaries (Debian: apt-get install postgresql), or put initdb and postgres on PATH")
+		}
+		return exitFail
+	}
+	return exitOK
+}
+
+type tourError struct{ failed []string }
+
+func (t *tourError) Error() string {
+	return fmt.Sprintf("%d tour step(s) did not go as expected: %s", len(t.failed), strings.Join(t.failed, "; "))
+}
+
+func demo(e *env, listen, infoPath, dir string, once bool) error {
+	ctx := e.ctx
+	out := e.stdout
+	keep := dir != ""
+	if dir == "" {
+		d, err := os.MkdirTemp("", "harbormaster-demo-")
+		if err != nil {
+			return err
+		}
+		dir = d
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL...\n")
+	pg, err := pgtmp.Start(ctx, pgtmp.Config{})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	dsn, err := pg.CreateDatabase(ctx, "shop")
+	if err != nil {
+		return err
+	}
+	if err := loadShop(ctx, dsn); err != nil {
+		return err
+	}
+	cfgPath, inf, err := writeDemoFiles(ctx, dir, dsn)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "harbormaster.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	sys, err := startSystem(ctx, cfg, newLogger(logFile, "info"))
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- sys.serve(sctx, ln) }()
+	inf.APIURL = "http://" + ln.Addr().String()
+	if infoPath != "" {
+		b, _ := json.MarshalIndent(inf, "", "  ")
+		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\nHarbormaster is serving %s\n", inf.APIURL)
+	fmt.Fprintf(out, "  target shop:    %s\n", dsn)
+	fmt.Fprintf(out, "  agent:          %s, token %s\n", inf.Agent, inf.AgentToken)
+	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
+	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
+	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
+	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
+	failed := runTour(ctx, out, inf.APIURL, inf.AgentToken)
+	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
+	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s'\n", inf.Store, inf.VerifierKey)
+	if once {
+		stop()
+		<-served
+		if len(failed) > 0 {
+			return &tourError{failed: failed}
+		}
+		fmt.Fprintf(out, "\nEvery outcome was as expected.\n")
+		return nil
+	}
+	if keep {
+		fmt.Fprintf(out, "\nFiles are kept in %s.\n", dir)
+	}
+	fmt.Fprintf(out, "\nServing until interrupted (Ctrl-C)...\n")
+	select {
+	case <-ctx.Done():
+		stop()
+		<-served
+	case err := <-served:
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\nstopped; the throwaway database is gone.\n")
+	return nil
+}
+
+func loadShop(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, f := range []string{"shop.sql", "shop_data.sql"} {
+		b, err := examples.FS.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, string(b), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("loading %s: %w", f, err)
+		}
+	}
+	return pilot.InitTarget(ctx, dsn)
+}
+
+// writeDemoFiles makes keys, the signers file, signed delegations and the
+// serve config, exactly as an operator would by hand.
+func writeDemoFiles(ctx context.Context, dir, dsn string) (string, demoInfo, error) {
+	var inf demoInfo
+	keys := filepath.Join(dir, "keys")
+	dels := filepath.Join(dir, "delegations")
+	for _, d := range []string{keys, dels} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", inf, err
+		}
+	}
+	var signersFile bytes.Buffer
+	humans := map[string][]string{
+		"alice": {signing.NamespaceDelegation, signing.NamespaceRevocation},
+		"bob":   {signing.NamespaceApproval, signing.NamespaceDenial},
+	}
+	privs := map[string][]byte{}
+	for _, name := range []string{"alice", "bob"} {
+		priv, pub, err := signing.GenerateEd25519(name + "@demo")
+		if err != nil {
+			return "", inf, err
+		}
+		privs[name] = priv
+		if err := os.WriteFile(filepath.Join(keys, name), priv, 0o600); err != nil {
+			return "", inf, err
+		}
+		if err := os.WriteFile(filepath.Join(keys, name+".pub"), pub, 0o644); err != nil {
+			return "", inf, err
+		}
+		line, err := signing.AllowedSignersLine([]string{name + "@shop"}, humans[name], pub)
+		if err != nil {
+			return "", inf, err
+		}
+		signersFile.WriteString(line + "\n")
+	}
+	signersPath := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(signersPath, signersFile.Bytes(), 0o644); err != nil {
+		return "", inf, err
+	}
+	cpPEM, cpKey, err := config.NewControlPlaneKey()
+	if err != nil {
+		return "", inf, err
+	}
+	cpPath := filepath.Join(keys, "control-plane.pem")
+	if err := os.WriteFile(cpPath, cpPEM, 0o600); err != nil {
+		return "", inf, err
+	}
+	vkey, err := logbook.CheckpointVerifierKey("harbormaster-demo", publicKey(cpKey))
+	if err != nil {
+		return "", inf, err
+	}
+	token, tokenHash := config.NewAgentToken()
+
+	cat, err := pilot.LoadCatalogDSN(ctx, dsn, nil)
+	if err != nil {
+		return "", inf, err
+	}
+	alice, err := signing.ParsePrivateKey(privs["alice"])
+	if err != nil {
+		return "", inf, err
+	}
+	for _, f := range []string{"unstick-orders.yaml", "fix-name-typos.yaml"} {
+		y, err := examples.FS.ReadFile(f)
+		if err != nil {
+			return "", inf, err
+		}
+		d, err := bound.Parse(y, f)
+		if err != nil {
+			return "", inf, err
+		}
+		// The demo's delegations expire a week from now.
+		exp := time.Now().UTC().Add(7 * 24 * time.Hour).Truncate(time.Hour)
+		d.Expires = &exp
+		y = bytes.Replace(y, []byte("expires: 2027-12-31T00:00:00Z"), []byte("expires: "+exp.Format(time.RFC3339)), 1)
+		b, rep := bound.Compile(d, cat, bound.Options{})
+		if !rep.Signable {
+			return "", inf, fmt.Errorf("demo delegation %s is not signable: %v", f, rep.Problems)
+		}
+		canon, err := b.Canonical()
+		if err != nil {
+			return "", inf, err
+		}
+		sig, err := alice.Sign(signing.NamespaceDelegation, canon)
+		if err != nil {
+			return "", inf, err
+		}
+		if err := os.WriteFile(filepath.Join(dels, f), y, 0o644); err != nil {
+			return "", inf, err
+		}
+		if err := os.WriteFile(filepath.Join(dels, f+".sig"), sig, 0o644); err != nil {
+			return "", inf, err
+		}
+	}
+	storePath := filepath.Join(dir, "store.db")
+	cfg := fmt.Sprintf(`# Written by harbormaster demo. See docs/operations.md.
+name: harbormaster-demo
+store: %q
+control_plane_key: %q
+signers: %q
+delegations: %q
+targets:
+  - name: shop
+    dsn: %q
+agents:
+  - principal: agent:demo
+    token_sha256: %s
+logbook:
+  checkpoint_every: 100
+  checkpoint_interval: 5s
+`, storePath, cpPath, signersPath, dels, dsn, tokenHash)
+	cfgPath := filepath.Join(dir, "harbormaster.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return "", inf, err
+	}
+	inf = demoInfo{AgentToken: token, Agent: "agent:demo", TargetDSN: dsn, Target: "shop", Store: storePath, Config: cfgPath,
+		Dir: dir, GrantorKey: filepath.Join(keys, "alice"), ApproverKey: filepath.Join(keys, "bob"), Signers: signersPath,
+		VerifierKey: vkey, ControlPlane: cpPath}
+	return cfgPath, inf, nil
+}
+
+// runTour plays the scripted agent over HTTP and returns the steps that
+// did not go as expected.
+func runTour(ctx context.Context, out io.Writer, api, token string) []string {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var failed []string
+	for i, st := range demoTour {
+		body, _ := json.Marshal(map[string]string{"target": "shop", "sql": st.sql})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/statements", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		fmt.Fprintf(out, "\n%d. %s\n   %s\n", i+1, st.title, st.sql)
+		resp, err := client.Do(req)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("step %d: %v", i+1, err))
+			fmt.Fprintf(out, "   ! %v\n", err)
+			continue
+		}
+		var r struct {
+			Outcome      string           `json:"outcome"`
+			RequestID    string           `json:"request_id"`
+			RowsAffected int64            `json:"rows_affected"`
+			Rows         []map[string]any `json:"rows"`
+			Reasons      []string         `json:"reasons"`
+			Path         string           `json:"path"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&r)
+		resp.Body.Close()
+		switch r.Outcome {
+		case "executed":
+			if len(r.Rows) > 0 {
+				fmt.Fprintf(out, "   -> executed on the %s path: %d row(s) returned, request %s\n", r.Path, len(r.Rows), r.RequestID)
+			} else {
+				fmt.Fprintf(out, "   -> executed on the %s path: %d row(s) affected, request %s\n", r.Path, r.RowsAffected, r.RequestID)
+			}
+		case "referred":
+			fmt.Fprintf(out, "   -> referred to a human, request %s:\n", r.RequestID)
+			for _, why := range r.Reasons {
+				fmt.Fprintf(out, "      - %s\n", why)
+			}
+		default:
+			fmt.Fprintf(out, "   -> HTTP %d\n", resp.StatusCode)
+		}
+		ok := r.Outcome == st.outcome
+		if ok && st.want != "" {
+			ok = strings.Contains(strings.Join(r.Reasons, " "), st.want)
+		}
+		if !ok {
+			failed = append(failed, fmt.Sprintf("step %d (%s): got %q %v", i+1, st.title, r.Outcome, r.Reasons))
+		}
+	}
+	return failed
+}

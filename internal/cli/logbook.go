@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"harbormaster/internal/config"
+	"harbormaster/internal/logbook"
+)
+
+func runLogbook(e *env, args []string) int {
+	return e.dispatch("harbormaster logbook", []command{
+		{"verify", "check the hash chain and signed checkpoints", runLogbookVerify},
+		{"tail", "print the last entries as JSON lines", runLogbookTail},
+		{"export", "write entries (or checkpoints) as JSON lines", runLogbookExport},
+	}, args)
+}
+
+func runLogbookVerify(e *env, args []string) int {
+	fs := e.flags("harbormaster logbook verify --store PATH (--vkey KEY | --key FILE --name NAME) [--checkpoints FILE]",
+		"Recomputes every entry's hash, every link and every signed checkpoint, and reports\n"+
+			"the first bad sequence number on any change, deletion or reordering. Checkpoints\n"+
+			"exported earlier (--checkpoints) also reveal a log cut short.\n"+
+			"Exit 0 when intact, 1 when not.")
+	storePath := fs.String("store", "", "the control store `PATH`")
+	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
+	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
+	name := fs.String("name", "harbormaster", "the control plane's `NAME` (with --key)")
+	cps := fs.String("checkpoints", "", "checkpoints exported earlier, JSON lines `FILE`")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *storePath == "" || (*vkey == "") == (*keyFile == "") {
+		return e.usageErr(fs, "--store and one of --vkey or --key are required")
+	}
+	var v note.Verifier
+	var err error
+	switch {
+	case *vkey != "":
+		k := *vkey
+		if strings.HasPrefix(k, "@") {
+			b, rerr := os.ReadFile(k[1:])
+			if rerr != nil {
+				e.errorf("%v", rerr)
+				return exitUsage
+			}
+			k = strings.TrimSpace(string(b))
+		}
+		v, err = note.NewVerifier(k)
+	default:
+		key, kerr := config.LoadControlPlaneKey(*keyFile)
+		if kerr != nil {
+			e.errorf("%v", kerr)
+			return exitUsage
+		}
+		v, err = logbook.NewCheckpointVerifier(*name, publicKey(key))
+	}
+	if err != nil {
+		e.errorf("verifier key: %v", err)
+		return exitUsage
+	}
+	var external []logbook.Checkpoint
+	if *cps != "" {
+		f, err := os.Open(*cps)
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		external, err = logbook.ReadCheckpoints(f)
+		f.Close()
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+	}
+	if _, err := os.Stat(*storePath); err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	st, lb, err := openLogbook(e.ctx, *storePath)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	defer st.Close()
+	rep, err := lb.Verify(e.ctx, v, external...)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	fmt.Fprintln(e.stdout, rep.String())
+	if !rep.OK {
+		return exitFail
+	}
+	return exitOK
+}
+
+func runLogbookTail(e *env, args []string) int {
+	fs := e.flags("harbormaster logbook tail --store PATH [-n N]", "Prints the last N entries as JSON lines, oldest first.")
+	storePath := fs.String("store", "", "the control store `PATH`")
+	n := fs.Int("n", 20, "how many `N` entries")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *storePath == "" {
+		return e.usageErr(fs, "--store is required")
+	}
+	st, lb, err := openLogbook(e.ctx, *storePath)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	defer st.Close()
+	entries, err := lb.Tail(e.ctx, *n)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	for _, en := range entries {
+		writeJSONLine(e, en)
+	}
+	return exitOK
+}
+
+func runLogbookExport(e *env, args []string) int {
+	fs := e.flags("harbormaster logbook export --store PATH [--from SEQ] [--checkpoints]",
+		"Writes every entry from SEQ on as JSON lines; with --checkpoints, the signed\n"+
+			"checkpoints instead, to keep outside the control plane's trust domain.")
+	storePath := fs.String("store", "", "the control store `PATH`")
+	from := fs.Int64("from", 1, "first `SEQ`")
+	cps := fs.Bool("checkpoints", false, "export signed checkpoints instead of entries")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *storePath == "" {
+		return e.usageErr(fs, "--store is required")
+	}
+	st, lb, err := openLogbook(e.ctx, *storePath)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	defer st.Close()
+	if *cps {
+		err = lb.ExportCheckpoints(e.ctx, e.stdout)
+	} else {
+		_, err = lb.Export(e.ctx, e.stdout, *from)
+	}
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"harbormaster/internal/config"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/store"
+)
+
+func runServe(e *env, args []string) int {
+	fs := e.flags("harbormaster serve --config FILE",
+		"Runs the control plane: the HTTP API (/v1), the statement path, the logbook and an\n"+
+			"in-process Pilot per target. Stops gracefully on SIGINT or SIGTERM.\n"+
+			"The config file is documented in docs/operations.md.")
+	path := fs.String("config", "", "the config `FILE` (YAML)")
+	level := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *path == "" {
+		return e.usageErr(fs, "--config is required")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	log := newLogger(e.stderr, *level)
+	sys, err := startSystem(e.ctx, cfg, log)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	defer sys.close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "targets", sys.gateway.Targets())
+	if err := sys.serve(e.ctx, ln); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+func runConfig(e *env, args []string) int {
+	return e.dispatch("harbormaster config", []command{
+		{"validate", "check a serve config file and the files it names", func(e *env, args []string) int {
+			fs := e.flags("harbormaster config validate FILE", "Checks a serve config: every field, the control-plane key, the signers file.\nExit 0 when valid; 2 with every problem otherwise.")
+			if code, ok := e.parse(fs, args); !ok {
+				return code
+			}
+			file, code, ok := e.oneFile(fs)
+			if !ok {
+				return code
+			}
+			cfg, err := config.Load(file)
+			if err != nil {
+				e.errorf("%v", err)
+				return exitUsage
+			}
+			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen)
+			return exitOK
+		}},
+	}, args)
+}
+
+func runTarget(e *env, args []string) int {
+	return e.dispatch("harbormaster target", []command{
+		{"init", "create the harbormaster schema (receipts, guard function) in a target", func(e *env, args []string) int {
+			fs := e.flags("harbormaster target init --target DSN", "Creates the harbormaster schema in a target database: the receipts table that\nmakes every marque single-use, and the guard function. Idempotent.")
+			dsn := fs.String("target", "", "the target's `DSN`")
+			if code, ok := e.parse(fs, args); !ok {
+				return code
+			}
+			if *dsn == "" {
+				return e.usageErr(fs, "--target is required")
+			}
+			if err := pilot.InitTarget(e.ctx, *dsn); err != nil {
+				e.errorf("%v", err)
+				return exitFail
+			}
+			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, function harbormaster.fence_violation")
+			return exitOK
+		}},
+	}, args)
+}
+
+// openLogbook opens a store's logbook read-only (for verify, tail, export).
+func openLogbook(ctx context.Context, path string) (*store.Store, *logbook.Logbook, error) {
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	lb, err := logbook.New(st, nil, nil, nil, logbook.Config{})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, lb, nil
+}

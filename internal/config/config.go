@@ -1,0 +1,303 @@
+// Package config reads and validates the harbormaster serve configuration
+// (YAML). Every field is documented in docs/operations.md; defaults are
+// applied by WithDefaults and every error names the field.
+package config
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the serve configuration.
+type Config struct {
+	// Name is the control plane's name (marque issuer, checkpoint origin).
+	// Defaults to "harbormaster".
+	Name string `yaml:"name"`
+	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// Store is the SQLite control store path. Required.
+	Store string `yaml:"store"`
+	// ControlPlaneKey is the PEM (PKCS#8) Ed25519 key that signs marques
+	// and logbook checkpoints. Required.
+	ControlPlaneKey string `yaml:"control_plane_key"`
+	// Signers is the OpenSSH allowed-signers file of the humans who may sign
+	// (principals NAME@TARGET). Required.
+	Signers string `yaml:"signers"`
+	// Delegations, when set, is a directory of NAME.yaml files each with a
+	// NAME.yaml.sig signature, loaded at start. Delegations may also be
+	// uploaded with POST /v1/delegations.
+	Delegations string `yaml:"delegations"`
+	// MarqueTTL is how long a marque is valid. Defaults to 30s; at most 5m.
+	MarqueTTL Duration `yaml:"marque_ttl"`
+	// Targets are the databases agents act on. At least one.
+	Targets []Target `yaml:"targets"`
+	// Agents are the agent principals and their token hashes.
+	Agents []Agent `yaml:"agents"`
+	// Logbook tunes checkpoints.
+	Logbook Logbook `yaml:"logbook"`
+
+	// dir is the config file's directory; relative paths resolve from it.
+	dir string
+}
+
+// Target is one database.
+type Target struct {
+	// Name as delegations name it. Required: lower-case letters, digits, _ and -.
+	Name string `yaml:"name"`
+	// DSN is the connection string (the Pilot's credentials). Exactly one of
+	// DSN and DSNEnv.
+	DSN string `yaml:"dsn"`
+	// DSNEnv names an environment variable holding the DSN.
+	DSNEnv string `yaml:"dsn_env"`
+	// Role, when set, is assumed for agent statements (least privilege).
+	Role string `yaml:"role"`
+	// SearchPath is pinned for every statement. Defaults to [public].
+	SearchPath []string `yaml:"search_path"`
+	// StatementTimeout defaults to 5s; LockTimeout to 2s.
+	StatementTimeout Duration `yaml:"statement_timeout"`
+	LockTimeout      Duration `yaml:"lock_timeout"`
+}
+
+// Agent is one agent principal.
+type Agent struct {
+	// Principal is agent:NAME.
+	Principal string `yaml:"principal"`
+	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token
+	// (harbormaster agent token prints both). The token itself is never stored.
+	TokenSHA256 string `yaml:"token_sha256"`
+}
+
+// Logbook tunes the logbook.
+type Logbook struct {
+	// CheckpointEvery signs a checkpoint every N entries. Defaults to 1000.
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// CheckpointInterval signs one at least this often when entries were
+	// added. Defaults to 10s.
+	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+}
+
+// Duration is a time.Duration written as "30s".
+type Duration time.Duration
+
+// UnmarshalYAML reads "30s", "5m".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 30s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Load reads a config file. getenv resolves dsn_env.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > 1<<20 {
+		return nil, fmt.Errorf("config: %s is over 1 MiB", path)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	c.dir = filepath.Dir(path)
+	c = c.WithDefaults()
+	if err := c.Validate(os.Getenv); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		c.Name = "harbormaster"
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.MarqueTTL == 0 {
+		c.MarqueTTL = Duration(30 * time.Second)
+	}
+	if c.Logbook.CheckpointEvery == 0 {
+		c.Logbook.CheckpointEvery = 1000
+	}
+	if c.Logbook.CheckpointInterval == 0 {
+		c.Logbook.CheckpointInterval = Duration(10 * time.Second)
+	}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if len(t.SearchPath) == 0 {
+			t.SearchPath = []string{"public"}
+		}
+		if t.StatementTimeout == 0 {
+			t.StatementTimeout = Duration(5 * time.Second)
+		}
+		if t.LockTimeout == 0 {
+			t.LockTimeout = Duration(2 * time.Second)
+		}
+	}
+	return c
+}
+
+var (
+	nameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	principalRE = regexp.MustCompile(`^agent:[a-z0-9][a-z0-9._-]{0,62}$`)
+	hexRE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Validate checks every field and returns all problems, each naming its field.
+func (c *Config) Validate(getenv func(string) string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Store == "" {
+		bad("store", "required: the path of the SQLite control store")
+	}
+	if c.ControlPlaneKey == "" {
+		bad("control_plane_key", "required: a PEM Ed25519 key (harbormaster keygen --control-plane)")
+	} else if _, err := LoadControlPlaneKey(c.Path(c.ControlPlaneKey)); err != nil {
+		bad("control_plane_key", "%v", err)
+	}
+	if c.Signers == "" {
+		bad("signers", "required: an OpenSSH allowed-signers file")
+	} else if _, err := os.Stat(c.Path(c.Signers)); err != nil {
+		bad("signers", "%v", err)
+	}
+	if c.Delegations != "" {
+		if st, err := os.Stat(c.Path(c.Delegations)); err != nil || !st.IsDir() {
+			bad("delegations", "must be a directory: %v", err)
+		}
+	}
+	if c.MarqueTTL.D() <= 0 || c.MarqueTTL.D() > 5*time.Minute {
+		bad("marque_ttl", "must be between 1s and 5m")
+	}
+	if len(c.Targets) == 0 {
+		bad("targets", "at least one target is required")
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		if !nameRE.MatchString(t.Name) {
+			bad(f+".name", "must be lower-case letters, digits, _ and -, got %q", t.Name)
+		}
+		if seen[t.Name] {
+			bad(f+".name", "%q is listed twice", t.Name)
+		}
+		seen[t.Name] = true
+		switch {
+		case t.DSN != "" && t.DSNEnv != "":
+			bad(f, "give dsn or dsn_env, not both")
+		case t.DSN == "" && t.DSNEnv == "":
+			bad(f+".dsn", "required (or dsn_env)")
+		case t.DSNEnv != "" && getenv(t.DSNEnv) == "":
+			bad(f+".dsn_env", "the environment variable %s is empty", t.DSNEnv)
+		}
+	}
+	seenAgent := map[string]bool{}
+	for i, a := range c.Agents {
+		f := fmt.Sprintf("agents[%d]", i)
+		if !principalRE.MatchString(a.Principal) {
+			bad(f+".principal", "must look like agent:ops-bot, got %q", a.Principal)
+		}
+		if !hexRE.MatchString(a.TokenSHA256) {
+			bad(f+".token_sha256", "must be 64 lower-case hex characters (the SHA-256 of the token)")
+		}
+		if seenAgent[a.TokenSHA256] {
+			bad(f+".token_sha256", "two agents share one token")
+		}
+		seenAgent[a.TokenSHA256] = true
+	}
+	if c.Logbook.CheckpointEvery < 1 {
+		bad("logbook.checkpoint_every", "must be at least 1")
+	}
+	return errors.Join(errs...)
+}
+
+// Path resolves p relative to the config file's directory.
+func (c *Config) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.dir == "" {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// DSN returns a target's DSN.
+func (t Target) ResolveDSN(getenv func(string) string) string {
+	if t.DSN != "" {
+		return t.DSN
+	}
+	return getenv(t.DSNEnv)
+}
+
+// LoadControlPlaneKey reads a PEM PKCS#8 Ed25519 private key.
+func LoadControlPlaneKey(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%s: not a PEM PRIVATE KEY", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", path)
+	}
+	return ek, nil
+}
+
+// NewControlPlaneKey makes a PEM PKCS#8 Ed25519 key.
+func NewControlPlaneKey() ([]byte, ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), priv, nil
+}
+
+// NewAgentToken makes a random bearer token and its hash.
+func NewAgentToken() (token, sha string) {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	token = "hm_" + hex.EncodeToString(b[:])
+	return token, HashToken(token)
+}
+
+// HashToken is the lowercase hex SHA-256 of a token.
+func HashToken(token string) string {
+	sum := sha256Sum([]byte(strings.TrimSpace(token)))
+	return hex.EncodeToString(sum[:])
+}
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }

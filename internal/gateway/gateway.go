@@ -1,0 +1,272 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/sqlcheck"
+	"harbormaster/internal/store"
+)
+
+// Config configures the statement path.
+type Config struct {
+	// Name is the control plane's name: the marque issuer. Defaults to "harbormaster".
+	Name string
+	// Limits cap statements before parsing. Defaults to sqlcheck's.
+	Limits sqlcheck.Limits
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// Logger defaults to a discard logger.
+	Logger *slog.Logger
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		c.Name = "harbormaster"
+	}
+	c.Limits = c.Limits.WithDefaults()
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Errors a caller maps to client errors. Everything else is a server error.
+var (
+	ErrUnknownTarget  = errors.New("unknown target")
+	ErrNotFound       = errors.New("not found")
+	ErrBadDelegation  = errors.New("delegation refused")
+	ErrLogUnavailable = errors.New("the logbook cannot be written")
+)
+
+// SQLError is a statement that cannot be decided at all (it does not parse,
+// or is too large or deep to parse). The request is still recorded.
+type SQLError struct {
+	RequestID string
+	Code      string
+	Message   string
+}
+
+func (e *SQLError) Error() string { return e.Message }
+
+// Gateway is the control plane's statement path (DESIGN.md section 3): it
+// decides every statement, records the decision durably, mints marques for
+// statements inside a signed scope and hands them to the target's Pilot.
+type Gateway struct {
+	cfg     Config
+	st      *store.Store
+	lb      *logbook.Logbook
+	minter  *marque.Minter
+	signers *signing.AllowedSigners
+	targets map[string]*pilot.Pilot
+
+	mu          sync.RWMutex
+	delegations []*Delegation // every stored delegation, oldest first
+}
+
+// New wires a gateway. pilots are the in-process Pilots, one per target.
+func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, minter *marque.Minter,
+	signers *signing.AllowedSigners, pilots []*pilot.Pilot) (*Gateway, error) {
+	cfg = cfg.WithDefaults()
+	if st == nil || lb == nil || minter == nil || signers == nil {
+		return nil, errors.New("gateway: store, logbook, minter and signers are required")
+	}
+	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{}}
+	for _, p := range pilots {
+		if _, dup := g.targets[p.Target()]; dup {
+			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
+		}
+		g.targets[p.Target()] = p
+	}
+	if err := g.loadDelegations(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Targets returns the configured target names.
+func (g *Gateway) Targets() []string {
+	out := make([]string, 0, len(g.targets))
+	for t := range g.targets {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Pilot returns the Pilot of a target.
+func (g *Gateway) Pilot(target string) (*pilot.Pilot, bool) {
+	p, ok := g.targets[target]
+	return p, ok
+}
+
+// Response is the answer to an agent.
+type Response struct {
+	Outcome      string           `json:"outcome"` // "executed" or "referred"
+	RequestID    string           `json:"request_id"`
+	RowsAffected int64            `json:"rows_affected"`
+	Columns      []string         `json:"columns,omitempty"`
+	Rows         []map[string]any `json:"rows"`
+	Truncated    bool             `json:"truncated"`
+	Reasons      []string         `json:"reasons"`
+	Path         string           `json:"path,omitempty"`
+	DelegationID string           `json:"delegation_id,omitempty"`
+}
+
+// Outcomes of a request.
+const (
+	OutcomeExecuted = "executed"
+	OutcomeReferred = "referred"
+	OutcomeRejected = "rejected"
+)
+
+func newID(prefix string) string {
+	var b [15]byte
+	_, _ = rand.Read(b[:])
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// evaluation is one delegation's decision on a statement.
+type evaluation struct {
+	Delegation string   `json:"delegation_id"`
+	Decision   string   `json:"decision"`
+	Rule       *int     `json:"rule"`
+	Reasons    []string `json:"reasons"`
+}
+
+// Submit runs one statement from an authenticated principal through the
+// statement path. The numbered steps are DESIGN.md section 3's.
+func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*Response, error) {
+	now := g.cfg.Clock()
+	// 1 authenticate: the caller did; principal is who it proved to be.
+	p, ok := g.targets[target]
+	if !ok {
+		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
+	}
+	req := &request{ID: newID("req_"), Principal: principal, Target: target, SQL: sql, Created: now}
+
+	// 2 parse with the real Postgres parser.
+	a := sqlcheck.Analyze(sql, p.Catalog(), g.cfg.Limits)
+	req.Canonical = a.Canonical
+	if a.Unparseable() {
+		r := a.Reasons[0]
+		req.Outcome, req.Reasons = OutcomeRejected, []string{r.String()}
+		if err := g.decide(ctx, req, nil, nil); err != nil {
+			return nil, err
+		}
+		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: r.Message}
+	}
+
+	// 3 static check against each active delegation of (principal, target).
+	var chosen *Delegation
+	var decision sqlcheck.Decision
+	var evals []evaluation
+	for _, d := range g.activeDelegations(principal, target, now) {
+		dec := sqlcheck.Check(a, d.Rules)
+		evals = append(evals, evaluation{Delegation: d.ID, Decision: string(dec.Outcome), Rule: dec.Rule, Reasons: dec.ReasonStrings()})
+		better := chosen == nil && dec.Outcome != sqlcheck.Refer ||
+			chosen != nil && decision.Outcome == sqlcheck.Survey && dec.Outcome == sqlcheck.Conforms
+		if better {
+			chosen, decision = d, dec
+		}
+	}
+
+	// 4 route: the compiled path, the surveyed path, or refer.
+	switch {
+	case len(evals) == 0:
+		req.Outcome, req.Reasons = OutcomeReferred, []string{fmt.Sprintf("%s has no delegation in force on %s", principal, target)}
+	case chosen == nil:
+		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
+	case decision.Outcome == sqlcheck.Survey:
+		// 5 the surveyed path is not built yet: Tier B is off everywhere.
+		req.Outcome = OutcomeReferred
+		req.DelegationID = chosen.ID
+		req.Reasons = []string{"only a rule with a residual clause covers this statement, and Tier B (the Surveyor) is switched off, so a human decides"}
+	default:
+		req.Path = marque.PathCompiled
+		req.DelegationID = chosen.ID
+		req.Rule = decision.Rule
+	}
+
+	// 6 logbook: the decision is durable before any marque exists.
+	if err := g.decide(ctx, req, evals, chosen); err != nil {
+		return nil, err
+	}
+	if req.Path == "" {
+		return req.response(), nil
+	}
+
+	// 7 mint the marque naming the delegation and its grantor signature.
+	claims := marque.Claims{
+		RequestID: req.ID, Principal: principal, Target: target,
+		StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: decision.Rule,
+		Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
+			Signer: chosen.Signer, Signature: string(chosen.Signature)},
+	}
+	tok, claims, err := g.minter.Mint(claims)
+	if err != nil {
+		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", err))
+	}
+	req.MarqueID = claims.ID
+
+	// 8 the Pilot verifies everything again and executes under guards; the
+	// transaction id is recorded durably before COMMIT.
+	res, err := p.Execute(ctx, pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical,
+		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }})
+	if err != nil {
+		return nil, g.fail(ctx, req, err)
+	}
+
+	// 9 logbook: the execution's outcome.
+	req.applyResult(res)
+	if err := g.executed(ctx, req, res); err != nil {
+		return nil, err
+	}
+	// 10 answer the agent.
+	resp := req.response()
+	if res.Outcome == pilot.Executed {
+		resp.Columns, resp.Rows, resp.Truncated = res.Columns, res.Rows, res.Truncated
+	}
+	return resp, nil
+}
+
+// referReasons lists why no delegation covers a statement: the parse-level
+// reasons once, then each delegation's own.
+func referReasons(a *sqlcheck.Analysis, evals []evaluation) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range a.Reasons {
+		out = append(out, r.String())
+		seen[r.String()] = true
+	}
+	for _, e := range evals {
+		for _, r := range e.Reasons {
+			if seen[r] || strings.HasSuffix(r, "["+sqlcheck.CodeCovered+"]") {
+				continue
+			}
+			seen[r] = true
+			if len(evals) > 1 {
+				r = e.Delegation + ": " + r
+			}
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"no delegation covers this statement"}
+	}
+	return out
+}

@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+)
+
+// Request statuses in the store.
+const (
+	StatusRejected = "rejected" // did not parse: nothing to decide
+	StatusReferred = "referred" // waiting for a human
+	StatusRunning  = "running"  // on the fast path, marque minted
+	StatusExecuted = "executed"
+)
+
+type request struct {
+	ID           string
+	Principal    string
+	Target       string
+	SQL          string
+	Canonical    string
+	Outcome      string
+	Status       string
+	Path         string
+	DelegationID string
+	Rule         *int
+	Reasons      []string
+	MarqueID     string
+	TxID         string
+	RowsAffected int64
+	Created      time.Time
+	Updated      time.Time
+}
+
+func (r *request) response() *Response {
+	resp := &Response{Outcome: r.Outcome, RequestID: r.ID, RowsAffected: r.RowsAffected, Reasons: r.Reasons,
+		Path: r.Path, DelegationID: r.DelegationID, Rows: []map[string]any{}}
+	if resp.Reasons == nil {
+		resp.Reasons = []string{}
+	}
+	return resp
+}
+
+func (r *request) applyResult(res *pilot.Result) {
+	r.TxID = res.TxID
+	switch res.Outcome {
+	case pilot.Executed:
+		r.Outcome, r.Status, r.RowsAffected = OutcomeExecuted, StatusExecuted, res.RowsAffected
+		r.Reasons = nil
+	default:
+		// A guard failure rolls back and refers (DESIGN.md section 6).
+		r.Outcome, r.Status, r.RowsAffected = OutcomeReferred, StatusReferred, 0
+		r.Reasons = append([]string(nil), res.Reasons...)
+	}
+}
+
+// decide records the decision (step 6): durably in the logbook first, then
+// the request row. If the logbook cannot be written, nothing executes.
+func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, chosen *Delegation) error {
+	switch {
+	case req.Outcome == OutcomeRejected:
+		req.Status = StatusRejected
+	case req.Path != "":
+		req.Status, req.Outcome = StatusRunning, "run"
+	default:
+		req.Status = StatusReferred
+	}
+	subjects := map[string]string{"request": req.ID, "principal": req.Principal, "target": req.Target}
+	if req.DelegationID != "" {
+		subjects["delegation"] = req.DelegationID
+	}
+	payload := map[string]any{
+		"request_id": req.ID, "principal": req.Principal, "target": req.Target,
+		"statement": req.SQL, "canonical_sql": req.Canonical, "statement_sha256": marque.StatementHash(req.Canonical),
+		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
+		"reasons": nonNil(req.Reasons), "evaluated": evals,
+	}
+	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	if req.Outcome == "run" {
+		// The agent sees executed or referred, never "run".
+		req.Outcome = OutcomeReferred
+	}
+	req.Updated = req.Created
+	reasons, _ := json.Marshal(nonNil(req.Reasons))
+	var rule sql.NullInt64
+	if req.Rule != nil {
+		rule = sql.NullInt64{Int64: int64(*req.Rule), Valid: true}
+	}
+	_, err := g.st.DB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+		delegation_id, rule, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.Path,
+		req.DelegationID, rule, string(reasons), req.Created.UnixNano(), req.Updated.UnixNano())
+	if err != nil {
+		return fmt.Errorf("gateway: record request: %w", err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// executing records the transaction id just before COMMIT, durably, so a
+// crash after COMMIT is reconciled from the receipt, never re-executed.
+func (g *Gateway) executing(ctx context.Context, req *request, txid string) error {
+	_, err := g.lb.Append(ctx, logbook.Record{Kind: "execution.pending",
+		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
+		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "txid": txid}})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
+	}
+	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
+		req.MarqueID, txid, g.cfg.Clock().UnixNano(), req.ID)
+	if err != nil {
+		return fmt.Errorf("gateway: record execution: %w", err)
+	}
+	return nil
+}
+
+// executed records the execution's outcome (step 9).
+func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result) error {
+	payload := map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
+		"code": res.Code, "rows_affected": res.RowsAffected, "reasons": nonNil(res.Reasons), "txid": res.TxID,
+		"executed_sql": res.ExecutedSQL}
+	return g.finish(ctx, req, payload)
+}
+
+func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]any) error {
+	_, err := g.lb.Append(ctx, logbook.Record{Kind: "execution",
+		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
+		Payload:  payload})
+	if err != nil {
+		// The request stays running; Reconcile resolves it from the receipt.
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	reasons, _ := json.Marshal(nonNil(req.Reasons))
+	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
+		txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`,
+		req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
+	if err != nil {
+		return fmt.Errorf("gateway: record execution: %w", err)
+	}
+	return nil
+}
+
+// fail records that a request on the fast path could not be executed for
+// an infrastructure reason, and returns err. The Pilot rolled back (or
+// never started), so the request is referred.
+func (g *Gateway) fail(ctx context.Context, req *request, err error) error {
+	g.cfg.Logger.Error("statement path failed", "request", req.ID, "err", err)
+	req.Outcome, req.Status = OutcomeReferred, StatusReferred
+	req.Reasons = []string{"the statement could not be executed: " + err.Error()}
+	if ferr := g.finish(context.WithoutCancel(ctx), req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
+		"outcome": "failed", "reasons": req.Reasons}); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// RequestView is what GET /v1/requests/{id} shows.
+type RequestView struct {
+	ID           string    `json:"id"`
+	Principal    string    `json:"principal"`
+	Target       string    `json:"target"`
+	SQL          string    `json:"sql"`
+	CanonicalSQL string    `json:"canonical_sql"`
+	Outcome      string    `json:"outcome"`
+	Status       string    `json:"status"`
+	Path         string    `json:"path,omitempty"`
+	DelegationID string    `json:"delegation_id,omitempty"`
+	Rule         *int      `json:"rule"`
+	Reasons      []string  `json:"reasons"`
+	MarqueID     string    `json:"marque_id,omitempty"`
+	RowsAffected int64     `json:"rows_affected"`
+	Created      time.Time `json:"created"`
+	Updated      time.Time `json:"updated"`
+}
+
+// Request returns one request. A principal other than "" may only see its own.
+func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestView, error) {
+	rows, err := g.queryRequests(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 || principal != "" && rows[0].Principal != principal {
+		return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
+	}
+	return rows[0], nil
+}
+
+func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) ([]*RequestView, error) {
+	rs, err := g.st.ReadDB().QueryContext(ctx, `SELECT id, principal, target, sql, canonical, outcome, status, path,
+		delegation_id, rule, reasons, marque_id, rows_affected, created_ns, updated_ns FROM requests `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: requests: %w", err)
+	}
+	defer rs.Close()
+	var out []*RequestView
+	for rs.Next() {
+		var v RequestView
+		var rule sql.NullInt64
+		var reasons string
+		var created, updated int64
+		if err := rs.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.CanonicalSQL, &v.Outcome, &v.Status, &v.Path,
+			&v.DelegationID, &rule, &reasons, &v.MarqueID, &v.RowsAffected, &created, &updated); err != nil {
+			return nil, fmt.Errorf("gateway: requests: %w", err)
+		}
+		if rule.Valid {
+			r := int(rule.Int64)
+			v.Rule = &r
+		}
+		_ = json.Unmarshal([]byte(reasons), &v.Reasons)
+		v.Created, v.Updated = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+		out = append(out, &v)
+	}
+	return out, rs.Err()
+}
+
+// Reconcile resolves requests left running by a crash: from the receipt in
+// the target (committed: executed) or the transaction's status (aborted, or
+// never reached COMMIT: not executed). It never re-executes anything.
+// Requests younger than grace are left alone (their marque may still be in
+// flight to a Pilot).
+func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, error) {
+	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
+	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	resolved := 0
+	for _, v := range running {
+		p, ok := g.targets[v.Target]
+		if !ok {
+			continue
+		}
+		req := &request{ID: v.ID, Target: v.Target, MarqueID: v.MarqueID, Principal: v.Principal}
+		var txid string
+		_ = g.st.ReadDB().QueryRowContext(ctx, `SELECT txid FROM requests WHERE id = ?`, v.ID).Scan(&txid)
+		req.TxID = txid
+		found, rows, err := p.Receipt(ctx, v.MarqueID)
+		if err != nil {
+			return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+		}
+		payload := map[string]any{"request_id": v.ID, "marque_id": v.MarqueID, "txid": txid, "reconciled": true}
+		switch {
+		case found:
+			req.Outcome, req.Status, req.RowsAffected = OutcomeExecuted, StatusExecuted, rows
+			payload["outcome"], payload["rows_affected"] = string(pilot.Executed), rows
+		default:
+			if txid != "" {
+				st, err := p.XactStatus(ctx, txid)
+				if err != nil {
+					return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+				}
+				if st == "in progress" {
+					continue
+				}
+			}
+			req.Outcome, req.Status = OutcomeReferred, StatusReferred
+			req.Reasons = []string{"the control plane stopped before this statement committed; it did not run"}
+			payload["outcome"], payload["reasons"] = "not_executed", req.Reasons
+		}
+		if err := g.finish(ctx, req, payload); err != nil {
+			return resolved, err
+		}
+		resolved++
+	}
+	return resolved, nil
+}

@@ -1,0 +1,298 @@
+// Package httpapi serves the control plane's HTTP API under /v1.
+//
+// Agents authenticate with a bearer token; the server stores only token
+// hashes. Every error is JSON: {"error": {"code": "...", "message": "..."}}.
+// Request bodies are capped. Statement text, reasons and row values are
+// untrusted data: they are only ever JSON-encoded, never interpolated.
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"harbormaster/internal/bound"
+	"harbormaster/internal/gateway"
+)
+
+// MaxBodyBytes caps a request body.
+const MaxBodyBytes = 1 << 20
+
+// Agent is one agent principal and the SHA-256 of its token.
+type Agent struct {
+	Principal   string
+	TokenSHA256 string // lowercase hex
+}
+
+// HashToken is how tokens are stored: lowercase hex SHA-256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Config configures the API.
+type Config struct {
+	Agents []Agent
+	// Logger defaults to a discard logger.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	gw     *gateway.Gateway
+	agents map[[32]byte]string
+	log    *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New builds the API over a gateway.
+func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
+	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, a := range cfg.Agents {
+		raw, err := hex.DecodeString(a.TokenSHA256)
+		if err != nil || len(raw) != 32 {
+			return nil, errors.New("httpapi: agent " + a.Principal + ": token_sha256 must be 64 hex characters")
+		}
+		var k [32]byte
+		copy(k[:], raw)
+		s.agents[k] = a.Principal
+	}
+	s.mux.HandleFunc("POST /v1/statements", s.agent(s.postStatement))
+	s.mux.HandleFunc("GET /v1/requests/{id}", s.agent(s.getRequest))
+	s.mux.HandleFunc("GET /v1/delegations", s.agent(s.getDelegations))
+	s.mux.HandleFunc("POST /v1/delegations", s.postDelegation)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return s, nil
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Mux lets other packages add routes (metrics, MCP, console).
+func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+type principalKey struct{}
+
+// Authenticate returns the principal of a bearer token, or "".
+func (s *Server) Authenticate(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	for k, p := range s.agents {
+		if subtle.ConstantTimeCompare(k[:], sum[:]) == 1 {
+			return p
+		}
+	}
+	return ""
+}
+
+func (s *Server) agent(h func(w http.ResponseWriter, r *http.Request, principal string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := s.Authenticate(r)
+		if p == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="harbormaster"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid agent token is required: Authorization: Bearer <token>")
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+type errorBody struct {
+	Error struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		RequestID string `json:"request_id,omitempty"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeErrorReq(w, status, code, msg, "")
+}
+
+func writeErrorReq(w http.ResponseWriter, status int, code, msg, requestID string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message, b.Error.RequestID = code, msg, requestID
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	_ = enc.Encode(v)
+}
+
+// decode reads a capped JSON body into v, refusing unknown fields.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over 1 MiB")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_json", "the request body is not the expected JSON: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "bad_json", "the request body has data after the JSON object")
+		return false
+	}
+	return true
+}
+
+type statementBody struct {
+	Target string `json:"target"`
+	SQL    string `json:"sql"`
+}
+
+func (s *Server) postStatement(w http.ResponseWriter, r *http.Request, principal string) {
+	var body statementBody
+	if !decode(w, r, &body) {
+		return
+	}
+	if body.Target == "" || strings.TrimSpace(body.SQL) == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `both "target" and "sql" are required`)
+		return
+	}
+	start := time.Now()
+	resp, err := s.gw.Submit(r.Context(), principal, body.Target, body.SQL)
+	if err != nil {
+		s.statementError(w, err)
+		return
+	}
+	s.log.Info("statement", "request", resp.RequestID, "principal", principal, "target", body.Target,
+		"outcome", resp.Outcome, "path", resp.Path, "rows", resp.RowsAffected, "ms", time.Since(start).Milliseconds())
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// StatementError maps a Submit error to an HTTP error.
+func (s *Server) statementError(w http.ResponseWriter, err error) {
+	var sqlErr *gateway.SQLError
+	switch {
+	case errors.As(err, &sqlErr):
+		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
+	case errors.Is(err, gateway.ErrUnknownTarget):
+		writeError(w, http.StatusNotFound, "unknown_target", err.Error())
+	case errors.Is(err, gateway.ErrLogUnavailable):
+		s.log.Error("logbook unavailable", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the decision could not be recorded, so nothing ran; try again later")
+	default:
+		s.log.Error("statement failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the statement could not be decided or executed; nothing ran unless the request shows otherwise")
+	}
+}
+
+func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, principal string) {
+	v, err := s.gw.Request(r.Context(), r.PathValue("id"), principal)
+	if errors.Is(err, gateway.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no request "+r.PathValue("id")+" for this agent")
+		return
+	}
+	if err != nil {
+		s.log.Error("request lookup", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// DelegationView is a delegation as the API shows it.
+type DelegationView struct {
+	ID        string             `json:"id"`
+	Sentence  string             `json:"sentence"`
+	Grantee   string             `json:"grantee"`
+	Target    string             `json:"target"`
+	Tier      string             `json:"tier"`
+	Signer    string             `json:"signer"`
+	NotBefore string             `json:"not_before,omitempty"`
+	Expires   string             `json:"expires"`
+	Active    bool               `json:"active"`
+	Revoked   bool               `json:"revoked"`
+	Rules     []bound.RuleReport `json:"rules"`
+	Fallback  string             `json:"fallback_authority,omitempty"`
+}
+
+// ViewDelegation renders a delegation in plain language.
+func ViewDelegation(d *gateway.Delegation, now time.Time) DelegationView {
+	v := DelegationView{ID: d.ID, Sentence: d.Bound.Sentence, Grantee: d.Grantee, Target: d.Target, Tier: d.Bound.Tier(),
+		Signer: d.Signer, NotBefore: d.Bound.NotBefore, Expires: d.Bound.Expires, Active: d.Active(now), Revoked: d.Revoked != nil,
+		Rules: []bound.RuleReport{}}
+	for i, r := range d.Bound.Rules {
+		route := "compiled"
+		if r.Residual != "" {
+			route = "residual"
+		}
+		v.Rules = append(v.Rules, bound.RuleReport{Index: i, Op: string(r.Op), Table: r.Table, Route: route, Summary: bound.Summary(r), Residual: r.Residual})
+	}
+	if v.Tier == "B" {
+		v.Fallback = bound.FallbackAuthority(d.Bound)
+	}
+	return v
+}
+
+func (s *Server) getDelegations(w http.ResponseWriter, r *http.Request, principal string) {
+	now := time.Now()
+	out := []DelegationView{}
+	for _, d := range s.gw.Delegations(principal) {
+		out = append(out, ViewDelegation(d, now))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"delegations": out})
+}
+
+type delegationBody struct {
+	YAML      string `json:"yaml"`
+	Signature string `json:"signature"`
+}
+
+// postDelegation takes a signed delegation. It needs no token: the
+// grantor's signature, checked against the signers file, is the authority.
+func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
+	var body delegationBody
+	if !decode(w, r, &body) {
+		return
+	}
+	if body.YAML == "" || body.Signature == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `both "yaml" and "signature" are required`)
+		return
+	}
+	d, rep, err := s.gw.AddDelegation(r.Context(), []byte(body.YAML), []byte(body.Signature), "api")
+	var de *gateway.DelegationError
+	switch {
+	case errors.As(err, &de):
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{
+			"code": "delegation_refused", "message": de.Error(), "problems": de.Problems}, "report": rep})
+		return
+	case errors.Is(err, gateway.ErrLogUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the delegation could not be recorded; try again later")
+		return
+	case err != nil:
+		s.log.Error("add delegation", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the delegation could not be stored")
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"delegation": ViewDelegation(d, time.Now()), "report": rep})
+}

@@ -1,0 +1,101 @@
+// Package logbook is the append-only, hash-chained, checkpoint-signed record
+// of every decision Harbormaster makes (DESIGN.md, invariant 7): a decision
+// is durable here before its marque reaches the Pilot, and the execution's
+// outcome after.
+//
+// # Invariants
+//
+//   - Append-only. Entries are only ever inserted; the schema's triggers
+//     abort UPDATE and DELETE on the logbook tables (a guard against our own
+//     mistakes, not against an attacker with the file).
+//   - Gapless. Seq starts at 1 and every entry's seq is its predecessor's
+//     plus one.
+//   - Durable before acknowledged. Append returns an entry only after the
+//     SQLite transaction holding it has committed with WAL and
+//     synchronous=FULL. If Append returns an error the entry does not exist
+//     and never will (a request the writer had not yet taken is abandoned; a
+//     batch that fails rolls back whole). Callers treat an error as "nothing
+//     executes".
+//   - Hash chain. Each entry's hash covers its seq, time, kind, subjects,
+//     payload and the previous entry's hash (64 zeros for entry 1), so
+//     changing, deleting, inserting or reordering any entry breaks every
+//     link after it.
+//   - Signed checkpoints. The writer signs the chain head with the control
+//     plane's Ed25519 key every Config.CheckpointEvery entries (default
+//     1000), every Config.CheckpointInterval (default 10 s) when entries
+//     were appended since the last one, and when Run stops.
+//
+// # Entry hash
+//
+// hash = hex(SHA-256(input)), where input is, with integers big-endian and
+// each variable-length field prefixed by its byte length as a uint32:
+//
+//	"harbormaster/logbook/entry/v1\n"   domain separation
+//	seq       uint64
+//	time      int64, Unix nanoseconds (UTC)
+//	kind      uint32 length, bytes
+//	subjects  uint32 length, canonical JSON of the subjects object
+//	payload   uint32 length, canonical JSON payload, as stored
+//	prev      32 raw bytes: the previous entry's hash (zeros for seq 1)
+//
+// Canonical JSON is CanonicalJSON's (RFC 8785-like; integers kept digit for
+// digit). HashEntry recomputes it for an exported entry, so the chain can be
+// checked without this package's database.
+//
+// # Checkpoints
+//
+// A checkpoint is a C2SP signed note (golang.org/x/mod/sumdb/note) whose
+// body follows tlog-checkpoint:
+//
+//	<origin>\n<size>\n<base64 of the 32-byte hash of entry <size>>\n
+//
+// The third line is the hash-chain head, not a Merkle tree root: this log
+// proves its history by replaying the chain, not by inclusion or
+// consistency proofs, so a verifier needs the entries, not just two
+// checkpoints. Checkpoints are stored in the logbook_checkpoints table and
+// exported as JSON lines (ExportCheckpoints); the note field alone is
+// authoritative and verifies with any note implementation given the key
+// from CheckpointVerifierKey.
+//
+// # Lifecycle
+//
+// New builds a Logbook over an open store. Reads (Get, Tail, Find, Iterate,
+// Export, Checkpoints) and Verify work at any time, from any process. Append
+// needs the writer: the owner runs Run(ctx) in a goroutine it waits for, and
+// cancels ctx to stop it. Run commits every batch it has taken, answers every
+// queued Append with ErrClosed, signs a last checkpoint and returns; later
+// Appends return ErrClosed at once. Concurrent Appends are batched by that
+// one goroutine into one transaction (group commit): while one batch's fsync
+// runs, the next batch gathers. The writer re-reads the chain head inside
+// each transaction, under SQLite's write lock, so two processes writing the
+// same file cannot fork the chain (they only take turns).
+//
+// # What Verify proves, and what it cannot
+//
+// Verify replays the chain from entry 1 in one read snapshot and reports the
+// first bad seq and what is wrong: a changed entry, a gap (deleted entries),
+// a reordering, a rewritten entry (broken link), a checkpoint whose
+// signature fails, whose stored fields disagree with its signed body, or
+// whose signed hash differs from the chain at its size.
+//
+// It cannot tell, from the database alone:
+//
+//   - that the tail was deleted, if the checkpoints covering it were deleted
+//     with it. Checkpoints exported earlier and kept outside the control
+//     plane's trust domain reveal it: one that signs more entries than the
+//     log holds reports ProblemTruncated.
+//   - that the whole log was rewritten and re-signed by someone holding the
+//     checkpoint key. Every hash and signature would be consistent; only a
+//     checkpoint exported before the rewrite (it signs a different hash at
+//     its size) reveals it. Export checkpoints regularly to somewhere the
+//     control plane cannot write.
+//   - that entries written after the last checkpoint are the ones the writer
+//     wrote: they are chained but not yet signed (Report.SignedThrough).
+//   - whether the subject index (logbook_subjects) is complete. It is
+//     derived data, not covered by the chain: an attacker could hide an
+//     entry from "entries about request X" without breaking the chain. The
+//     entries themselves, and their subjects field, are covered.
+//
+// Verify never trusts the stored size and hash columns of a checkpoint: they
+// must agree with the signed note.
+package logbook

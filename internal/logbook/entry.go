@@ -1,0 +1,191 @@
+package logbook
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits on what one entry may carry. A record over a limit is refused by
+// Append (ErrInvalidRecord); they keep one hostile or buggy caller from
+// bloating every verification.
+const (
+	MaxKindBytes         = 64
+	MaxSubjects          = 32
+	MaxSubjectKeyBytes   = 64
+	MaxSubjectValueBytes = 512
+)
+
+// hashDomain starts every entry's hash input, so a logbook hash can never be
+// confused with a hash of anything else the system computes.
+const hashDomain = "harbormaster/logbook/entry/v1\n"
+
+// ZeroHash is the previous hash of the first entry: 64 hex zeros.
+const ZeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Record is what a caller appends. The logbook assigns Seq, Time, PrevHash
+// and Hash.
+type Record struct {
+	// Kind says what the entry records: "decision", "execution",
+	// "delegation", "approval", "finding", "switch", ... Lower-case ASCII
+	// letters, digits, '.', '_', '-'; at most 64 bytes.
+	Kind string
+	// Subjects are the ids the entry is about, by role: "request",
+	// "delegation", "marque", "principal", ... Entries are indexed by every
+	// (key, value) pair. Keys follow Kind's alphabet; values are non-empty
+	// and at most 512 bytes. At most 32 subjects.
+	Subjects map[string]string
+	// Payload is the entry's content, encoded with CanonicalJSON (a
+	// json.RawMessage is taken as the JSON it holds). A nil Payload is JSON
+	// null. At most Config.MaxPayloadBytes once canonical.
+	Payload any
+}
+
+// Entry is one record in the logbook, as stored and as exported (one JSON
+// object per line).
+type Entry struct {
+	Seq      int64             `json:"seq"`
+	Time     time.Time         `json:"time"`
+	Kind     string            `json:"kind"`
+	Subjects map[string]string `json:"subjects"`
+	Payload  json.RawMessage   `json:"payload"`
+	PrevHash string            `json:"prev_hash"`
+	Hash     string            `json:"hash"`
+}
+
+// ErrInvalidRecord is returned (wrapped) by Append for a record that breaks
+// the rules on Record's fields.
+var ErrInvalidRecord = errors.New("logbook: invalid record")
+
+func validName(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// prepared is a validated record in stored form.
+type prepared struct {
+	kind     string
+	subjects map[string]string
+	subjJSON []byte // canonical JSON of subjects
+	payload  []byte // canonical JSON
+}
+
+func prepare(r Record, maxPayload int) (prepared, error) {
+	if !validName(r.Kind, MaxKindBytes) {
+		return prepared{}, fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
+	}
+	if len(r.Subjects) > MaxSubjects {
+		return prepared{}, fmt.Errorf("%w: %d subjects, at most %d", ErrInvalidRecord, len(r.Subjects), MaxSubjects)
+	}
+	subjects := make(map[string]string, len(r.Subjects))
+	for k, v := range r.Subjects {
+		if !validName(k, MaxSubjectKeyBytes) {
+			return prepared{}, fmt.Errorf("%w: subject key %q", ErrInvalidRecord, k)
+		}
+		if v == "" || len(v) > MaxSubjectValueBytes {
+			return prepared{}, fmt.Errorf("%w: subject %q: value must be 1 to %d bytes", ErrInvalidRecord, k, MaxSubjectValueBytes)
+		}
+		subjects[k] = v
+	}
+	subjJSON, err := CanonicalJSON(subjects)
+	if err != nil {
+		return prepared{}, fmt.Errorf("%w: subjects: %w", ErrInvalidRecord, err)
+	}
+	payload, err := CanonicalJSON(r.Payload)
+	if err != nil {
+		return prepared{}, fmt.Errorf("%w: payload: %w", ErrInvalidRecord, err)
+	}
+	if len(payload) > maxPayload {
+		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
+	}
+	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload}, nil
+}
+
+// hasher computes entry hashes, reusing its buffer across calls.
+type hasher struct{ buf []byte }
+
+// sum computes an entry's hash. The input, with integers big-endian and each
+// variable-length field prefixed by its length as a uint32:
+//
+//	"harbormaster/logbook/entry/v1\n"
+//	seq            uint64
+//	time           int64, Unix nanoseconds (UTC)
+//	len(kind)      uint32, kind bytes
+//	len(subjects)  uint32, subjects: canonical JSON object (string to string)
+//	len(payload)   uint32, payload: canonical JSON, as stored
+//	prev hash      32 bytes (raw, not hex)
+//
+// and the entry's hash is the SHA-256 of that, written as 64 lower-case hex
+// digits.
+func (h *hasher) sum(seq, timeNS int64, kind, subjects, payload []byte, prev *[32]byte) [32]byte {
+	b := h.buf[:0]
+	b = append(b, hashDomain...)
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(timeNS))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(kind)))
+	b = append(b, kind...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(subjects)))
+	b = append(b, subjects...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	b = append(b, payload...)
+	b = append(b, prev[:]...)
+	h.buf = b
+	return sha256.Sum256(b)
+}
+
+// HashEntry recomputes e's hash from its Seq, Time, Kind, Subjects, Payload
+// (taken byte for byte: it must be the canonical JSON the logbook stored) and
+// PrevHash, with the encoding documented on the package. It ignores e.Hash;
+// an entry is intact when HashEntry(e) == e.Hash.
+func HashEntry(e Entry) (string, error) {
+	prev, err := decodeHash(e.PrevHash)
+	if err != nil {
+		return "", fmt.Errorf("logbook: hash entry %d: prev hash: %w", e.Seq, err)
+	}
+	subj := e.Subjects
+	if subj == nil {
+		subj = map[string]string{}
+	}
+	subjJSON, err := CanonicalJSON(subj)
+	if err != nil {
+		return "", fmt.Errorf("logbook: hash entry %d: %w", e.Seq, err)
+	}
+	var h hasher
+	sum := h.sum(e.Seq, e.Time.UnixNano(), []byte(e.Kind), subjJSON, e.Payload, &prev)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+var errBadHash = errors.New("not 64 lower-case hex digits")
+
+func decodeHash(s string) ([32]byte, error) {
+	var out [32]byte
+	if err := decodeHashBytes(&out, []byte(s)); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func decodeHashBytes(dst *[32]byte, s []byte) error {
+	if len(s) != 64 {
+		return errBadHash
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return errBadHash
+		}
+	}
+	_, err := hex.Decode(dst[:], s)
+	return err
+}

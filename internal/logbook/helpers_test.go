@@ -1,0 +1,155 @@
+package logbook
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"harbormaster/internal/store"
+)
+
+const testKeyName = "harbormaster-test"
+
+// testKey is a fixed control-plane key, so that separate logbooks in a test
+// share a signer (as a re-signing attacker would).
+func testKey(t testing.TB) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	copy(seed, "harbormaster logbook test key!!")
+	priv := ed25519.NewKeyFromSeed(seed)
+	return priv.Public().(ed25519.PublicKey), priv
+}
+
+// stepClock advances 1ms on every reading, from 2026-01-01.
+type stepClock struct{ ns atomic.Int64 }
+
+func newStepClock() *stepClock {
+	c := &stepClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *stepClock) Now() time.Time { return time.Unix(0, c.ns.Add(int64(time.Millisecond))).UTC() }
+
+type fixture struct {
+	t      testing.TB
+	path   string
+	st     *store.Store
+	lb     *Logbook
+	v      note.Verifier
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// newFixture opens a fresh store in a temp dir and starts the writer.
+func newFixture(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	return openFixture(t, filepath.Join(t.TempDir(), "control.db"), cfg, true)
+}
+
+func openFixture(t testing.TB, path string, cfg Config, run bool, opts ...store.Option) *fixture {
+	t.Helper()
+	st, err := store.Open(context.Background(), path, opts...)
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	pub, priv := testKey(t)
+	signer, err := NewCheckpointSigner(testKeyName, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewCheckpointVerifier(testKeyName, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := New(st, signer, newStepClock().Now, nil, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f := &fixture{t: t, path: path, st: st, lb: lb, v: v}
+	t.Cleanup(func() {
+		f.stop()
+		st.Close()
+	})
+	if run {
+		f.start()
+	}
+	return f
+}
+
+func (f *fixture) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.done = cancel, make(chan error, 1)
+	go func() { f.done <- f.lb.Run(ctx) }()
+}
+
+// stop stops the writer and waits for Run; a hang fails the test.
+func (f *fixture) stop() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	f.cancel = nil
+	select {
+	case err := <-f.done:
+		if err != nil {
+			f.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		f.t.Fatal("Run did not return after its context was cancelled")
+	}
+}
+
+func (f *fixture) append(rec Record) Entry {
+	f.t.Helper()
+	e, err := f.lb.Append(context.Background(), rec)
+	if err != nil {
+		f.t.Fatalf("Append: %v", err)
+	}
+	return e
+}
+
+func (f *fixture) verify(external ...Checkpoint) Report {
+	f.t.Helper()
+	rep, err := f.lb.Verify(context.Background(), f.v, external...)
+	if err != nil {
+		f.t.Fatalf("Verify: %v", err)
+	}
+	return rep
+}
+
+// tamper runs stmts on the database file through a connection of its own,
+// as an attacker with the file would, after dropping the append-only
+// triggers.
+func (f *fixture) tamper(stmts ...string) {
+	f.t.Helper()
+	db, err := sql.Open("sqlite", f.path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	all := []string{
+		"DROP TRIGGER IF EXISTS logbook_entries_no_update",
+		"DROP TRIGGER IF EXISTS logbook_entries_no_delete",
+		"DROP TRIGGER IF EXISTS logbook_subjects_no_update",
+		"DROP TRIGGER IF EXISTS logbook_subjects_no_delete",
+		"DROP TRIGGER IF EXISTS logbook_checkpoints_no_update",
+		"DROP TRIGGER IF EXISTS logbook_checkpoints_no_delete",
+	}
+	for _, s := range append(all, stmts...) {
+		if _, err := db.Exec(s); err != nil {
+			f.t.Fatalf("tamper %q: %v", s, err)
+		}
+	}
+}
+
+func isClosedOrCtx(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

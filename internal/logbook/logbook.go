@@ -1,0 +1,501 @@
+package logbook
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"harbormaster/internal/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed: the writer is not running any more (Run returned), so the
+	// entry was not appended.
+	ErrClosed = errors.New("logbook: closed")
+	// ErrReadOnly: the Logbook was built without a signer or clock; it can
+	// read and verify but not append.
+	ErrReadOnly = errors.New("logbook: read-only (no signer)")
+	// ErrUnavailable wraps a failure of the store during an append: the
+	// transaction did not commit and none of its entries exist.
+	ErrUnavailable = errors.New("logbook: store unavailable")
+	// ErrNotFound: no entry with that seq.
+	ErrNotFound = errors.New("logbook: no such entry")
+	// ErrEmpty: the logbook has no entries, so there is nothing to checkpoint.
+	ErrEmpty = errors.New("logbook: empty")
+	// errRunTwice: Run was called a second time.
+	errRunTwice = errors.New("logbook: run: already run")
+)
+
+// Config configures a Logbook. The zero value is usable: WithDefaults fills
+// in every unset field.
+type Config struct {
+	// Origin names this log in its checkpoints: the first line of every
+	// signed checkpoint body. It must be unique to the deployment, so that a
+	// checkpoint of one logbook is never mistaken for another's. No newline.
+	// Defaults to "harbormaster/logbook".
+	Origin string
+	// CheckpointEvery is how many entries may be appended after the last
+	// checkpoint before the writer signs a new one (in the same transaction
+	// as the batch that reaches it). Defaults to 1000.
+	CheckpointEvery int64
+	// CheckpointInterval is how often (wall time) the running writer signs
+	// a checkpoint if entries were appended since the last one, so no entry
+	// waits longer than about this for a signature. Defaults to 10 seconds.
+	CheckpointInterval time.Duration
+	// MaxBatch is the most entries committed in one transaction. Defaults
+	// to 1000.
+	MaxBatch int
+	// QueueLength is how many appends may wait for the writer. Defaults to
+	// 8192.
+	QueueLength int
+	// MaxPayloadBytes bounds one entry's canonical payload. Defaults to
+	// 1 MiB.
+	MaxPayloadBytes int
+}
+
+// WithDefaults returns c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Origin == "" {
+		c.Origin = "harbormaster/logbook"
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 1000
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 1000
+	}
+	if c.QueueLength == 0 {
+		c.QueueLength = 8192
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = 1 << 20
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Origin == "" || strings.ContainsAny(c.Origin, "\n\r"):
+		return fmt.Errorf("logbook: config: Origin %q must be one non-empty line", c.Origin)
+	case c.CheckpointEvery < 1:
+		return fmt.Errorf("logbook: config: CheckpointEvery %d must be at least 1", c.CheckpointEvery)
+	case c.CheckpointInterval <= 0:
+		return fmt.Errorf("logbook: config: CheckpointInterval %v must be positive", c.CheckpointInterval)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("logbook: config: MaxBatch %d must be at least 1", c.MaxBatch)
+	case c.QueueLength < 1:
+		return fmt.Errorf("logbook: config: QueueLength %d must be at least 1", c.QueueLength)
+	case c.MaxPayloadBytes < 4:
+		return fmt.Errorf("logbook: config: MaxPayloadBytes %d must be at least 4", c.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// Logbook is the append-only, hash-chained, checkpoint-signed record. Reads
+// and Verify work at any time; Append needs Run. It is safe for concurrent
+// use.
+type Logbook struct {
+	st     *store.Store
+	signer note.Signer
+	clock  func() time.Time
+	log    *slog.Logger
+	cfg    Config
+
+	reqs    chan *request
+	started atomic.Bool
+	stopped chan struct{} // closed once Run has answered every request it took
+}
+
+// New returns a Logbook over st (whose schema must include the logbook
+// migration; store.Open applies it). signer signs checkpoints with the
+// control-plane key (see NewCheckpointSigner); clock stamps entries. With a
+// nil signer or clock the Logbook is read-only: reads and Verify work,
+// Append and Run return ErrReadOnly. A nil logger discards.
+func New(st *store.Store, signer note.Signer, clock func() time.Time, logger *slog.Logger, cfg Config) (*Logbook, error) {
+	if st == nil {
+		return nil, errors.New("logbook: new: nil store")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if signer == nil || clock == nil {
+		signer, clock = nil, nil
+	}
+	return &Logbook{
+		st: st, signer: signer, clock: clock, log: logger, cfg: cfg,
+		reqs:    make(chan *request, cfg.QueueLength),
+		stopped: make(chan struct{}),
+	}, nil
+}
+
+// Config returns the configuration in force (with defaults).
+func (l *Logbook) Config() Config { return l.cfg }
+
+const (
+	reqQueued    int32 = iota
+	reqTaken           // the writer owns it and will answer
+	reqAbandoned       // the appender gave up first; the writer skips it
+)
+
+type request struct {
+	rec        prepared
+	checkpoint bool // a Checkpoint call, not an entry
+	state      atomic.Int32
+	done       chan result // buffered: the writer never blocks on it
+}
+
+type result struct {
+	entry Entry
+	cp    Checkpoint
+	err   error
+}
+
+// Append records rec and returns the entry once it is durable: its
+// transaction has committed (WAL, synchronous=FULL). Concurrent appends are
+// committed together by the writer (group commit), so Append waits for Run.
+//
+// If Append returns an error, the entry does not exist and never will:
+// callers refuse to act on that ("if the logbook cannot be written, nothing
+// executes"). Errors: ErrInvalidRecord (the record), ErrUnavailable (the
+// store), ErrClosed (Run has returned), ErrReadOnly, or ctx's error when ctx
+// ended before the writer took the entry.
+func (l *Logbook) Append(ctx context.Context, rec Record) (Entry, error) {
+	if l.signer == nil {
+		return Entry{}, fmt.Errorf("logbook: append: %w", ErrReadOnly)
+	}
+	p, err := prepare(rec, l.cfg.MaxPayloadBytes)
+	if err != nil {
+		return Entry{}, fmt.Errorf("logbook: append: %w", err)
+	}
+	res := l.submit(ctx, &request{rec: p, done: make(chan result, 1)})
+	if res.err != nil {
+		return Entry{}, fmt.Errorf("logbook: append: %w", res.err)
+	}
+	return res.entry, nil
+}
+
+// Checkpoint signs and stores a checkpoint of the current head now, through
+// the writer, unless the newest checkpoint already covers the head, in which
+// case it returns that one. ErrEmpty if there are no entries.
+func (l *Logbook) Checkpoint(ctx context.Context) (Checkpoint, error) {
+	if l.signer == nil {
+		return Checkpoint{}, fmt.Errorf("logbook: checkpoint: %w", ErrReadOnly)
+	}
+	res := l.submit(ctx, &request{checkpoint: true, done: make(chan result, 1)})
+	if res.err != nil {
+		return Checkpoint{}, fmt.Errorf("logbook: checkpoint: %w", res.err)
+	}
+	return res.cp, nil
+}
+
+func (l *Logbook) submit(ctx context.Context, r *request) result {
+	select {
+	case <-l.stopped:
+		return result{err: ErrClosed}
+	default:
+	}
+	select {
+	case l.reqs <- r:
+	case <-l.stopped:
+		return result{err: ErrClosed}
+	case <-ctx.Done():
+		return result{err: ctx.Err()}
+	}
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return result{err: ctx.Err()}
+		}
+		// The writer took it and its transaction is under way; its outcome,
+		// not ctx, decides whether the entry exists. It is bounded by the
+		// store's busy timeout.
+		return <-r.done
+	case <-l.stopped:
+		// Run answers everything it took before closing stopped.
+		select {
+		case res := <-r.done:
+			return res
+		default:
+			return result{err: ErrClosed}
+		}
+	}
+}
+
+// Run is the writer: it commits appends in batches and signs checkpoints
+// (every CheckpointEvery entries, every CheckpointInterval, and a last one
+// when it stops). It runs until ctx ends, then finishes the batch it is
+// committing, answers every waiting Append with ErrClosed and returns nil.
+// Run may be called once; the caller owns the goroutine and waits for it.
+// It returns an error only if it cannot start.
+func (l *Logbook) Run(ctx context.Context) error {
+	if l.signer == nil {
+		return fmt.Errorf("logbook: run: %w", ErrReadOnly)
+	}
+	if !l.started.CompareAndSwap(false, true) {
+		return errRunTwice
+	}
+	defer l.stop()
+	w, err := l.newWriter(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
+		return fmt.Errorf("logbook: run: %w", err)
+	}
+	defer w.close()
+
+	ticker := time.NewTicker(l.cfg.CheckpointInterval)
+	defer ticker.Stop()
+	batch := make([]*request, 0, l.cfg.MaxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, err := w.write(fctx, nil, cpIfNew); err != nil {
+				l.log.Warn("logbook: final checkpoint failed", "err", err)
+			}
+			cancel()
+			return nil
+		case r := <-l.reqs:
+			batch = append(batch[:0], r)
+		fill:
+			for len(batch) < l.cfg.MaxBatch {
+				select {
+				case r := <-l.reqs:
+					batch = append(batch, r)
+				default:
+					break fill
+				}
+			}
+			// A batch the writer has taken commits or fails on its own
+			// merits, not because Run's ctx ended halfway.
+			w.commit(context.WithoutCancel(ctx), batch)
+			clear(batch)
+		case <-ticker.C:
+			if _, err := w.write(ctx, nil, cpIfNew); err != nil {
+				l.log.Warn("logbook: timed checkpoint failed", "err", err)
+			}
+		}
+	}
+}
+
+// stop answers every request still queued, then marks the writer stopped.
+func (l *Logbook) stop() {
+	for {
+		select {
+		case r := <-l.reqs:
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				r.done <- result{err: ErrClosed}
+			}
+		default:
+			close(l.stopped)
+			return
+		}
+	}
+}
+
+var DebugCommitNS, DebugBatches, DebugEntries, DebugNS atomic.Int64
+// writer is Run's state. Only Run's goroutine touches it.
+type writer struct {
+	l          *Logbook
+	db         *sql.DB
+	head       *sql.Stmt
+	cpSize     *sql.Stmt
+	insEntry   *sql.Stmt
+	insSubject *sql.Stmt
+	insCP      *sql.Stmt
+	h          hasher
+}
+
+func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
+	w := &writer{l: l, db: l.st.DB()}
+	stmts := []struct {
+		dst *(*sql.Stmt)
+		sql string
+	}{
+		{&w.head, "SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1"},
+		{&w.cpSize, "SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints"},
+		{&w.insEntry, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+		{&w.insSubject, "INSERT INTO logbook_subjects (key, value, seq) VALUES (?, ?, ?)"},
+		{&w.insCP, "INSERT INTO logbook_checkpoints (size, hash, time_ns, note) VALUES (?, ?, ?, ?)"},
+	}
+	for _, s := range stmts {
+		stmt, err := w.db.PrepareContext(ctx, s.sql)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		*s.dst = stmt
+	}
+	return w, nil
+}
+
+func (w *writer) close() {
+	for _, s := range []*sql.Stmt{w.head, w.cpSize, w.insEntry, w.insSubject, w.insCP} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// commit writes one batch and answers its requests.
+func (w *writer) commit(ctx context.Context, batch []*request) {
+	live := make([]*request, 0, len(batch))
+	mode := cpDue
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			live = append(live, r)
+			if r.checkpoint {
+				mode = cpForce
+			}
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	t0 := time.Now()
+	out, err := w.write(ctx, live, mode)
+	DebugBatches.Add(1); DebugEntries.Add(int64(len(live))); DebugNS.Add(int64(time.Since(t0)))
+	if err != nil && !errors.Is(err, ErrEmpty) {
+		w.l.log.Error("logbook: batch not committed", "entries", len(live), "err", err)
+	}
+	for _, r := range live {
+		switch {
+		case r.checkpoint:
+			r.done <- result{cp: out.cp, err: err}
+		case err != nil && !errors.Is(err, ErrEmpty):
+			r.done <- result{err: err}
+		default:
+			r.done <- result{entry: out.entries[r]}
+		}
+	}
+}
+
+type written struct {
+	entries map[*request]Entry
+	cp      Checkpoint
+}
+
+// cpMode says when write signs a checkpoint.
+type cpMode int
+
+const (
+	cpDue   cpMode = iota // CheckpointEvery entries since the last one
+	cpIfNew               // any entry since the last one (timer, shutdown)
+	cpForce               // as cpIfNew, else return the newest (Checkpoint)
+)
+
+// write appends the entries of reqs (checkpoint requests carry none) in one
+// transaction, with a checkpoint as mode says. It re-reads the chain head
+// inside the transaction, which holds SQLite's write lock, so a second writer
+// on the same file (another process) cannot fork the chain.
+func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (written, error) {
+	out := written{entries: make(map[*request]Entry, len(reqs))}
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return out, fmt.Errorf("%w: begin: %w", ErrUnavailable, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+
+	var headSeq int64
+	var headHash [32]byte
+	var headHex []byte
+	switch err := tx.StmtContext(ctx, w.head).QueryRowContext(ctx).Scan(&headSeq, &headHex); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return out, fmt.Errorf("%w: read head: %w", ErrUnavailable, err)
+	default:
+		if err := decodeHashBytes(&headHash, headHex); err != nil {
+			return out, fmt.Errorf("%w: head entry %d has a malformed hash", ErrUnavailable, headSeq)
+		}
+	}
+	var cpSize int64
+	if err := tx.StmtContext(ctx, w.cpSize).QueryRowContext(ctx).Scan(&cpSize); err != nil {
+		return out, fmt.Errorf("%w: read checkpoint: %w", ErrUnavailable, err)
+	}
+
+	now := w.l.clock().UTC()
+	ns := now.UnixNano()
+	insEntry := tx.StmtContext(ctx, w.insEntry)
+	insSubject := tx.StmtContext(ctx, w.insSubject)
+	var hexBuf [64]byte
+	for _, r := range reqs {
+		if r.checkpoint {
+			continue
+		}
+		seq := headSeq + 1
+		sum := w.h.sum(seq, ns, []byte(r.rec.kind), r.rec.subjJSON, r.rec.payload, &headHash)
+		hex.Encode(hexBuf[:], headHash[:])
+		prev := string(hexBuf[:])
+		hex.Encode(hexBuf[:], sum[:])
+		hash := string(hexBuf[:])
+		if _, err := insEntry.ExecContext(ctx, seq, ns, r.rec.kind, string(r.rec.subjJSON), string(r.rec.payload), prev, hash); err != nil {
+			return out, fmt.Errorf("%w: insert entry %d: %w", ErrUnavailable, seq, err)
+		}
+		for k, v := range r.rec.subjects {
+			if _, err := insSubject.ExecContext(ctx, k, v, seq); err != nil {
+				return out, fmt.Errorf("%w: insert subject of entry %d: %w", ErrUnavailable, seq, err)
+			}
+		}
+		out.entries[r] = Entry{
+			Seq: seq, Time: now, Kind: r.rec.kind, Subjects: r.rec.subjects,
+			Payload: r.rec.payload, PrevHash: prev, Hash: hash,
+		}
+		headSeq, headHash = seq, sum
+	}
+
+	switch {
+	case headSeq == 0:
+		if mode == cpForce {
+			return out, ErrEmpty
+		}
+		return out, nil
+	case headSeq > cpSize && (mode != cpDue || headSeq-cpSize >= w.l.cfg.CheckpointEvery):
+		cp, err := signCheckpoint(w.l.signer, w.l.cfg.Origin, headSeq, headHash, now)
+		if err != nil {
+			return out, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if _, err := tx.StmtContext(ctx, w.insCP).ExecContext(ctx, cp.Size, cp.Hash, ns, cp.Note); err != nil {
+			return out, fmt.Errorf("%w: insert checkpoint %d: %w", ErrUnavailable, cp.Size, err)
+		}
+		out.cp = cp
+	case mode == cpForce:
+		// The newest checkpoint already covers the head.
+		cp, err := latestCheckpoint(ctx, tx)
+		if err != nil {
+			return out, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		out.cp = cp
+	}
+	tc := time.Now()
+	err = tx.Commit()
+	DebugCommitNS.Add(int64(time.Since(tc)))
+	if err != nil {
+		return out, fmt.Errorf("%w: commit: %w", ErrUnavailable, err)
+	}
+	committed = true
+	return out, nil
+}
