@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"

@@ -41,9 +41,9 @@ CREATE TABLE logbook_entries (
 CREATE TABLE logbook_subjects (
 	key   TEXT    NOT NULL,
 	value TEXT    NOT NULL,
-	seq   INTEGER NOT NULL REFERENCES logbook_entries (seq),
+	seq   INTEGER NOT NULL, -- logbook_entries.seq; no FOREIGN KEY: a lookup per row on the hot path, and only the writer inserts here
 	PRIMARY KEY (key, value, seq)
-);
+) WITHOUT ROWID; -- SQLite: one b-tree instead of a table plus its key index
 
 CREATE TABLE logbook_checkpoints (
 	size    INTEGER PRIMARY KEY,     -- entries covered: seq 1..size
