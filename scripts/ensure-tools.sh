@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# ensure-tools.sh: install what the tests need that Go modules do not bring:
+# the PostgreSQL server binaries and OpenSSH's ssh-keygen (signature interop).
+# Quiet when everything is present. Under CI a missing tool is a failure.
+set -euo pipefail
+cd "$(dirname "$0")"
+bash ./ensure-postgres.sh
+if ! command -v ssh-keygen >/dev/null 2>&1; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing openssh-client for ssh-keygen" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade openssh-client >/dev/null
+	fi
+	command -v ssh-keygen >/dev/null 2>&1 || { echo "ensure-tools: error: ssh-keygen not found (Debian: apt-get install openssh-client)" >&2; exit 1; }
+fi
