@@ -77,6 +77,9 @@ type Gateway struct {
 
 	mu          sync.RWMutex
 	delegations []*Delegation // every stored delegation, oldest first
+
+	waitMu  sync.Mutex
+	waiters map[string]chan struct{} // request id -> closed on its next change
 }
 
 // New wires a gateway. pilots are the in-process Pilots, one per target.

@@ -280,3 +280,51 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 	}
 	return resolved, nil
 }
+
+// WaitRequest returns the request once it has left the waiting state
+// (referred), or when wait has passed, whichever is first. A principal
+// other than "" may only see its own requests.
+func (g *Gateway) WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*RequestView, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		v, err := g.Request(ctx, id, principal)
+		if err != nil || v.Status != StatusReferred || wait <= 0 || !time.Now().Before(deadline) {
+			return v, err
+		}
+		ch := g.changed(id)
+		t := time.NewTimer(min(time.Until(deadline), time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, nil
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// changed returns a channel closed at the next change of request id.
+func (g *Gateway) changed(id string) <-chan struct{} {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	if g.waiters == nil {
+		g.waiters = map[string]chan struct{}{}
+	}
+	ch, ok := g.waiters[id]
+	if !ok {
+		ch = make(chan struct{})
+		g.waiters[id] = ch
+	}
+	return ch
+}
+
+// notify wakes everyone waiting on request id.
+func (g *Gateway) notify(id string) {
+	g.waitMu.Lock()
+	defer g.waitMu.Unlock()
+	if ch, ok := g.waiters[id]; ok {
+		close(ch)
+		delete(g.waiters, id)
+	}
+}
