@@ -126,7 +126,7 @@ func demo(e *env, listen, infoPath, dir string, once bool) error {
 		return err
 	}
 	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL...\n")
-	pg, err := pgtmp.Start(ctx, pgtmp.Config{})
+	pg, err := pgtmp.Start(ctx, pgtmp.Config{StartTimeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}

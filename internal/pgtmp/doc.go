@@ -28,11 +28,12 @@
 // effective uid is 0, both run as an unprivileged user: Config.User if set,
 // else the "postgres" system user if it exists, else "nobody". pgtmp does
 // not create users; on a system with neither, create one (for example
-// `useradd --system pgtmp`) and set Config.User. The temporary directory is
-// chowned to that user and every directory above it must be searchable by
-// it; Start checks this and names the directory that is not.
+// `useradd --system pgtmp`) and set Config.User. The data and socket
+// directories are chowned to that user, and every directory above them
+// must be searchable by it; Start checks this and names the directory that
+// is not.
 //
 // Missing PostgreSQL is reported as ErrNotInstalled, naming the binaries
 // and the places searched; scripts/ensure-postgres.sh installs them on
-// Debian.
+// Debian. The package builds on Unix only.
 package pgtmp

@@ -150,6 +150,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pgtmp: start: %w", err)
 	}
 	s, err := start(ctx, cfg)
+	if errors.Is(err, ErrNotInstalled) {
+		return nil, err // already says pgtmp and what is missing
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pgtmp: start: %w", err)
 	}
