@@ -47,6 +47,8 @@ func commands() []command {
 		{"target", "prepare a target database", runTarget},
 		{"logbook", "verify, tail and export the logbook", runLogbook},
 		{"demo", "run the whole system on this machine with a scripted agent", runDemo},
+		{"queue", "list, show, approve and deny referred requests", runQueue},
+		{"switch", "switch Tier B on or off", runSwitch},
 	}
 }
 

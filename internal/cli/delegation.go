@@ -102,6 +102,7 @@ func runDelegation(e *env, args []string) int {
 		{"canonical", "print the exact bytes a grantor signs", runDelegationCanonical},
 		{"sign", "sign a delegation with an SSH key (sshsig)", runDelegationSign},
 		{"verify", "verify a delegation's signature against an allowed-signers file", runDelegationVerify},
+		{"revoke", "revoke a delegation (a signed act)", runDelegationRevoke},
 	}, args)
 }
 

@@ -242,8 +242,8 @@ func writeDemoFiles(ctx context.Context, dir, dsn string) (string, demoInfo, err
 	}
 	var signersFile bytes.Buffer
 	humans := map[string][]string{
-		"alice": {signing.NamespaceDelegation, signing.NamespaceRevocation},
-		"bob":   {signing.NamespaceApproval, signing.NamespaceDenial},
+		"alice": {signing.NamespaceDelegation, signing.NamespaceRevocation, signing.NamespaceSession, signing.NamespaceSwitch},
+		"bob":   {signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceSession},
 	}
 	privs := map[string][]byte{}
 	for _, name := range []string{"alice", "bob"} {

@@ -13,5 +13,6 @@ func generateKey(name string) (priv, pub []byte, err error) {
 // pattern.
 func allowedLine(name, pattern string, pub []byte) (string, error) {
 	return signing.AllowedSignersLine([]string{name + "@" + pattern},
-		[]string{signing.NamespaceDelegation, signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceRevocation}, pub)
+		[]string{signing.NamespaceDelegation, signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceRevocation,
+			signing.NamespaceSession, signing.NamespaceSwitch}, pub)
 }

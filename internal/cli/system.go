@@ -22,8 +22,10 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/quota"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/store"
+	"harbormaster/internal/switches"
 )
 
 // system is every subsystem of a running control plane, wired in one place.
@@ -36,9 +38,13 @@ type system struct {
 	gateway *gateway.Gateway
 	api     *httpapi.Server
 
-	stopLogbook context.CancelFunc
-	lbDone      chan error
-	closeOnce   sync.Once
+	switches *switches.Poller
+
+	stopLogbook    context.CancelFunc
+	lbDone         chan error
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	closeOnce      sync.Once
 }
 
 // startSystem opens the store, starts the logbook writer, connects the
@@ -94,10 +100,29 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 		}
 		s.pilots = append(s.pilots, p)
 	}
-	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log}, s.store, s.logbook, minter, signers, s.pilots)
+	s.switches = switches.New(s.store, switches.Config{Interval: cfg.SwitchPoll.D(), Logger: log})
+	_ = s.switches.Poll(ctx)
+	pq := map[string]quota.Rate{}
+	for _, a := range cfg.Agents {
+		if a.Quota != "" {
+			r, err := quota.ParseRate(a.Quota)
+			if err != nil {
+				return nil, err
+			}
+			pq[a.Principal] = r
+		}
+	}
+	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(),
+		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
+		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err
 	}
+	bctx, bcancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBackground = bcancel
+	s.background.Add(2)
+	go func() { defer s.background.Done(); _ = s.switches.Run(bctx) }()
+	go func() { defer s.background.Done(); _ = s.gateway.Run(bctx) }()
 	if n, err := s.gateway.Reconcile(ctx, 2*cfg.MarqueTTL.D()); err != nil {
 		return nil, err
 	} else if n > 0 {
@@ -112,7 +137,7 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	for i, a := range cfg.Agents {
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
-	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log}); err != nil {
+	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -166,6 +191,10 @@ func (s *system) serve(ctx context.Context, ln net.Listener) error {
 
 func (s *system) close() {
 	s.closeOnce.Do(func() {
+		if s.stopBackground != nil {
+			s.stopBackground()
+			s.background.Wait()
+		}
 		for _, p := range s.pilots {
 			p.Close()
 		}

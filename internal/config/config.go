@@ -49,6 +49,11 @@ type Config struct {
 	Agents []Agent `yaml:"agents"`
 	// Logbook tunes checkpoints.
 	Logbook Logbook `yaml:"logbook"`
+	// Queue tunes the referral queue.
+	Queue Queue `yaml:"queue"`
+	// SwitchPoll is how often this node reads the switches. Defaults to
+	// 1s, at most 1s; three missed reads turn Tier B off on this node.
+	SwitchPoll Duration `yaml:"switch_poll"`
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
@@ -79,6 +84,22 @@ type Agent struct {
 	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token
 	// (harbormaster agent token prints both). The token itself is never stored.
 	TokenSHA256 string `yaml:"token_sha256"`
+	// Quota is the principal's fast-path rate, e.g. 600/minute (ZFN-18).
+	// Defaults to none (only the delegations' signed quotas apply).
+	Quota string `yaml:"quota"`
+}
+
+// Queue tunes the referral queue.
+type Queue struct {
+	// TTL is how long a referred request waits for a human before it
+	// expires. Defaults to 24h.
+	TTL Duration `yaml:"ttl"`
+	// ApprovalTTL is how long a proposed approval may be signed and used.
+	// Defaults to 15m.
+	ApprovalTTL Duration `yaml:"approval_ttl"`
+	// Webhook, when set, receives a Slack-compatible JSON message for every
+	// new referral. It never blocks the statement path.
+	Webhook string `yaml:"webhook"`
 }
 
 // Logbook tunes the logbook.
@@ -140,6 +161,15 @@ func (c Config) WithDefaults() Config {
 	if c.MarqueTTL == 0 {
 		c.MarqueTTL = Duration(30 * time.Second)
 	}
+	if c.Queue.TTL == 0 {
+		c.Queue.TTL = Duration(24 * time.Hour)
+	}
+	if c.Queue.ApprovalTTL == 0 {
+		c.Queue.ApprovalTTL = Duration(15 * time.Minute)
+	}
+	if c.SwitchPoll == 0 {
+		c.SwitchPoll = Duration(time.Second)
+	}
 	if c.Logbook.CheckpointEvery == 0 {
 		c.Logbook.CheckpointEvery = 1000
 	}
@@ -165,6 +195,7 @@ var (
 	nameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	principalRE = regexp.MustCompile(`^agent:[a-z0-9][a-z0-9._-]{0,62}$`)
 	hexRE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	quotaRE     = regexp.MustCompile(`^[0-9]{1,9}\s*/\s*(second|minute|hour|day)$`)
 )
 
 // Validate checks every field and returns all problems, each naming its field.
@@ -229,6 +260,18 @@ func (c *Config) Validate(getenv func(string) string) error {
 			bad(f+".token_sha256", "two agents share one token")
 		}
 		seenAgent[a.TokenSHA256] = true
+		if a.Quota != "" && !quotaRE.MatchString(strings.ToLower(a.Quota)) {
+			bad(f+".quota", "must look like 600/minute (per second, minute, hour or day), got %q", a.Quota)
+		}
+	}
+	if c.SwitchPoll.D() <= 0 || c.SwitchPoll.D() > time.Second {
+		bad("switch_poll", "must be between 1ms and 1s")
+	}
+	if c.Queue.TTL.D() < time.Minute {
+		bad("queue.ttl", "must be at least 1m")
+	}
+	if c.Queue.Webhook != "" && !strings.HasPrefix(c.Queue.Webhook, "https://") && !strings.HasPrefix(c.Queue.Webhook, "http://") {
+		bad("queue.webhook", "must be an http(s) URL")
 	}
 	if c.Logbook.CheckpointEvery < 1 {
 		bad("logbook.checkpoint_every", "must be at least 1")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -14,9 +15,11 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/quota"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 	"harbormaster/internal/store"
+	"harbormaster/internal/switches"
 )
 
 // Config configures the statement path.
@@ -29,6 +32,22 @@ type Config struct {
 	Clock func() time.Time
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
+	// QueueTTL is how long a referred request waits for a human before it
+	// expires. Defaults to 24h.
+	QueueTTL time.Duration
+	// ApprovalTTL is how long a proposed approval stays signable. Defaults to 15m.
+	ApprovalTTL time.Duration
+	// PrincipalQuota is the fast-path rate per agent principal (ZFN-18);
+	// principals not listed have none beyond their delegations' quotas.
+	PrincipalQuota map[string]quota.Rate
+	// Switches is the node's view of the Tier B switches. Nil means Tier B
+	// is off everywhere.
+	Switches *switches.Poller
+	// Webhook, when set, receives a Slack-compatible JSON message for every
+	// new referral. Failures never block the statement path.
+	Webhook string
+	// HTTPClient sends webhooks. Defaults to a client with a 5s timeout.
+	HTTPClient *http.Client
 }
 
 // WithDefaults fills unset fields.
@@ -42,6 +61,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.QueueTTL <= 0 {
+		c.QueueTTL = 24 * time.Hour
+	}
+	if c.ApprovalTTL <= 0 {
+		c.ApprovalTTL = 15 * time.Minute
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 5 * time.Second}
 	}
 	return c
 }
@@ -80,6 +108,10 @@ type Gateway struct {
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // request id -> closed on its next change
+
+	quota        *quota.Limiter
+	http         *http.Client
+	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under mu)
 }
 
 // New wires a gateway. pilots are the in-process Pilots, one per target.
@@ -89,7 +121,8 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	if st == nil || lb == nil || minter == nil || signers == nil {
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
-	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{}}
+	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{},
+		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
 			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
@@ -98,6 +131,14 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	}
 	if err := g.loadDelegations(ctx); err != nil {
 		return nil, err
+	}
+	// Expiries already recorded by an earlier run are not recorded again.
+	err := lb.Iterate(ctx, logbook.Query{Kind: "delegation.expired"}, func(e logbook.Entry) error {
+		g.expiryLogged[e.Subjects["delegation"]] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil
 }
@@ -195,14 +236,20 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*R
 	case chosen == nil:
 		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
 	case decision.Outcome == sqlcheck.Survey:
-		// 5 the surveyed path is not built yet: Tier B is off everywhere.
-		req.Outcome = OutcomeReferred
-		req.DelegationID = chosen.ID
-		req.Reasons = []string{"only a rule with a residual clause covers this statement, and Tier B (the Surveyor) is switched off, so a human decides"}
+		req.Outcome, req.DelegationID = OutcomeReferred, chosen.ID
+		on, why := g.tierB(target)
+		if on {
+			// 5 the surveyed path (the Surveyor) is not built yet.
+			why = "Tier B is switched on, but no Surveyor is configured on this node"
+		}
+		req.Reasons = []string{"only a rule with a residual clause covers this statement, and " + why + ", so a human decides"}
 	default:
-		req.Path = marque.PathCompiled
-		req.DelegationID = chosen.ID
-		req.Rule = decision.Rule
+		req.DelegationID, req.Rule = chosen.ID, decision.Rule
+		if empty := g.takeQuota(principal, chosen); empty != "" {
+			req.Outcome, req.Reasons = OutcomeReferred, []string{empty}
+		} else {
+			req.Path = marque.PathCompiled
+		}
 	}
 
 	// 6 logbook: the decision is durable before any marque exists.
@@ -210,6 +257,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*R
 		return nil, err
 	}
 	if req.Path == "" {
+		g.referred(ctx, p, req)
 		return req.response(), nil
 	}
 
@@ -239,12 +287,51 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*R
 	if err := g.executed(ctx, req, res); err != nil {
 		return nil, err
 	}
+	if res.Outcome != pilot.Executed {
+		g.referred(ctx, p, req)
+	}
 	// 10 answer the agent.
 	resp := req.response()
 	if res.Outcome == pilot.Executed {
 		resp.Columns, resp.Rows, resp.Truncated = res.Columns, res.Rows, res.Truncated
 	}
 	return resp, nil
+}
+
+// tierB reports whether Tier B is on for target on this node, and why not.
+func (g *Gateway) tierB(target string) (bool, string) {
+	if g.cfg.Switches == nil {
+		return false, "Tier B is switched off on this node"
+	}
+	on, why := g.cfg.Switches.TierBOn(target)
+	if !on {
+		return false, strings.TrimSuffix(why, ".")
+	}
+	return true, ""
+}
+
+// takeQuota takes a fast-path token from the delegation's bucket (its
+// signed quota) and the principal's (config), or from neither; it returns
+// the reason to refer when one is empty.
+func (g *Gateway) takeQuota(principal string, d *Delegation) string {
+	var wants []quota.Want
+	if q := d.Bound.Quota; q != nil {
+		wants = append(wants, quota.Want{Key: "delegation:" + d.ID, Rate: quota.Rate{Count: q.Count, Per: q.Interval()}})
+	}
+	if r, ok := g.cfg.PrincipalQuota[principal]; ok {
+		wants = append(wants, quota.Want{Key: "principal:" + principal, Rate: r})
+	}
+	if len(wants) == 0 {
+		return ""
+	}
+	switch empty := g.quota.Take(wants...); {
+	case empty == "":
+		return ""
+	case strings.HasPrefix(empty, "delegation:"):
+		return fmt.Sprintf("the fast-path quota of delegation %s (%s) is used up, so a human decides", d.ID, d.Bound.Quota)
+	default:
+		return fmt.Sprintf("the fast-path quota of %s is used up, so a human decides", principal)
+	}
 }
 
 // referReasons lists why no delegation covers a statement: the parse-level

@@ -16,9 +16,12 @@ import (
 // Request statuses in the store.
 const (
 	StatusRejected = "rejected" // did not parse: nothing to decide
-	StatusReferred = "referred" // waiting for a human
-	StatusRunning  = "running"  // on the fast path, marque minted
-	StatusExecuted = "executed"
+	StatusWaiting  = "waiting"  // referred: waiting for a human
+	StatusRunning  = "running"  // marque minted (fast path or approved), not yet resolved
+	StatusExecuted = "executed" // on the fast path, or approved and executed
+	StatusFailed   = "failed"   // approved, but the Pilot refused or failed
+	StatusDenied   = "denied"   // a human denied it
+	StatusExpired  = "expired"  // nobody answered within the queue's time-to-live
 )
 
 type request struct {
@@ -38,6 +41,9 @@ type request struct {
 	RowsAffected int64
 	Created      time.Time
 	Updated      time.Time
+
+	Rehearsal       []byte
+	RehearsalSHA256 string
 }
 
 func (r *request) response() *Response {
@@ -57,7 +63,7 @@ func (r *request) applyResult(res *pilot.Result) {
 		r.Reasons = nil
 	default:
 		// A guard failure rolls back and refers (DESIGN.md section 6).
-		r.Outcome, r.Status, r.RowsAffected = OutcomeReferred, StatusReferred, 0
+		r.Outcome, r.Status, r.RowsAffected = OutcomeReferred, StatusWaiting, 0
 		r.Reasons = append([]string(nil), res.Reasons...)
 	}
 }
@@ -71,7 +77,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	case req.Path != "":
 		req.Status, req.Outcome = StatusRunning, "run"
 	default:
-		req.Status = StatusReferred
+		req.Status = StatusWaiting
 	}
 	subjects := map[string]string{"request": req.ID, "principal": req.Principal, "target": req.Target}
 	if req.DelegationID != "" {
@@ -161,7 +167,7 @@ func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]a
 // never started), so the request is referred.
 func (g *Gateway) fail(ctx context.Context, req *request, err error) error {
 	g.cfg.Logger.Error("statement path failed", "request", req.ID, "err", err)
-	req.Outcome, req.Status = OutcomeReferred, StatusReferred
+	req.Outcome, req.Status = OutcomeReferred, StatusWaiting
 	req.Reasons = []string{"the statement could not be executed: " + err.Error()}
 	if ferr := g.finish(context.WithoutCancel(ctx), req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
 		"outcome": "failed", "reasons": req.Reasons}); ferr != nil {
@@ -187,6 +193,12 @@ type RequestView struct {
 	RowsAffected int64     `json:"rows_affected"`
 	Created      time.Time `json:"created"`
 	Updated      time.Time `json:"updated"`
+	// Rehearsal is the report of a rolled-back run (referred requests), and
+	// RehearsalSHA256 its digest, which an approval signs.
+	Rehearsal       json.RawMessage `json:"rehearsal,omitempty"`
+	RehearsalSHA256 string          `json:"rehearsal_sha256,omitempty"`
+	// DecidedBy is the human who approved or denied it.
+	DecidedBy string `json:"decided_by,omitempty"`
 }
 
 // Request returns one request. A principal other than "" may only see its own.
@@ -198,12 +210,18 @@ func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestVi
 	if len(rows) == 0 || principal != "" && rows[0].Principal != principal {
 		return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
 	}
+	if principal != "" {
+		// The rehearsal holds row images the agent may not be allowed to
+		// read; it is for humans only.
+		rows[0].Rehearsal = nil
+	}
 	return rows[0], nil
 }
 
 func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) ([]*RequestView, error) {
 	rs, err := g.st.ReadDB().QueryContext(ctx, `SELECT id, principal, target, sql, canonical, outcome, status, path,
-		delegation_id, rule, reasons, marque_id, rows_affected, created_ns, updated_ns FROM requests `+where, args...)
+		delegation_id, rule, reasons, marque_id, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
+		FROM requests `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: requests: %w", err)
 	}
@@ -214,8 +232,9 @@ func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) 
 		var rule sql.NullInt64
 		var reasons string
 		var created, updated int64
+		var rehearsal string
 		if err := rs.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.CanonicalSQL, &v.Outcome, &v.Status, &v.Path,
-			&v.DelegationID, &rule, &reasons, &v.MarqueID, &v.RowsAffected, &created, &updated); err != nil {
+			&v.DelegationID, &rule, &reasons, &v.MarqueID, &v.RowsAffected, &created, &updated, &rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
 			return nil, fmt.Errorf("gateway: requests: %w", err)
 		}
 		if rule.Valid {
@@ -223,6 +242,9 @@ func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) 
 			v.Rule = &r
 		}
 		_ = json.Unmarshal([]byte(reasons), &v.Reasons)
+		if rehearsal != "" {
+			v.Rehearsal = json.RawMessage(rehearsal)
+		}
 		v.Created, v.Updated = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 		out = append(out, &v)
 	}
@@ -269,7 +291,7 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 					continue
 				}
 			}
-			req.Outcome, req.Status = OutcomeReferred, StatusReferred
+			req.Outcome, req.Status = OutcomeReferred, StatusWaiting
 			req.Reasons = []string{"the control plane stopped before this statement committed; it did not run"}
 			payload["outcome"], payload["reasons"] = "not_executed", req.Reasons
 		}
@@ -288,7 +310,7 @@ func (g *Gateway) WaitRequest(ctx context.Context, id, principal string, wait ti
 	deadline := time.Now().Add(wait)
 	for {
 		v, err := g.Request(ctx, id, principal)
-		if err != nil || v.Status != StatusReferred || wait <= 0 || !time.Now().Before(deadline) {
+		if err != nil || v.Status != StatusWaiting || wait <= 0 || !time.Now().Before(deadline) {
 			return v, err
 		}
 		ch := g.changed(id)

@@ -20,6 +20,8 @@ import (
 
 	"harbormaster/internal/bound"
 	"harbormaster/internal/gateway"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/switches"
 )
 
 // MaxBodyBytes caps a request body.
@@ -40,21 +42,27 @@ func HashToken(token string) string {
 // Config configures the API.
 type Config struct {
 	Agents []Agent
+	// Signers authenticates humans' signed requests (queue, switches).
+	Signers *signing.AllowedSigners
+	// Switches is the node's switch poller, for GET /v1/switches.
+	Switches *switches.Poller
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 }
 
 // Server is the HTTP API.
 type Server struct {
-	gw     *gateway.Gateway
-	agents map[[32]byte]string
-	log    *slog.Logger
-	mux    *http.ServeMux
+	gw       *gateway.Gateway
+	signers  *signing.AllowedSigners
+	switches *switches.Poller
+	agents   map[[32]byte]string
+	log      *slog.Logger
+	mux      *http.ServeMux
 }
 
 // New builds the API over a gateway.
 func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
-	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux(), signers: cfg.Signers, switches: cfg.Switches}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -68,7 +76,14 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 		s.agents[k] = a.Principal
 	}
 	s.mux.HandleFunc("POST /v1/statements", s.agent(s.postStatement))
-	s.mux.HandleFunc("GET /v1/requests/{id}", s.agent(s.getRequest))
+	s.mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Authorization"), signing.RequestScheme+" ") {
+			s.requestForHuman(w, r)
+			return
+		}
+		s.agent(s.getRequest)(w, r)
+	})
+	s.registerHumanRoutes()
 	s.mux.HandleFunc("GET /v1/delegations", s.agent(s.getDelegations))
 	s.mux.HandleFunc("POST /v1/delegations", s.postDelegation)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -206,8 +221,20 @@ func (s *Server) statementError(w http.ResponseWriter, err error) {
 	}
 }
 
+// MaxWait caps the long-poll of GET /v1/requests/{id}?wait=30s.
+const MaxWait = 60 * time.Second
+
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, principal string) {
-	v, err := s.gw.Request(r.Context(), r.PathValue("id"), principal)
+	var wait time.Duration
+	if q := r.URL.Query().Get("wait"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "bad_request", "wait must be a duration such as 30s")
+			return
+		}
+		wait = min(d, MaxWait)
+	}
+	v, err := s.gw.WaitRequest(r.Context(), r.PathValue("id"), principal, wait)
 	if errors.Is(err, gateway.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "no request "+r.PathValue("id")+" for this agent")
 		return

@@ -17,6 +17,10 @@ const (
 	NamespaceApproval   = "harbormaster-approval"
 	NamespaceRevocation = "harbormaster-revocation"
 	NamespaceDenial     = "harbormaster-denial"
+	// NamespaceSession signs one API request of a human (reading the queue,
+	// the audit queue); NamespaceSwitch signs an operator's switch change.
+	NamespaceSession = "harbormaster-session"
+	NamespaceSwitch  = "harbormaster-switch"
 )
 
 // namespacePrefix is what every Harbormaster namespace starts with. Sign and

@@ -109,4 +109,27 @@ CREATE INDEX requests_status ON requests (status, created_ns);
 CREATE INDEX requests_principal ON requests (principal, created_ns);
 `,
 	},
+	{
+		Version: 3,
+		Name:    "switches, queue and revocation",
+		SQL: `
+CREATE TABLE switches (
+	name       TEXT    NOT NULL,
+	scope      TEXT    NOT NULL,    -- "deployment" or "target:NAME"
+	value      INTEGER NOT NULL,    -- 1 on, 0 off; no row is off
+	updated_ns INTEGER NOT NULL,
+	updated_by TEXT    NOT NULL,
+	PRIMARY KEY (name, scope)
+);
+
+-- The rehearsal report of a referred statement, and the human act that
+-- closed it (a signed approval or denial).
+ALTER TABLE requests ADD COLUMN rehearsal TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN rehearsal_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN decided_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN act TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN act_signature TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN expires_ns INTEGER NOT NULL DEFAULT 0;
+`,
+	},
 }

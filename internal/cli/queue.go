@@ -1,0 +1,420 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+)
+
+// humanClient talks to the API as a human: every request signed with the
+// human's SSH key.
+type humanClient struct {
+	server string
+	key    *signing.PrivateKey
+	http   *http.Client
+}
+
+func newHumanClient(server, keyPath string) (*humanClient, error) {
+	if server == "" || keyPath == "" {
+		return nil, errors.New("--server and --key are required")
+	}
+	k, err := signing.LoadPrivateKey(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	return &humanClient{server: strings.TrimRight(server, "/"), key: k, http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// apiError is an error body from the server.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (HTTP %d, %s)", e.Message, e.Status, e.Code)
+}
+
+// do sends a request; namespace "" sends it unsigned.
+func (c *humanClient) do(method, path, namespace string, body any, out any) error {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequest(method, c.server+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if namespace != "" {
+		auth, err := c.key.SignRequest(namespace, method, req.URL.RequestURI(), time.Now(), raw)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var eb struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(data, &eb)
+		if eb.Error.Message == "" {
+			eb.Error.Message = strings.TrimSpace(string(data))
+		}
+		return &apiError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+type serverFlags struct{ server, key string }
+
+func (f *serverFlags) register(e *env, fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&f.server, "server", e.getenv("HARBORMASTER_SERVER"), "the control plane's `URL` (or $HARBORMASTER_SERVER)")
+	fs.StringVar(&f.key, "key", e.getenv("HARBORMASTER_KEY"), "your SSH private key `FILE` (or $HARBORMASTER_KEY)")
+}
+
+func runQueue(e *env, args []string) int {
+	return e.dispatch("harbormaster queue", []command{
+		{"list", "list the requests waiting for a human", runQueueList},
+		{"show", "show one request: statement, reasons, rehearsal diff", runQueueShow},
+		{"approve", "approve a request by signing it with your SSH key", runQueueApprove},
+		{"deny", "deny a request by signing the denial with your SSH key", runQueueDeny},
+	}, args)
+}
+
+func runQueueList(e *env, args []string) int {
+	fs := e.flags("harbormaster queue list --server URL --key KEY [--json]", "Lists the requests waiting for a human on the targets your key may act on.")
+	var sf serverFlags
+	sf.register(e, fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	var out struct {
+		Requests []gateway.RequestView `json:"requests"`
+	}
+	if err := c.do(http.MethodGet, "/v1/queue", signing.NamespaceSession, nil, &out); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, out)
+		return exitOK
+	}
+	if len(out.Requests) == 0 {
+		fmt.Fprintln(e.stdout, "nothing is waiting")
+		return exitOK
+	}
+	for _, r := range out.Requests {
+		why := ""
+		if len(r.Reasons) > 0 {
+			why = r.Reasons[0]
+		}
+		fmt.Fprintf(e.stdout, "%s  %s  %-12s %-6s %s\n    %s\n    why: %s\n", r.ID, r.Created.Local().Format("2006-01-02 15:04:05"),
+			r.Principal, r.Target, age(r.Created), oneLine(r.CanonicalSQL, 120), oneLine(why, 160))
+	}
+	return exitOK
+}
+
+func age(t time.Time) string { return "waiting " + time.Since(t).Round(time.Second).String() }
+
+// oneLine makes untrusted text safe to print on one terminal line.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+func (c *humanClient) request(id string) (*gateway.RequestView, error) {
+	var v gateway.RequestView
+	if err := c.do(http.MethodGet, "/v1/requests/"+id, signing.NamespaceSession, nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func runQueueShow(e *env, args []string) int {
+	fs := e.flags("harbormaster queue show ID --server URL --key KEY [--json]", "Shows a request: the statement as submitted and as it would run, why it was\nreferred, and what its rehearsal did (rows reached, before and after).")
+	var sf serverFlags
+	sf.register(e, fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "expected one request ID")
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	v, err := c.request(fs.Arg(0))
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, v)
+		return exitOK
+	}
+	printRequest(e, v)
+	return exitOK
+}
+
+func printRequest(e *env, v *gateway.RequestView) {
+	w := e.stdout
+	fmt.Fprintf(w, "request   %s (%s)\n", v.ID, v.Status)
+	fmt.Fprintf(w, "from      %s on %s, %s\n", v.Principal, v.Target, v.Created.Local().Format(time.RFC1123))
+	fmt.Fprintf(w, "submitted %s\n", oneLine(v.SQL, 2000))
+	fmt.Fprintf(w, "runs as   %s\n", oneLine(v.CanonicalSQL, 2000))
+	if v.DecidedBy != "" {
+		fmt.Fprintf(w, "decided   by %s\n", v.DecidedBy)
+	}
+	fmt.Fprintf(w, "reasons:\n")
+	for _, r := range v.Reasons {
+		fmt.Fprintf(w, "  - %s\n", oneLine(r, 500))
+	}
+	if len(v.Rehearsal) == 0 {
+		fmt.Fprintf(w, "rehearsal: none (the statement could not be rehearsed; it can only be denied here)\n")
+		return
+	}
+	var rep pilot.Rehearsal
+	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil {
+		fmt.Fprintf(w, "rehearsal: unreadable: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "rehearsal: a %s that reached %d row(s) (rolled back; digest %s)\n", rep.Kind, rep.RowsReached, v.RehearsalSHA256[:16])
+	printImages(e, "before", rep.Before)
+	printImages(e, "after", rep.After)
+	if rep.ImagesTruncated {
+		fmt.Fprintf(w, "  (images truncated)\n")
+	}
+}
+
+func printImages(e *env, label string, rows []map[string]any) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(e.stdout, "  %s:\n", label)
+	for _, r := range rows {
+		keys := make([]string, 0, len(r))
+		for k := range r {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			b, _ := json.Marshal(r[k])
+			parts[i] = k + "=" + string(b)
+		}
+		fmt.Fprintf(e.stdout, "    %s\n", oneLine(strings.Join(parts, " "), 400))
+	}
+}
+
+func runQueueApprove(e *env, args []string) int {
+	fs := e.flags("harbormaster queue approve ID --server URL --key KEY",
+		"Approves a waiting request: fetches the canonical approval (request, target,\n"+
+			"statement hash, rehearsal digest, row guard, expiry), shows what it would do,\n"+
+			"signs it with your SSH key (namespace harbormaster-approval) and sends it. The\n"+
+			"statement then runs with no more rows than its rehearsal reached.")
+	var sf serverFlags
+	sf.register(e, fs)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "expected one request ID")
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	var prop struct {
+		Approval string              `json:"approval"`
+		Request  gateway.RequestView `json:"request"`
+	}
+	if err := c.do(http.MethodGet, "/v1/requests/"+fs.Arg(0)+"/approval", signing.NamespaceSession, nil, &prop); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	printRequest(e, &prop.Request)
+	// Check the proposal against what we were shown before signing it.
+	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
+		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) {
+		e.errorf("the server's approval does not match the request it showed; not signing")
+		return exitFail
+	}
+	sig, err := c.key.Sign(signing.NamespaceApproval, []byte(prop.Approval))
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	var v gateway.RequestView
+	if err := c.do(http.MethodPost, "/v1/requests/"+ap.RequestID+"/approve", "", map[string]string{"act": prop.Approval, "signature": string(sig)}, &v); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "\napproved (guard: at most %d row(s), signed by key %s): request %s is %s", ap.MaxRows, c.key.Fingerprint(), v.ID, v.Status)
+	if v.Status == gateway.StatusExecuted {
+		fmt.Fprintf(e.stdout, ", %d row(s) affected\n", v.RowsAffected)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "\n")
+	for _, r := range v.Reasons {
+		fmt.Fprintf(e.stdout, "  - %s\n", oneLine(r, 500))
+	}
+	return exitFail
+}
+
+func runQueueDeny(e *env, args []string) int {
+	fs := e.flags("harbormaster queue deny ID --server URL --key KEY --reason TEXT",
+		"Denies a waiting request: signs the denial (namespace harbormaster-denial) with\nyour SSH key and sends it. The agent sees the request denied, with your reason.")
+	var sf serverFlags
+	sf.register(e, fs)
+	reason := fs.String("reason", "", "why (shown to the agent and kept in the logbook)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 || *reason == "" {
+		return e.usageErr(fs, "expected one request ID and --reason")
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	v, err := c.request(fs.Arg(0))
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	act, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: *reason})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	sig, err := c.key.Sign(signing.NamespaceDenial, act)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	var out gateway.RequestView
+	if err := c.do(http.MethodPost, "/v1/requests/"+v.ID+"/deny", "", map[string]string{"act": string(act), "signature": string(sig)}, &out); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "denied: request %s is %s\n", out.ID, out.Status)
+	return exitOK
+}
+
+func runSwitch(e *env, args []string) int {
+	fs := e.flags("harbormaster switch tier-b on|off [--target NAME] --server URL --key KEY",
+		"Switches Tier B (the Surveyor's fast path) on or off for the deployment, or for one\n"+
+			"target. An operator act: signed with your SSH key (namespace harbormaster-switch)\n"+
+			"and logged. Tier B runs for a target only when both its switch and the\n"+
+			"deployment's are on; every node sees a change within one poll (1s).")
+	var sf serverFlags
+	sf.register(e, fs)
+	target := fs.String("target", "", "the target `NAME` (default: the deployment switch)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 2 || fs.Arg(0) != "tier-b" || (fs.Arg(1) != "on" && fs.Arg(1) != "off") {
+		return e.usageErr(fs, "expected: tier-b on|off")
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	var out map[string]any
+	body := map[string]any{"name": "tier_b", "target": *target, "on": fs.Arg(1) == "on"}
+	if err := c.do(http.MethodPost, "/v1/switches", signing.NamespaceSwitch, body, &out); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "tier_b is %s for %v (by %v)\n", fs.Arg(1), out["scope"], out["by"])
+	return exitOK
+}
+
+func runDelegationRevoke(e *env, args []string) int {
+	fs := e.flags("harbormaster delegation revoke ID --target NAME --server URL --key KEY --reason TEXT",
+		"Revokes a delegation at once on every path: signs a revocation (namespace\n"+
+			"harbormaster-revocation) with your SSH key, as a grantor or operator allowed for\n"+
+			"the target, and sends it. Revocation is logged and cannot be undone: sign a new\n"+
+			"delegation instead.")
+	var sf serverFlags
+	sf.register(e, fs)
+	target := fs.String("target", "", "the delegation's target `NAME`")
+	reason := fs.String("reason", "", "why")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 || *target == "" || *reason == "" {
+		return e.usageErr(fs, "expected one delegation ID, --target and --reason")
+	}
+	c, err := newHumanClient(sf.server, sf.key)
+	if err != nil {
+		return e.usageErr(fs, "%v", err)
+	}
+	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target,
+		Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	sig, err := c.key.Sign(signing.NamespaceRevocation, act)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	if err := c.do(http.MethodPost, "/v1/delegations/"+fs.Arg(0)+"/revoke", "", map[string]string{"act": string(act), "signature": string(sig)}, nil); err != nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "revoked %s\n", fs.Arg(0))
+	return exitOK
+}

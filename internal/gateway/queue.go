@@ -1,0 +1,390 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/switches"
+)
+
+// Errors of the queue.
+var (
+	ErrNotWaiting     = errors.New("the request is not waiting for a decision")
+	ErrNotRehearsed   = errors.New("the request has no rehearsal, so it cannot be approved here; deny it or run it by hand")
+	ErrActRefused     = errors.New("the signed act is refused")
+	ErrNotAuthorized  = errors.New("not authorized")
+	ErrAlreadyRevoked = errors.New("the delegation is already revoked")
+)
+
+// rehearse runs a referred statement in a rolled-back transaction and
+// stores the report, so approvers (and later jurors) see what it would do.
+// A statement that cannot be rehearsed keeps its reasons and no report.
+func (g *Gateway) rehearse(ctx context.Context, p *pilot.Pilot, req *request) {
+	rep, js, err := p.RehearseRaw(ctx, req.Canonical)
+	if err != nil {
+		g.cfg.Logger.Info("not rehearsed", "request", req.ID, "why", err)
+		return
+	}
+	req.Rehearsal, req.RehearsalSHA256 = js, pilot.Digest(js)
+	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ?`, string(js), req.RehearsalSHA256, req.ID)
+	if err != nil {
+		g.cfg.Logger.Error("storing rehearsal", "request", req.ID, "err", err)
+		return
+	}
+	_ = rep
+}
+
+// referred is called once a request is waiting: it rehearses it and tells
+// the webhook. Neither may hold up or fail the statement path.
+func (g *Gateway) referred(ctx context.Context, p *pilot.Pilot, req *request) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	g.rehearse(rctx, p, req)
+	if g.cfg.Webhook != "" {
+		go g.postWebhook(req)
+	}
+}
+
+// postWebhook sends a Slack-compatible message about a new referral. It
+// runs on its own goroutine with a timeout; failures are logged only.
+func (g *Gateway) postWebhook(req *request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reasons := strings.Join(req.Reasons, "; ")
+	if len(reasons) > 500 {
+		reasons = reasons[:500] + "..."
+	}
+	// Statement text and reasons are untrusted: sent as JSON strings, in a
+	// code block, never as markup of ours.
+	text := fmt.Sprintf("Harbormaster: request %s from %s on %s is waiting for a human.\nReasons: %s\n```%s```",
+		req.ID, req.Principal, req.Target, reasons, strings.ReplaceAll(truncate(req.Canonical, 1000), "```", "'''"))
+	body, _ := json.Marshal(map[string]any{"text": text, "request_id": req.ID, "principal": req.Principal, "target": req.Target})
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.cfg.Webhook, bytes.NewReader(body))
+	if err != nil {
+		g.cfg.Logger.Warn("webhook", "err", err)
+		return
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := g.http.Do(hreq)
+	if err != nil {
+		g.cfg.Logger.Warn("webhook failed", "request", req.ID, "err", err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		g.cfg.Logger.Warn("webhook failed", "request", req.ID, "status", resp.StatusCode)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// Queue lists waiting requests on the given targets (all when nil), oldest first.
+func (g *Gateway) Queue(ctx context.Context, targets []string) ([]*RequestView, error) {
+	all, err := g.queryRequests(ctx, `WHERE status = ? ORDER BY created_ns`, StatusWaiting)
+	if err != nil {
+		return nil, err
+	}
+	if targets == nil {
+		return all, nil
+	}
+	allowed := map[string]bool{}
+	for _, t := range targets {
+		allowed[t] = true
+	}
+	var out []*RequestView
+	for _, v := range all {
+		if allowed[v.Target] {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// ProposeApproval returns the canonical approval a human would sign for a
+// waiting, rehearsed request: its guard is the rows the rehearsal reached.
+func (g *Gateway) ProposeApproval(ctx context.Context, id string) ([]byte, error) {
+	v, err := g.Request(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	if v.Status != StatusWaiting {
+		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
+	}
+	if v.RehearsalSHA256 == "" {
+		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
+	}
+	var rep pilot.Rehearsal
+	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil {
+		return nil, fmt.Errorf("gateway: %s: rehearsal: %w", id, err)
+	}
+	exp := g.cfg.Clock().Add(g.cfg.ApprovalTTL).UTC().Truncate(time.Second)
+	return queue.Canonical(queue.Approval{Version: 1, Kind: queue.KindApproval, RequestID: v.ID, Target: v.Target,
+		StatementSHA256: marque.StatementHash(v.CanonicalSQL), RehearsalSHA256: v.RehearsalSHA256,
+		MaxRows: rep.RowsReached, Expires: exp.Format(time.RFC3339)})
+}
+
+// Approve executes a waiting request on the strength of a human's signed
+// approval. The control plane checks the approval; the Pilot checks it
+// again itself before running anything.
+func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []byte) (*RequestView, error) {
+	now := g.cfg.Clock()
+	ap, err := queue.ParseApproval(approval)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	v, err := g.Request(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	p, ok := g.targets[v.Target]
+	if !ok {
+		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, v.Target)
+	}
+	switch {
+	case v.Status != StatusWaiting:
+		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
+	case v.RehearsalSHA256 == "":
+		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
+	case ap.RequestID != v.ID || ap.Target != v.Target:
+		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
+	case ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
+		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
+	case ap.RehearsalSHA256 != v.RehearsalSHA256:
+		return nil, fmt.Errorf("gateway: %w: the approval is for another rehearsal", ErrActRefused)
+	case !now.Before(ap.ExpiresAt()):
+		return nil, fmt.Errorf("gateway: %w: the approval expired at %s", ErrActRefused, ap.Expires)
+	}
+	var rep pilot.Rehearsal
+	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil || ap.MaxRows > rep.RowsReached {
+		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the rehearsal reached", ErrActRefused)
+	}
+	signer, err := g.signers.Verify(approval, signature, signing.NamespaceApproval, v.Target, now)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	// Claim the request before minting, so two approvals cannot both run it.
+	res, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
+		WHERE id = ? AND status = ?`, StatusRunning, marque.PathApproved, signer.Name, string(approval), string(signature), now.UnixNano(), id, StatusWaiting)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: approve: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
+	}
+	req := &request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
+	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "approval",
+		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
+		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint,
+			"approval": string(approval), "signature": string(signature)}}); err != nil {
+		g.unclaim(ctx, id)
+		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	maxRows := ap.MaxRows
+	tok, claims, err := g.minter.Mint(marque.Claims{RequestID: id, Principal: v.Principal, Target: v.Target,
+		StatementHash: ap.StatementSHA256, Path: marque.PathApproved, MaxRows: &maxRows,
+		Auth: marque.Auth{Kind: marque.AuthApproval, ApprovalSHA256: pilot.Digest(approval), Signer: signer.Name, Signature: string(signature)}})
+	if err != nil {
+		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", err))
+	}
+	req.MarqueID = claims.ID
+	pres, err := p.ExecuteApproved(ctx, pilot.ApprovedRequest{Marque: tok, SQL: v.CanonicalSQL, Approval: approval,
+		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }})
+	if err != nil {
+		return nil, g.fail(ctx, req, err)
+	}
+	req.applyResult(pres)
+	if pres.Outcome != pilot.Executed {
+		req.Status = StatusFailed
+	}
+	if err := g.executed(ctx, req, pres); err != nil {
+		return nil, err
+	}
+	g.notify(id)
+	return g.Request(ctx, id, "")
+}
+
+func (g *Gateway) unclaim(ctx context.Context, id string) {
+	_, _ = g.st.DB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ?, path = '', decided_by = '', act = '', act_signature = '' WHERE id = ? AND status = ?`,
+		StatusWaiting, id, StatusRunning)
+}
+
+// Deny closes a waiting request on the strength of a signed denial.
+func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte) (*RequestView, error) {
+	now := g.cfg.Clock()
+	d, err := queue.ParseDenial(denial)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	v, err := g.Request(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case v.Status != StatusWaiting:
+		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
+	case d.RequestID != v.ID || d.Target != v.Target || d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
+		return nil, fmt.Errorf("gateway: %w: the denial is for another request or statement", ErrActRefused)
+	}
+	signer, err := g.signers.Verify(denial, signature, signing.NamespaceDenial, v.Target, now)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "denial",
+		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
+		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": d.Reason,
+			"denial": string(denial), "signature": string(signature)}}); err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
+	res, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
+		WHERE id = ? AND status = ?`, StatusDenied, signer.Name, string(denial), string(signature), string(reasons), now.UnixNano(), id, StatusWaiting)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: deny: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
+	}
+	g.notify(id)
+	return g.Request(ctx, id, "")
+}
+
+// expireWaiting closes requests nobody answered within the queue's TTL.
+func (g *Gateway) expireWaiting(ctx context.Context) error {
+	now := g.cfg.Clock()
+	old, err := g.queryRequests(ctx, `WHERE status = ? AND created_ns <= ?`, StatusWaiting, now.Add(-g.cfg.QueueTTL).UnixNano())
+	if err != nil {
+		return err
+	}
+	for _, v := range old {
+		if _, err := g.lb.Append(ctx, logbook.Record{Kind: "expiry",
+			Subjects: map[string]string{"request": v.ID, "principal": v.Principal, "target": v.Target},
+			Payload:  map[string]any{"request_id": v.ID, "ttl": g.cfg.QueueTTL.String()}}); err != nil {
+			return err
+		}
+		if _, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
+			StatusExpired, now.UnixNano(), v.ID, StatusWaiting); err != nil {
+			return err
+		}
+		g.notify(v.ID)
+	}
+	return nil
+}
+
+// Revoke revokes a delegation on the strength of a signed revocation by a
+// human allowed to sign revocations for its target. It takes effect for
+// every statement decided after it returns.
+func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*Delegation, error) {
+	now := g.cfg.Clock()
+	r, err := queue.ParseRevocation(revocation)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	d := g.Delegation(r.DelegationID)
+	if d == nil {
+		return nil, fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
+	}
+	if r.Target != d.Target {
+		return nil, fmt.Errorf("gateway: %w: the revocation names target %s, the delegation is on %s", ErrActRefused, r.Target, d.Target)
+	}
+	signer, err := g.signers.Verify(revocation, signature, signing.NamespaceRevocation, d.Target, now)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d.Revoked != nil {
+		return d, fmt.Errorf("gateway: %s: %w", d.ID, ErrAlreadyRevoked)
+	}
+	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "revocation",
+		Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target, "signer": signer.Name},
+		Payload: map[string]any{"delegation_id": d.ID, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": r.Reason,
+			"revocation": string(revocation), "signature": string(signature)}}); err != nil {
+		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	if _, err := g.st.DB().ExecContext(ctx, `UPDATE delegations SET revoked_ns = ?, revoked_by = ?, revocation = ? WHERE id = ?`,
+		now.UnixNano(), signer.Name, string(revocation)+string(signature), d.ID); err != nil {
+		return nil, fmt.Errorf("gateway: revoke: %w", err)
+	}
+	t := now.UTC()
+	d.Revoked = &t
+	return d, nil
+}
+
+// logExpiries records, once, each delegation that has passed its expiry.
+func (g *Gateway) logExpiries(ctx context.Context) error {
+	now := g.cfg.Clock()
+	g.mu.RLock()
+	var due []*Delegation
+	for _, d := range g.delegations {
+		exp, err := d.Bound.ExpiresAt()
+		if err == nil && !now.Before(exp) && !g.expiryLogged[d.ID] {
+			due = append(due, d)
+		}
+	}
+	g.mu.RUnlock()
+	for _, d := range due {
+		if _, err := g.lb.Append(ctx, logbook.Record{Kind: "delegation.expired",
+			Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
+			Payload:  map[string]any{"delegation_id": d.ID, "expires": d.Bound.Expires}}); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.expiryLogged[d.ID] = true
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// Run does the gateway's periodic work until ctx ends: expiring waiting
+// requests and logging delegation expiries, once a second.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := g.expireWaiting(ctx); err != nil && ctx.Err() == nil {
+				g.cfg.Logger.Warn("expiring requests", "err", err)
+			}
+			if err := g.logExpiries(ctx); err != nil && ctx.Err() == nil {
+				g.cfg.Logger.Warn("logging expiries", "err", err)
+			}
+		}
+	}
+}
+
+// SetSwitch records an operator's switch change in the logbook, then in the
+// store, and re-reads the switches on this node at once.
+func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by string) error {
+	now := g.cfg.Clock()
+	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "switch",
+		Subjects: map[string]string{"switch": k.Name + "@" + k.Scope, "signer": by},
+		Payload:  map[string]any{"name": k.Name, "scope": k.Scope, "on": on, "by": by}}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	if err := switches.Set(ctx, g.st, k, on, by, now); err != nil {
+		return err
+	}
+	if g.cfg.Switches != nil {
+		_ = g.cfg.Switches.Poll(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/switches"
+)
+
+// Humans authenticate each request with their SSH key (signing.SignRequest):
+// the allowed-signers file says, per namespace and target, who may read the
+// queue (harbormaster-session) or flip a switch (harbormaster-switch).
+// Approvals, denials and revocations need no session at all: the signature
+// over the act is the authority.
+
+func (s *Server) registerHumanRoutes() {
+	s.mux.HandleFunc("GET /v1/queue", s.getQueue)
+	s.mux.HandleFunc("GET /v1/requests/{id}/approval", s.getApproval)
+	s.mux.HandleFunc("POST /v1/requests/{id}/approve", s.postApprove)
+	s.mux.HandleFunc("POST /v1/requests/{id}/deny", s.postDeny)
+	s.mux.HandleFunc("POST /v1/delegations/{id}/revoke", s.postRevoke)
+	s.mux.HandleFunc("GET /v1/switches", s.getSwitches)
+	s.mux.HandleFunc("POST /v1/switches", s.postSwitch)
+}
+
+// humanTargets verifies a signed request and returns the targets (of those
+// given) the signer may act on in namespace.
+func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, targets []string) (signing.Signer, []string, error) {
+	if s.signers == nil {
+		return signing.Signer{}, nil, errors.New("no signers file is configured")
+	}
+	p, err := signing.ParseRequestAuth(r.Header.Get("Authorization"))
+	if err != nil {
+		return signing.Signer{}, nil, err
+	}
+	now := time.Now()
+	var who signing.Signer
+	var ok []string
+	var lastErr error
+	for _, t := range targets {
+		sg, err := s.signers.VerifyRequest(p, namespace, r.Method, r.URL.RequestURI(), body, t, now)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if who.Name != "" && sg.Name != who.Name {
+			return signing.Signer{}, nil, errors.New("the key is listed under more than one name")
+		}
+		who = sg
+		ok = append(ok, t)
+	}
+	if len(ok) == 0 {
+		if lastErr == nil {
+			lastErr = errors.New("no target")
+		}
+		return signing.Signer{}, nil, lastErr
+	}
+	return who, ok, nil
+}
+
+func (s *Server) unauthorizedHuman(w http.ResponseWriter, err error) {
+	w.Header().Set("WWW-Authenticate", signing.RequestScheme)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "sign the request with an allowed SSH key ("+signing.RequestScheme+"): "+err.Error())
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+	who, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+	if err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	q, err := s.gw.Queue(r.Context(), targets)
+	if err != nil {
+		s.log.Error("queue", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the queue could not be read")
+		return
+	}
+	if q == nil {
+		q = []*gateway.RequestView{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"requests": q, "viewer": who.Name})
+}
+
+// requestForHuman serves GET /v1/requests/{id} to a human: everything,
+// rehearsal included.
+func (s *Server) requestForHuman(w http.ResponseWriter, r *http.Request) {
+	v, err := s.gw.Request(r.Context(), r.PathValue("id"), "")
+	if errors.Is(err, gateway.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no request "+r.PathValue("id"))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
+		return
+	}
+	if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	v, err := s.gw.Request(r.Context(), id, "")
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	ap, err := s.gw.ProposeApproval(r.Context(), id)
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approval": string(ap), "request": v})
+}
+
+type actBody struct {
+	Act       string `json:"act"`
+	Signature string `json:"signature"`
+}
+
+func (s *Server) readAct(w http.ResponseWriter, r *http.Request) (actBody, bool) {
+	var b actBody
+	if !decode(w, r, &b) {
+		return b, false
+	}
+	if b.Act == "" || b.Signature == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `both "act" (the signed canonical bytes) and "signature" are required`)
+		return b, false
+	}
+	return b, true
+}
+
+func (s *Server) actError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, gateway.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, gateway.ErrNotRehearsed):
+		writeError(w, http.StatusConflict, "not_rehearsed", err.Error())
+	case errors.Is(err, gateway.ErrActRefused):
+		writeError(w, http.StatusForbidden, "act_refused", err.Error())
+	case errors.Is(err, gateway.ErrLogUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the act could not be recorded, so nothing happened; try again")
+	default:
+		s.log.Error("act", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the act could not be carried out")
+	}
+}
+
+func (s *Server) postApprove(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.readAct(w, r)
+	if !ok {
+		return
+	}
+	v, err := s.gw.Approve(r.Context(), r.PathValue("id"), []byte(b.Act), []byte(b.Signature))
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) postDeny(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.readAct(w, r)
+	if !ok {
+		return
+	}
+	v, err := s.gw.Deny(r.Context(), r.PathValue("id"), []byte(b.Act), []byte(b.Signature))
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.readAct(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.gw.Revoke(r.Context(), []byte(b.Act), []byte(b.Signature))
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	if d.ID != r.PathValue("id") {
+		writeError(w, http.StatusBadRequest, "bad_request", "the revocation names another delegation")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"delegation": ViewDelegation(d, time.Now())})
+}
+
+func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {
+	if s.switches == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"switches": []switches.State{}, "tier_b": map[string]bool{}})
+		return
+	}
+	tierB := map[string]bool{}
+	reasons := map[string]string{}
+	for _, t := range s.gw.Targets() {
+		on, why := s.switches.TierBOn(t)
+		tierB[t] = on
+		if !on {
+			reasons[t] = why
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"switches": s.switches.Snapshot(), "tier_b": tierB, "why_off": reasons,
+		"staleness_ms": s.switches.Staleness().Milliseconds()})
+}
+
+type switchBody struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	On     bool   `json:"on"`
+}
+
+// postSwitch flips a switch: an operator act, signed in the switch
+// namespace, logged. The deployment switch needs a signer allowed for
+// every target.
+func (s *Server) postSwitch(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil || len(body) > MaxBodyBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over 1 MiB")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var b switchBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if b.Name != switches.TierB {
+		writeError(w, http.StatusBadRequest, "bad_request", `the only switch is "tier_b"`)
+		return
+	}
+	scope, targets := switches.Deployment, s.gw.Targets()
+	if b.Target != "" {
+		if _, ok := s.gw.Pilot(b.Target); !ok {
+			writeError(w, http.StatusNotFound, "unknown_target", "unknown target "+b.Target)
+			return
+		}
+		scope, targets = switches.TargetScope(b.Target), []string{b.Target}
+	}
+	who, ok, err := s.humanTargets(r, body, signing.NamespaceSwitch, targets)
+	if err != nil || len(ok) != len(targets) {
+		if err == nil {
+			err = errors.New("the deployment switch needs a signer allowed for every target (" + strings.Join(targets, ", ") + ")")
+		}
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	if err := s.gw.SetSwitch(r.Context(), switches.Key{Name: b.Name, Scope: scope}, b.On, who.Name); err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": b.Name, "scope": scope, "on": b.On, "by": who.Name})
+}

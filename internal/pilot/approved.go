@@ -1,0 +1,313 @@
+package pilot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+
+	"harbormaster/internal/marque"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/sqlcheck"
+)
+
+// maxRehearsalRows caps how many rows a rehearsal of a read counts.
+const maxRehearsalRows = 10000
+
+// Rehearsal is the evidence a rehearsal collects: what the statement would
+// do, from a run that was rolled back. It is evidence, never authority.
+type Rehearsal struct {
+	Kind string `json:"kind"`
+	// RowsReached is the rows the statement would affect (writes) or
+	// return (reads, counted up to 10,000).
+	RowsReached int64 `json:"rows_reached"`
+	// Before and After are row images (at most MaxImageRows each): the rows
+	// an UPDATE or DELETE reaches before, and the rows an UPDATE or INSERT
+	// leaves after. Values are untrusted data.
+	Before          []map[string]any `json:"before"`
+	After           []map[string]any `json:"after"`
+	ImagesTruncated bool             `json:"images_truncated"`
+	ExecutedSQL     string           `json:"executed_sql"`
+}
+
+// Digest is the hex SHA-256 of the report's JSON, the value an approval signs.
+func Digest(report []byte) string {
+	sum := sha256.Sum256(report)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrNotRehearsable is returned for a statement that may not be run even in
+// a rolled-back transaction: anything the static check found structurally
+// wrong (another statement kind, a function off the allow-list, ...).
+var ErrNotRehearsable = errors.New("statement cannot be rehearsed")
+
+// analyzeRaw parses sql and accepts it for the approval path only when the
+// static check found nothing structurally wrong: one SELECT, INSERT, UPDATE
+// or DELETE over known tables, allow-listed functions only. Coverage by a
+// delegation is not required: that is what the human approves.
+func (p *Pilot) analyzeRaw(sql string) (*sqlcheck.Analysis, error) {
+	a := sqlcheck.Analyze(sql, p.Catalog(), sqlcheck.Limits{})
+	if a.Facts == nil || a.Facts.Kind == "" || len(a.Reasons) > 0 {
+		why := "it did not parse"
+		if len(a.Reasons) > 0 {
+			why = a.Reasons[0].Message
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNotRehearsable, why)
+	}
+	return a, nil
+}
+
+// RehearseRaw runs a referred statement as written (no delegation fences),
+// collects its before/after images and counts, and rolls back. It returns
+// the report and its JSON (whose Digest an approval signs).
+func (p *Pilot) RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte, error) {
+	a, err := p.analyzeRaw(sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	stmt := a.Stmt()
+	before, beforeSQL, err := beforeImageQuery(stmt, p.cfg.MaxImageRows+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	alias, hasAfter := afterImageColumn(stmt)
+	text, err := deparse(stmt)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &Rehearsal{Kind: string(a.Facts.Kind), Before: []map[string]any{}, After: []map[string]any{}, ExecutedSQL: text}
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := p.pin(ctx, tx); err != nil {
+		return nil, nil, err
+	}
+	if a.Facts.Kind == sqlcheck.OpSelect {
+		if _, err := tx.Exec(ctx, `SET LOCAL transaction_read_only = on`); err != nil {
+			return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
+		}
+	}
+	if p.cfg.Role != "" {
+		if _, err := tx.Exec(ctx, `SELECT set_config('role', $1, true)`, p.cfg.Role); err != nil {
+			return nil, nil, fmt.Errorf("pilot: rehearse: set role: %w", err)
+		}
+	}
+	if before {
+		imgs, err := images(ctx, tx, beforeSQL, p.cfg.MaxImageRows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrNotRehearsable, err)
+		}
+		rep.Before = imgs.rows
+		rep.ImagesTruncated = imgs.more
+	}
+	rows, err := tx.Query(ctx, text)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the target refused it: %v", ErrNotRehearsable, err)
+	}
+	var n int64
+	for rows.Next() {
+		n++
+		if a.Facts.Kind == sqlcheck.OpSelect && n >= maxRehearsalRows {
+			break
+		}
+		if hasAfter && len(rep.After) < p.cfg.MaxImageRows {
+			vals, err := rows.Values()
+			if err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			if img, ok := vals[len(vals)-1].(map[string]any); ok {
+				rep.After = append(rep.After, img)
+			}
+		} else if hasAfter {
+			rep.ImagesTruncated = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%w: the target refused it: %v", ErrNotRehearsable, err)
+	}
+	if a.Facts.Kind == sqlcheck.OpSelect {
+		rep.RowsReached = n
+	} else {
+		rep.RowsReached = rows.CommandTag().RowsAffected()
+	}
+	_ = alias
+	js, err := json.Marshal(rep)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, js, nil
+}
+
+type imageSet struct {
+	rows []map[string]any
+	more bool
+}
+
+func images(ctx context.Context, tx pgx.Tx, sql string, max int) (imageSet, error) {
+	rows, err := tx.Query(ctx, sql)
+	if err != nil {
+		return imageSet{}, err
+	}
+	defer rows.Close()
+	var s imageSet
+	for rows.Next() {
+		var img map[string]any
+		if err := rows.Scan(&img); err != nil {
+			return imageSet{}, err
+		}
+		if len(s.rows) >= max {
+			s.more = true
+			break
+		}
+		s.rows = append(s.rows, img)
+	}
+	return s, rows.Err()
+}
+
+func deparse(stmt *pg.Node) (string, error) {
+	return pg.Deparse(&pg.ParseResult{Version: sqlcheck.ParserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+}
+
+// toJSONB is to_jsonb(alias.*).
+func toJSONB(alias string) *pg.Node {
+	return pg.MakeFuncCallNode([]*pg.Node{pg.MakeStrNode("to_jsonb")},
+		[]*pg.Node{pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeAStarNode()}, -1)}, -1)
+}
+
+func relAlias(rv *pg.RangeVar) string {
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		return rv.Alias.Aliasname
+	}
+	return rv.Relname
+}
+
+// beforeImageQuery turns an UPDATE or DELETE into the SELECT of the rows it
+// reaches, as to_jsonb images, built on the tree.
+func beforeImageQuery(stmt *pg.Node, limit int) (bool, string, error) {
+	var rel *pg.RangeVar
+	var from []*pg.Node
+	var where *pg.Node
+	var with *pg.WithClause
+	switch s := stmt.GetNode().(type) {
+	case *pg.Node_UpdateStmt:
+		rel, from, where, with = s.UpdateStmt.Relation, s.UpdateStmt.FromClause, s.UpdateStmt.WhereClause, s.UpdateStmt.WithClause
+	case *pg.Node_DeleteStmt:
+		rel, from, where, with = s.DeleteStmt.Relation, s.DeleteStmt.UsingClause, s.DeleteStmt.WhereClause, s.DeleteStmt.WithClause
+	default:
+		return false, "", nil
+	}
+	sel := &pg.SelectStmt{
+		TargetList:  []*pg.Node{pg.MakeResTargetNodeWithVal(toJSONB(relAlias(rel)), -1)},
+		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: proto.Clone(rel).(*pg.RangeVar)}}},
+		LimitCount:  pg.MakeAConstIntNode(int64(limit), -1),
+		LimitOption: pg.LimitOption_LIMIT_OPTION_COUNT,
+		Op:          pg.SetOperation_SETOP_NONE,
+	}
+	for _, f := range from {
+		sel.FromClause = append(sel.FromClause, proto.Clone(f).(*pg.Node))
+	}
+	if where != nil {
+		sel.WhereClause = proto.Clone(where).(*pg.Node)
+	}
+	if with != nil {
+		sel.WithClause = proto.Clone(with).(*pg.WithClause)
+	}
+	text, err := deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
+	return err == nil, text, err
+}
+
+// afterImageColumn appends RETURNING to_jsonb(alias.*) to an UPDATE or
+// INSERT, as the last column.
+func afterImageColumn(stmt *pg.Node) (string, bool) {
+	switch s := stmt.GetNode().(type) {
+	case *pg.Node_UpdateStmt:
+		a := relAlias(s.UpdateStmt.Relation)
+		s.UpdateStmt.ReturningList = append(s.UpdateStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a), -1))
+		return a, true
+	case *pg.Node_InsertStmt:
+		a := relAlias(s.InsertStmt.Relation)
+		s.InsertStmt.ReturningList = append(s.InsertStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a), -1))
+		return a, true
+	}
+	return "", false
+}
+
+// ApprovedRequest is an approved statement to execute.
+type ApprovedRequest struct {
+	Marque string
+	SQL    string
+	// Approval is the signed canonical approval bytes.
+	Approval     []byte
+	BeforeCommit func(ctx context.Context, txid string) error
+}
+
+// ExecuteApproved runs a statement a human approved: it verifies the marque,
+// the approver's signature over the approval with the signers file, that
+// the approval names this request, target and statement and has not
+// expired, then runs the statement as written with the approval's guard
+// (no more rows than the rehearsal reached) and a receipt.
+func (p *Pilot) ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Result, error) {
+	now := p.cfg.Clock()
+	claims, err := p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
+	if err != nil {
+		return refused(RefusedMarque, "the marque is not valid: %v", err), nil
+	}
+	if claims.Path != marque.PathApproved || claims.Auth.Kind != marque.AuthApproval || claims.MaxRows == nil {
+		return refused(RefusedMarque, "not an approval marque"), nil
+	}
+	sum := sha256.Sum256(req.Approval)
+	if hex.EncodeToString(sum[:]) != claims.Auth.ApprovalSHA256 {
+		return refused(RefusedSignature, "the approval bytes do not match the marque"), nil
+	}
+	signer, err := p.signers.Verify(req.Approval, []byte(claims.Auth.Signature), signing.NamespaceApproval, p.cfg.Target, now)
+	if err != nil {
+		return refused(RefusedSignature, "the approver's signature does not verify: %v", err), nil
+	}
+	if signer.Name != claims.Auth.Signer {
+		return refused(RefusedSignature, "the approval was signed by %s, not %s", signer.Name, claims.Auth.Signer), nil
+	}
+	ap, err := queue.ParseApproval(req.Approval)
+	if err != nil {
+		return refused(RefusedSignature, "%v", err), nil
+	}
+	switch {
+	case ap.RequestID != claims.RequestID, ap.Target != p.cfg.Target, ap.StatementSHA256 != claims.StatementHash:
+		return refused(RefusedSignature, "the approval is for another request, target or statement"), nil
+	case !now.Before(ap.ExpiresAt()):
+		return refused(RefusedSignature, "the approval expired at %s", ap.Expires), nil
+	case ap.MaxRows != *claims.MaxRows:
+		return refused(RefusedSignature, "the marque's row guard differs from the approval's"), nil
+	}
+	a, err := p.analyzeRaw(req.SQL)
+	if err != nil {
+		return refused(RefusedCheck, "%v", err), nil
+	}
+	stmt := a.Stmt()
+	g := &Guarded{Kind: a.Facts.Kind, MaxRows: ap.MaxRows}
+	switch s := stmt.GetNode().(type) {
+	case *pg.Node_SelectStmt:
+		g.Returning = true
+		limitRows(s.SelectStmt, ap.MaxRows+1)
+	case *pg.Node_UpdateStmt:
+		g.Returning = len(s.UpdateStmt.ReturningList) > 0
+	case *pg.Node_DeleteStmt:
+		g.Returning = len(s.DeleteStmt.ReturningList) > 0
+	case *pg.Node_InsertStmt:
+		g.Returning = len(s.InsertStmt.ReturningList) > 0
+	}
+	if g.SQL, err = deparse(stmt); err != nil {
+		return refused(RefusedCheck, "%v", err), nil
+	}
+	return p.run(ctx, &claims, g, Request{SQL: req.SQL, BeforeCommit: req.BeforeCommit}, false)
+}
