@@ -146,6 +146,9 @@ func runQueueList(e *env, args []string) int {
 		if len(r.Reasons) > 0 {
 			why = r.Reasons[0]
 		}
+		if r.CanonicalSQL == "" {
+			r.CanonicalSQL = r.SQL
+		}
 		fmt.Fprintf(e.stdout, "%s  %s  %-12s %-6s %s\n    %s\n    why: %s\n", r.ID, r.Created.Local().Format("2006-01-02 15:04:05"),
 			r.Principal, r.Target, age(r.Created), oneLine(r.CanonicalSQL, 120), oneLine(why, 160))
 	}
@@ -226,7 +229,7 @@ func printRequest(e *env, v *gateway.RequestView) {
 		fmt.Fprintf(w, "rehearsal: unreadable: %v\n", err)
 		return
 	}
-	fmt.Fprintf(w, "rehearsal: a %s that reached %d row(s) (rolled back; digest %s)\n", rep.Kind, rep.RowsReached, v.RehearsalSHA256[:16])
+	fmt.Fprintf(w, "rehearsal: %s reached %d row(s) (rolled back; digest %s)\n", strings.ToUpper(rep.Kind), rep.RowsReached, v.RehearsalSHA256[:16])
 	printImages(e, "before", rep.Before)
 	printImages(e, "after", rep.After)
 	if rep.ImagesTruncated {

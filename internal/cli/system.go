@@ -21,6 +21,7 @@ import (
 	"harbormaster/internal/httpapi"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
+	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/quota"
 	"harbormaster/internal/signing"
@@ -39,6 +40,7 @@ type system struct {
 	api     *httpapi.Server
 
 	switches *switches.Poller
+	metrics  *metrics.Metrics
 
 	stopLogbook    context.CancelFunc
 	lbDone         chan error
@@ -112,7 +114,12 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 			pq[a.Principal] = r
 		}
 	}
-	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(),
+	targetNames := make([]string, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		targetNames[i] = t.Name
+	}
+	s.metrics = metrics.New(targetNames, func(ctx context.Context) (int, time.Duration, error) { return s.gateway.QueueStats(ctx) }, s.switches)
+	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
@@ -137,7 +144,7 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	for i, a := range cfg.Agents {
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
-	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches}); err != nil {
+	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics}); err != nil {
 		return nil, err
 	}
 	return s, nil

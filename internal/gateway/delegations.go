@@ -140,7 +140,7 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	if err != nil {
 		return nil, rep, &DelegationError{Problems: []string{err.Error()}}
 	}
-	_, err = g.lb.Append(ctx, logbook.Record{Kind: "delegation",
+	_, err = g.append(ctx, logbook.Record{Kind: "delegation",
 		Subjects: map[string]string{"delegation": id, "principal": d.Grantee, "target": d.Target, "signer": d.Signer},
 		Payload: map[string]any{"delegation_id": id, "signer": d.Signer, "fingerprint": signer.Fingerprint,
 			"canonical": string(canonical), "signature": string(signature), "source": source, "tier": b.Tier()}})

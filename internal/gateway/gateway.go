@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
+	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/quota"
 	"harbormaster/internal/signing"
@@ -48,6 +50,8 @@ type Config struct {
 	Webhook string
 	// HTTPClient sends webhooks. Defaults to a client with a 5s timeout.
 	HTTPClient *http.Client
+	// Metrics, when set, records decisions, quota refusals and logbook latency.
+	Metrics *metrics.Metrics
 }
 
 // WithDefaults fills unset fields.
@@ -194,8 +198,16 @@ type evaluation struct {
 
 // Submit runs one statement from an authenticated principal through the
 // statement path. The numbered steps are DESIGN.md section 3's.
-func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*Response, error) {
+func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (resp *Response, err error) {
 	now := g.cfg.Clock()
+	defer func() {
+		switch {
+		case resp != nil:
+			g.cfg.Metrics.Decision(resp.Path, resp.Outcome, g.cfg.Clock().Sub(now))
+		case err != nil:
+			g.cfg.Metrics.Decision("", OutcomeRejected, g.cfg.Clock().Sub(now))
+		}
+	}()
 	// 1 authenticate: the caller did; principal is who it proved to be.
 	p, ok := g.targets[target]
 	if !ok {
@@ -291,7 +303,8 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (*R
 		g.referred(ctx, p, req)
 	}
 	// 10 answer the agent.
-	resp := req.response()
+	g.cfg.Metrics.PilotRefusal(res.Code)
+	resp = req.response()
 	if res.Outcome == pilot.Executed {
 		resp.Columns, resp.Rows, resp.Truncated = res.Columns, res.Rows, res.Truncated
 	}
@@ -328,8 +341,10 @@ func (g *Gateway) takeQuota(principal string, d *Delegation) string {
 	case empty == "":
 		return ""
 	case strings.HasPrefix(empty, "delegation:"):
+		g.cfg.Metrics.QuotaRefusal("delegation")
 		return fmt.Sprintf("the fast-path quota of delegation %s (%s) is used up, so a human decides", d.ID, d.Bound.Quota)
 	default:
+		g.cfg.Metrics.QuotaRefusal("principal")
 		return fmt.Sprintf("the fast-path quota of %s is used up, so a human decides", principal)
 	}
 }
@@ -359,4 +374,39 @@ func referReasons(a *sqlcheck.Analysis, evals []evaluation) []string {
 		out = []string{"no delegation covers this statement"}
 	}
 	return out
+}
+
+// append writes one logbook record, timing it.
+func (g *Gateway) append(ctx context.Context, rec logbook.Record) (logbook.Entry, error) {
+	start := time.Now()
+	e, err := g.lb.Append(ctx, rec)
+	g.cfg.Metrics.LogbookAppend(time.Since(start))
+	return e, err
+}
+
+// QueueStats reports the queue depth and the age of its oldest request.
+func (g *Gateway) QueueStats(ctx context.Context) (int, time.Duration, error) {
+	var n int
+	var oldest sql.NullInt64
+	err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), min(created_ns) FROM requests WHERE status = ?`, StatusWaiting).Scan(&n, &oldest)
+	if err != nil || !oldest.Valid {
+		return n, 0, err
+	}
+	return n, g.cfg.Clock().Sub(time.Unix(0, oldest.Int64)), nil
+}
+
+// Ready checks that the store answers and every target answers.
+func (g *Gateway) Ready(ctx context.Context) error {
+	if err := g.st.ReadDB().PingContext(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, _, err := g.lb.Head(ctx); err != nil {
+		return fmt.Errorf("logbook: %w", err)
+	}
+	for name, p := range g.targets {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -188,7 +188,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
 	req := &request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
-	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "approval",
+	if _, err := g.append(ctx, logbook.Record{Kind: "approval",
 		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
 		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint,
 			"approval": string(approval), "signature": string(signature)}}); err != nil {
@@ -245,7 +245,7 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "denial",
+	if _, err := g.append(ctx, logbook.Record{Kind: "denial",
 		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
 		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": d.Reason,
 			"denial": string(denial), "signature": string(signature)}}); err != nil {
@@ -272,7 +272,7 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 		return err
 	}
 	for _, v := range old {
-		if _, err := g.lb.Append(ctx, logbook.Record{Kind: "expiry",
+		if _, err := g.append(ctx, logbook.Record{Kind: "expiry",
 			Subjects: map[string]string{"request": v.ID, "principal": v.Principal, "target": v.Target},
 			Payload:  map[string]any{"request_id": v.ID, "ttl": g.cfg.QueueTTL.String()}}); err != nil {
 			return err
@@ -311,7 +311,7 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	if d.Revoked != nil {
 		return d, fmt.Errorf("gateway: %s: %w", d.ID, ErrAlreadyRevoked)
 	}
-	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "revocation",
+	if _, err := g.append(ctx, logbook.Record{Kind: "revocation",
 		Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target, "signer": signer.Name},
 		Payload: map[string]any{"delegation_id": d.ID, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": r.Reason,
 			"revocation": string(revocation), "signature": string(signature)}}); err != nil {
@@ -339,7 +339,7 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 	}
 	g.mu.RUnlock()
 	for _, d := range due {
-		if _, err := g.lb.Append(ctx, logbook.Record{Kind: "delegation.expired",
+		if _, err := g.append(ctx, logbook.Record{Kind: "delegation.expired",
 			Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
 			Payload:  map[string]any{"delegation_id": d.ID, "expires": d.Bound.Expires}}); err != nil {
 			return err
@@ -375,7 +375,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // store, and re-reads the switches on this node at once.
 func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by string) error {
 	now := g.cfg.Clock()
-	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "switch",
+	if _, err := g.append(ctx, logbook.Record{Kind: "switch",
 		Subjects: map[string]string{"switch": k.Name + "@" + k.Scope, "signer": by},
 		Payload:  map[string]any{"name": k.Name, "scope": k.Scope, "on": on, "by": by}}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)

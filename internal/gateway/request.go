@@ -89,7 +89,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
 		"reasons": nonNil(req.Reasons), "evaluated": evals,
 	}
-	if _, err := g.lb.Append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload}); err != nil {
+	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
 	if req.Outcome == "run" {
@@ -122,7 +122,7 @@ func nonNil(s []string) []string {
 // executing records the transaction id just before COMMIT, durably, so a
 // crash after COMMIT is reconciled from the receipt, never re-executed.
 func (g *Gateway) executing(ctx context.Context, req *request, txid string) error {
-	_, err := g.lb.Append(ctx, logbook.Record{Kind: "execution.pending",
+	_, err := g.append(ctx, logbook.Record{Kind: "execution.pending",
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
 		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "txid": txid}})
 	if err != nil {
@@ -145,7 +145,7 @@ func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result)
 }
 
 func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]any) error {
-	_, err := g.lb.Append(ctx, logbook.Record{Kind: "execution",
+	_, err := g.append(ctx, logbook.Record{Kind: "execution",
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
 		Payload:  payload})
 	if err != nil {

@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -18,8 +19,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"harbormaster/internal/bound"
+
 	"harbormaster/internal/gateway"
+	"harbormaster/internal/metrics"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/switches"
 )
@@ -46,6 +50,8 @@ type Config struct {
 	Signers *signing.AllowedSigners
 	// Switches is the node's switch poller, for GET /v1/switches.
 	Switches *switches.Poller
+	// Metrics, when set, is served at /metrics.
+	Metrics *metrics.Metrics
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 }
@@ -89,6 +95,18 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := gw.Ready(ctx); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

@@ -1,0 +1,135 @@
+// Package metrics defines the Prometheus metrics of a control-plane node.
+// Every method is safe on a nil *Metrics (metrics off), so components take
+// one optionally.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the node's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions     *prometheus.CounterVec
+	decisionTime  *prometheus.HistogramVec
+	quotaRefusals *prometheus.CounterVec
+	logbookAppend prometheus.Histogram
+	pilotRefusals *prometheus.CounterVec
+}
+
+// Queue reports the waiting requests for the queue gauges.
+type Queue func(ctx context.Context) (depth int, oldest time.Duration, err error)
+
+// Switches reports the node's switch view for the switch gauges.
+type Switches interface {
+	TierBOn(target string) (bool, string)
+	Staleness() time.Duration
+	Failures() int64
+}
+
+// New registers every collector. targets name the targets for the switch
+// gauges; queue and sw are read at scrape time.
+func New(targets []string, queue Queue, sw Switches) *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{Registry: r,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_decisions_total",
+			Help: "Statements decided, by path (compiled, surveyed, approved, none) and outcome (executed, referred, rejected)."}, []string{"path", "outcome"}),
+		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "harbormaster_decision_seconds",
+			Help:    "Time from a statement's arrival to its answer, by path and outcome.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"path", "outcome"}),
+		quotaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_quota_refusals_total",
+			Help: "Fast-path statements referred because a quota was used up, by kind (delegation, principal)."}, []string{"kind"}),
+		logbookAppend: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "harbormaster_logbook_append_seconds",
+			Help:    "Durable logbook append latency (group commit included).",
+			Buckets: []float64{.0001, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1}}),
+		pilotRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_pilot_refusals_total",
+			Help: "Statements the Pilot rolled back or refused, by code (fence_violation, max_rows_exceeded, ...)."}, []string{"code"}),
+	}
+	r.MustRegister(m.decisions, m.decisionTime, m.quotaRefusals, m.logbookAppend, m.pilotRefusals,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	if queue != nil {
+		depth := prometheus.NewDesc("harbormaster_queue_depth", "Requests waiting for a human.", nil, nil)
+		oldest := prometheus.NewDesc("harbormaster_queue_oldest_waiting_seconds", "Age of the oldest waiting request.", nil, nil)
+		r.MustRegister(collectorFunc{descs: []*prometheus.Desc{depth, oldest}, collect: func(ch chan<- prometheus.Metric) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			d, o, err := queue(ctx)
+			if err != nil {
+				return
+			}
+			ch <- prometheus.MustNewConstMetric(depth, prometheus.GaugeValue, float64(d))
+			ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, o.Seconds())
+		}})
+	}
+	if sw != nil {
+		on := prometheus.NewDesc("harbormaster_switch_tier_b", "1 when Tier B is on for the target on this node.", []string{"target"}, nil)
+		stale := prometheus.NewDesc("harbormaster_switch_poll_staleness_seconds", "Time since this node last read the switches.", nil, nil)
+		fails := prometheus.NewDesc("harbormaster_switch_poll_failures_total", "Failed switch reads on this node.", nil, nil)
+		r.MustRegister(collectorFunc{descs: []*prometheus.Desc{on, stale, fails}, collect: func(ch chan<- prometheus.Metric) {
+			for _, t := range targets {
+				v := 0.0
+				if ok, _ := sw.TierBOn(t); ok {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(on, prometheus.GaugeValue, v, t)
+			}
+			st := sw.Staleness()
+			if st > 24*time.Hour {
+				st = 24 * time.Hour
+			}
+			ch <- prometheus.MustNewConstMetric(stale, prometheus.GaugeValue, st.Seconds())
+			ch <- prometheus.MustNewConstMetric(fails, prometheus.CounterValue, float64(sw.Failures()))
+		}})
+	}
+	return m
+}
+
+type collectorFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// Decision records one answered statement.
+func (m *Metrics) Decision(path, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if path == "" {
+		path = "none"
+	}
+	m.decisions.WithLabelValues(path, outcome).Inc()
+	m.decisionTime.WithLabelValues(path, outcome).Observe(took.Seconds())
+}
+
+// QuotaRefusal records a quota referral.
+func (m *Metrics) QuotaRefusal(kind string) {
+	if m != nil {
+		m.quotaRefusals.WithLabelValues(kind).Inc()
+	}
+}
+
+// LogbookAppend records one append's latency.
+func (m *Metrics) LogbookAppend(took time.Duration) {
+	if m != nil {
+		m.logbookAppend.Observe(took.Seconds())
+	}
+}
+
+// PilotRefusal records a Pilot refusal.
+func (m *Metrics) PilotRefusal(code string) {
+	if m != nil && code != "" {
+		m.pilotRefusals.WithLabelValues(code).Inc()
+	}
+}
