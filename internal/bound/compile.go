@@ -189,6 +189,11 @@ func ParseCanonical(data []byte) (*Bound, error) {
 	if b.Version != 1 {
 		return nil, fmt.Errorf("bound: parse canonical: unknown version %d", b.Version)
 	}
+	for i, r := range b.Rules {
+		if r.Columns == nil {
+			return nil, fmt.Errorf("bound: parse canonical: rule %d: columns must be a list", i)
+		}
+	}
 	if _, err := b.CheckRules(); err != nil {
 		return nil, fmt.Errorf("bound: parse canonical: %w", err)
 	}

@@ -1,8 +1,10 @@
 package bound
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -96,8 +98,14 @@ func Parse(data []byte, file string) (*Delegation, error) {
 		return nil, p.err()
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
 		p.errf(0, "", "not valid YAML: %v", err)
+		return nil, p.err()
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		p.errf(extra.Line, "", "a delegation file holds exactly one YAML document")
 		return nil, p.err()
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {

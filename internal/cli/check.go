@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 
+	"harbormaster/internal/config"
+	"harbormaster/internal/logbook"
+
 	"harbormaster/internal/bound"
 	"harbormaster/internal/sqlcheck"
 )
@@ -134,22 +137,51 @@ func runKeygen(e *env, args []string) int {
 	out := fs.String("out", "", "private key `FILE` to write")
 	name := fs.String("name", "", "the signer's `NAME` for the allowed-signers line")
 	targets := fs.String("targets", "*", "target `PATTERN` the signer may sign for")
+	controlPlane := fs.Bool("control-plane", false, "make the control plane's Ed25519 key (PEM, for control_plane_key) instead")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if *out == "" {
 		return e.usageErr(fs, "--out is required")
 	}
+	if _, err := os.Stat(*out); err == nil {
+		e.errorf("%s already exists; not overwriting a key", *out)
+		return exitUsage
+	}
+	if *controlPlane {
+		pemKey, key, err := config.NewControlPlaneKey()
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		if err := writeNew(*out, pemKey, 0o600); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		vkey, err := logbook.CheckpointVerifierKey("harbormaster", publicKey(key))
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stdout, "wrote %s\nlogbook verifier key (for a control plane named harbormaster): %s\n", *out, vkey)
+		return exitOK
+	}
 	priv, pub, err := generateKey(*name)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	if err := os.WriteFile(*out, priv, 0o600); err != nil {
+	if *name != "" {
+		if _, err := allowedLine(*name, *targets, pub); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+	}
+	if err := writeNew(*out, priv, 0o600); err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	if err := os.WriteFile(*out+".pub", pub, 0o644); err != nil {
+	if err := writeNew(*out+".pub", pub, 0o644); err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
@@ -162,5 +194,35 @@ func runKeygen(e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "allowed-signers line:\n%s\n", line)
 	}
+	return exitOK
+}
+
+// writeNew creates path with perm, refusing to overwrite.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func runToken(e *env, args []string) int {
+	fs := e.flags("harbormaster token --principal agent:NAME",
+		"Makes a random bearer token for an agent and prints it with the agents: entry for the\n"+
+			"serve config, which stores only its SHA-256. Give the token to the agent; it is not\n"+
+			"stored anywhere.")
+	principal := fs.String("principal", "", "the agent `PRINCIPAL` (agent:NAME)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if *principal == "" || fs.NArg() > 0 {
+		return e.usageErr(fs, "--principal is required")
+	}
+	tok, sum := config.NewAgentToken()
+	fmt.Fprintf(e.stdout, "token: %s\n\nagents:\n  - principal: %s\n    token_sha256: %s\n", tok, *principal, sum)
 	return exitOK
 }

@@ -42,6 +42,7 @@ func commands() []command {
 		{"check", "decide one statement against a delegation, offline", runCheck},
 		{"delegation", "compile, print, sign and verify delegations", runDelegation},
 		{"keygen", "make an Ed25519 SSH key pair for a human signer", runKeygen},
+		{"token", "make a bearer token for an agent", runToken},
 		{"serve", "run the control plane and its Pilots", runServe},
 		{"config", "validate a serve config", runConfig},
 		{"target", "prepare a target database", runTarget},
@@ -49,6 +50,8 @@ func commands() []command {
 		{"demo", "run the whole system on this machine with a scripted agent", runDemo},
 		{"queue", "list, show, approve and deny referred requests", runQueue},
 		{"switch", "switch Tier B on or off", runSwitch},
+		{"surveyor", "the Tier B panel: regression gate, enablement, reinstatement", runSurveyor},
+		{"audit", "review sampled Surveyor judgments", runAudit},
 	}
 }
 
@@ -134,11 +137,11 @@ func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fs.Usage()
+		// The flag package has already printed the usage.
 		return exitOK, false
 	case err != nil:
-		e.errorf("%s: %v", fs.Name(), err)
-		e.hintf("run '%s --help'", fs.Name())
+		e.errorf("%s: %v", cmdName(fs.Name()), err)
+		e.hintf("run '%s --help'", cmdName(fs.Name()))
 		return exitUsage, false
 	}
 	return 0, true
@@ -146,7 +149,20 @@ func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
 
 // usageErr reports bad usage of one command.
 func (e *env) usageErr(fs *flag.FlagSet, format string, args ...any) int {
-	e.errorf("%s: %s", fs.Name(), fmt.Sprintf(format, args...))
-	e.hintf("run '%s --help'", fs.Name())
+	e.errorf("%s: %s", cmdName(fs.Name()), fmt.Sprintf(format, args...))
+	e.hintf("run '%s --help'", cmdName(fs.Name()))
 	return exitUsage
+}
+
+// cmdName is the command part of a synopsis ("harbormaster check --sql ..."
+// -> "harbormaster check").
+func cmdName(synopsis string) string {
+	var out []string
+	for _, w := range strings.Fields(synopsis) {
+		if strings.ContainsAny(w[:1], "-[(") || strings.ToUpper(w) == w {
+			break
+		}
+		out = append(out, w)
+	}
+	return strings.Join(out, " ")
 }

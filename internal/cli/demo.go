@@ -90,6 +90,9 @@ func runDemo(e *env, args []string) int {
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
 	if err := demo(e, *listen, *info, *dir, *once); err != nil {
 		var tourErr *tourError
 		if errors.As(err, &tourErr) {

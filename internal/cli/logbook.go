@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -28,7 +29,7 @@ func runLogbookVerify(e *env, args []string) int {
 	storePath := fs.String("store", "", "the control store `PATH`")
 	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
 	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
-	name := fs.String("name", "harbormaster", "the control plane's `NAME` (with --key)")
+	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else harbormaster")
 	cps := fs.String("checkpoints", "", "checkpoints exported earlier, JSON lines `FILE`")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -38,6 +39,9 @@ func runLogbookVerify(e *env, args []string) int {
 	}
 	var v note.Verifier
 	var err error
+	if *name == "" {
+		*name = "harbormaster"
+	}
 	switch {
 	case *vkey != "":
 		k := *vkey
@@ -50,6 +54,9 @@ func runLogbookVerify(e *env, args []string) int {
 			k = strings.TrimSpace(string(b))
 		}
 		v, err = note.NewVerifier(k)
+		if err == nil && !flagSet(fs, "name") {
+			*name = v.Name()
+		}
 	default:
 		key, kerr := config.LoadControlPlaneKey(*keyFile)
 		if kerr != nil {
@@ -80,7 +87,7 @@ func runLogbookVerify(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath)
+	st, lb, err := openLogbook(e.ctx, *storePath, *name)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -108,7 +115,7 @@ func runLogbookTail(e *env, args []string) int {
 	if *storePath == "" {
 		return e.usageErr(fs, "--store is required")
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath)
+	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster")
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -138,7 +145,7 @@ func runLogbookExport(e *env, args []string) int {
 	if *storePath == "" {
 		return e.usageErr(fs, "--store is required")
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath)
+	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster")
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -154,4 +161,15 @@ func runLogbookExport(e *env, args []string) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// flagSet reports whether a flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			found = true
+		}
+	})
+	return found
 }

@@ -94,12 +94,13 @@ func runTarget(e *env, args []string) int {
 }
 
 // openLogbook opens a store's logbook read-only (for verify, tail, export).
-func openLogbook(ctx context.Context, path string) (*store.Store, *logbook.Logbook, error) {
+// name is the control plane's name, whose logbook origin is NAME/logbook.
+func openLogbook(ctx context.Context, path, name string) (*store.Store, *logbook.Logbook, error) {
 	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	lb, err := logbook.New(st, nil, nil, nil, logbook.Config{})
+	lb, err := logbook.New(st, nil, nil, nil, logbook.Config{Origin: name + "/logbook"})
 	if err != nil {
 		st.Close()
 		return nil, nil, err

@@ -119,7 +119,17 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 		targetNames[i] = t.Name
 	}
 	s.metrics = metrics.New(targetNames, func(ctx context.Context) (int, time.Duration, error) { return s.gateway.QueueStats(ctx) }, s.switches)
+	panel, err := newPanel(cfg.Surveyor, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	auditor, err := newAuditor(cfg.Audit, key, s.store, s.logbook, log)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.RegisterAudit(auditor.Stats)
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
+		Surveyor: panel, Auditor: auditor,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {

@@ -51,6 +51,11 @@ type Config struct {
 	Logbook Logbook `yaml:"logbook"`
 	// Queue tunes the referral queue.
 	Queue Queue `yaml:"queue"`
+	// Surveyor configures the Tier B panel. Without providers the surveyed
+	// path is closed and statements that need it are referred.
+	Surveyor Surveyor `yaml:"surveyor"`
+	// Audit configures the sampled audit of surveyed conforms.
+	Audit Audit `yaml:"audit"`
 	// SwitchPoll is how often this node reads the switches. Defaults to
 	// 1s, at most 1s; three missed reads turn Tier B off on this node.
 	SwitchPoll Duration `yaml:"switch_poll"`
@@ -82,11 +87,60 @@ type Agent struct {
 	// Principal is agent:NAME.
 	Principal string `yaml:"principal"`
 	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token
-	// (harbormaster agent token prints both). The token itself is never stored.
+	// (harbormaster token prints both). The token itself is never stored.
 	TokenSHA256 string `yaml:"token_sha256"`
 	// Quota is the principal's fast-path rate, e.g. 600/minute (ZFN-18).
 	// Defaults to none (only the delegations' signed quotas apply).
 	Quota string `yaml:"quota"`
+}
+
+// Surveyor configures the panel.
+type Surveyor struct {
+	// Identity is the Surveyor's principal. Defaults to "surveyor:default".
+	Identity string `yaml:"identity"`
+	// Jurors is the panel size n; at least 3. Defaults to 3.
+	Jurors int `yaml:"jurors"`
+	// Timeout bounds one panel. Defaults to 30s.
+	Timeout Duration `yaml:"timeout"`
+	// Providers are the model endpoints jurors are spread across.
+	Providers []Provider `yaml:"providers"`
+}
+
+// Provider is one model endpoint.
+type Provider struct {
+	// Name identifies it in judgments. Required, unique.
+	Name string `yaml:"name"`
+	// Kind is "openai" (OpenAI and OpenAI-compatible servers: vLLM,
+	// llama.cpp server, Ollama) or "anthropic".
+	Kind string `yaml:"kind"`
+	// BaseURL of the API (e.g. http://127.0.0.1:11434/v1 for Ollama).
+	BaseURL string `yaml:"base_url"`
+	// Model name. Required.
+	Model string `yaml:"model"`
+	// APIKeyEnv names the environment variable holding the API key.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout per call. Defaults to 20s.
+	Timeout Duration `yaml:"timeout"`
+	// Proxy is the egress HTTP proxy URL. Defaults to none (environment
+	// proxies are ignored).
+	Proxy string `yaml:"proxy"`
+	// StructuredOutput asks for a JSON schema; answers are parsed strictly
+	// either way. Defaults to true.
+	StructuredOutput *bool `yaml:"structured_output"`
+}
+
+// Audit configures the sampled audit.
+type Audit struct {
+	// Rate is the share of surveyed conforms sampled. Defaults to 0.10.
+	Rate float64 `yaml:"rate"`
+	// CorrelatedRate applies to correlated panels. Defaults to 0.5.
+	CorrelatedRate float64 `yaml:"correlated_rate"`
+	// Window and MaxWrong: suspend a delegation's fast path when MaxWrong of
+	// its last Window reviews were wrong. Defaults 20 and 1.
+	Window   int `yaml:"window"`
+	MaxWrong int `yaml:"max_wrong"`
+	// Webhook is told of every finding (to reach the grantor).
+	Webhook string `yaml:"webhook"`
 }
 
 // Queue tunes the referral queue.
@@ -150,6 +204,31 @@ func Load(path string) (*Config, error) {
 	return &c, nil
 }
 
+// LoadSurveyor reads a config file for its surveyor section only (as
+// harbormaster surveyor regress does): the rest need not be complete.
+func LoadSurveyor(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	c.dir = filepath.Dir(path)
+	c = c.WithDefaults()
+	var errs []error
+	c.validateSurveyor(func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return &c, nil
+}
+
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
 	if c.Name == "" {
@@ -160,6 +239,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MarqueTTL == 0 {
 		c.MarqueTTL = Duration(30 * time.Second)
+	}
+	if c.Surveyor.Jurors == 0 {
+		c.Surveyor.Jurors = 3
+	}
+	if c.Surveyor.Identity == "" {
+		c.Surveyor.Identity = "surveyor:default"
 	}
 	if c.Queue.TTL == 0 {
 		c.Queue.TTL = Duration(24 * time.Hour)
@@ -264,6 +349,10 @@ func (c *Config) Validate(getenv func(string) string) error {
 			bad(f+".quota", "must look like 600/minute (per second, minute, hour or day), got %q", a.Quota)
 		}
 	}
+	c.validateSurveyor(bad)
+	if c.Audit.Rate < 0 || c.Audit.Rate > 1 || c.Audit.CorrelatedRate < 0 || c.Audit.CorrelatedRate > 1 {
+		bad("audit.rate", "rates must be between 0 and 1")
+	}
 	if c.SwitchPoll.D() <= 0 || c.SwitchPoll.D() > time.Second {
 		bad("switch_poll", "must be between 1ms and 1s")
 	}
@@ -344,3 +433,23 @@ func HashToken(token string) string {
 }
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
+	if c.Surveyor.Jurors != 0 && c.Surveyor.Jurors < 3 {
+		bad("surveyor.jurors", "must be at least 3 (the floor is enforced)")
+	}
+	seenProv := map[string]bool{}
+	for i, p := range c.Surveyor.Providers {
+		f := fmt.Sprintf("surveyor.providers[%d]", i)
+		if p.Name == "" || seenProv[p.Name] {
+			bad(f+".name", "required and unique")
+		}
+		seenProv[p.Name] = true
+		if p.Kind != "openai" && p.Kind != "anthropic" {
+			bad(f+".kind", "must be openai or anthropic, got %q", p.Kind)
+		}
+		if p.Model == "" {
+			bad(f+".model", "required")
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"harbormaster/internal/audit"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
 	"harbormaster/internal/metrics"
@@ -21,6 +22,7 @@ import (
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 	"harbormaster/internal/store"
+	"harbormaster/internal/surveyor"
 	"harbormaster/internal/switches"
 )
 
@@ -52,6 +54,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Metrics, when set, records decisions, quota refusals and logbook latency.
 	Metrics *metrics.Metrics
+	// Surveyor is the Tier B panel. Nil: the surveyed path is closed.
+	Surveyor *surveyor.Panel
+	// Auditor samples surveyed conforms for review. Tier B does not run
+	// without one.
+	Auditor *audit.Auditor
 }
 
 // WithDefaults fills unset fields.
@@ -228,6 +235,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 
 	// 3 static check against each active delegation of (principal, target).
+	var survey *surveyed
 	var chosen *Delegation
 	var decision sqlcheck.Decision
 	var evals []evaluation
@@ -248,13 +256,38 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	case chosen == nil:
 		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
 	case decision.Outcome == sqlcheck.Survey:
-		req.Outcome, req.DelegationID = OutcomeReferred, chosen.ID
-		on, why := g.tierB(target)
-		if on {
-			// 5 the surveyed path (the Surveyor) is not built yet.
-			why = "Tier B is switched on, but no Surveyor is configured on this node"
+		req.Outcome, req.DelegationID, req.Rule = OutcomeReferred, chosen.ID, decision.Rule
+		why, err := g.surveyReady(ctx, target, chosen, decision)
+		if err != nil {
+			why = "the switches or the Surveyor's enablement could not be read"
+			g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
 		}
-		req.Reasons = []string{"only a rule with a residual clause covers this statement, and " + why + ", so a human decides"}
+		if why == "" {
+			why = g.takeQuota(principal, chosen)
+		}
+		if why != "" {
+			req.Reasons = []string{"only a rule with a residual clause covers this statement, and " + strings.TrimSuffix(why, ", so a human decides") + ", so a human decides"}
+			break
+		}
+		// 5 the surveyed path: rehearsal inside the bound, then the panel.
+		sv, why, err := g.survey(ctx, p, req, chosen, decision)
+		switch {
+		case err != nil:
+			req.Reasons = []string{"the statement could not be rehearsed for the Surveyor: " + err.Error()}
+		case why != "":
+			req.Reasons = []string{why}
+		default:
+			survey = sv
+			req.JudgmentID = sv.id
+			if err := g.recordJudgment(ctx, req, chosen, *decision.Rule, sv); err != nil {
+				return nil, err
+			}
+			if sv.judgment.Outcome == surveyor.OutcomeConforms {
+				req.Path = marque.PathSurveyed
+			} else {
+				req.Reasons = append([]string{"the Surveyor referred it (judgment " + sv.id + ")"}, sv.judgment.Reasons...)
+			}
+		}
 	default:
 		req.DelegationID, req.Rule = chosen.ID, decision.Rule
 		if empty := g.takeQuota(principal, chosen); empty != "" {
@@ -279,6 +312,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: decision.Rule,
 		Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
 			Signer: chosen.Signer, Signature: string(chosen.Signature)},
+		JudgmentID: req.JudgmentID,
 	}
 	tok, claims, err := g.minter.Mint(claims)
 	if err != nil {
@@ -288,8 +322,15 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 
 	// 8 the Pilot verifies everything again and executes under guards; the
 	// transaction id is recorded durably before COMMIT.
-	res, err := p.Execute(ctx, pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical,
-		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }})
+	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical,
+		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }}
+	if survey != nil {
+		// The statement must reach exactly what the panel was shown.
+		preq.ExpectBefore = survey.rehearsal.BeforeDigest
+		rows := survey.rehearsal.RowsAffected
+		preq.ExpectRows = &rows
+	}
+	res, err := p.Execute(ctx, preq)
 	if err != nil {
 		return nil, g.fail(ctx, req, err)
 	}
@@ -299,14 +340,23 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	if err := g.executed(ctx, req, res); err != nil {
 		return nil, err
 	}
+	if res.Outcome == pilot.Executed {
+		g.cfg.Metrics.FastPath(req.Path, chosen.ID)
+	}
 	if res.Outcome != pilot.Executed {
 		g.referred(ctx, p, req)
+	} else if survey != nil {
+		g.sampleAudit(ctx, req, chosen, survey)
 	}
 	// 10 answer the agent.
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	resp = req.response()
 	if res.Outcome == pilot.Executed {
-		resp.Columns, resp.Rows, resp.Truncated = res.Columns, res.Rows, res.Truncated
+		resp.Columns, resp.Truncated = res.Columns, res.Truncated
+		if res.Rows != nil {
+			// A write without RETURNING has no rows: keep "rows": [].
+			resp.Rows = res.Rows
+		}
 	}
 	return resp, nil
 }

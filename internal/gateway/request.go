@@ -44,6 +44,7 @@ type request struct {
 
 	Rehearsal       []byte
 	RehearsalSHA256 string
+	JudgmentID      string
 }
 
 func (r *request) response() *Response {
@@ -83,11 +84,14 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	if req.DelegationID != "" {
 		subjects["delegation"] = req.DelegationID
 	}
+	if req.JudgmentID != "" {
+		subjects["judgment"] = req.JudgmentID
+	}
 	payload := map[string]any{
 		"request_id": req.ID, "principal": req.Principal, "target": req.Target,
 		"statement": req.SQL, "canonical_sql": req.Canonical, "statement_sha256": marque.StatementHash(req.Canonical),
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
-		"reasons": nonNil(req.Reasons), "evaluated": evals,
+		"reasons": nonNil(req.Reasons), "evaluated": evals, "judgment_id": req.JudgmentID,
 	}
 	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -145,9 +149,14 @@ func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result)
 }
 
 func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]any) error {
-	_, err := g.append(ctx, logbook.Record{Kind: "execution",
-		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
-		Payload:  payload})
+	subjects := map[string]string{"request": req.ID, "target": req.Target}
+	if req.MarqueID != "" {
+		// No marque id when minting failed, or when a crash came before the
+		// execution was recorded as pending (Reconcile); an empty subject
+		// value is an invalid record.
+		subjects["marque"] = req.MarqueID
+	}
+	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload})
 	if err != nil {
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)

@@ -90,6 +90,7 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 		s.agent(s.getRequest)(w, r)
 	})
 	s.registerHumanRoutes()
+	s.registerSurveyorRoutes()
 	s.mux.HandleFunc("GET /v1/delegations", s.agent(s.getDelegations))
 	s.mux.HandleFunc("POST /v1/delegations", s.postDelegation)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"harbormaster/internal/gateway"
+	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/switches"
 )
@@ -191,13 +192,13 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if rv, err := queue.ParseRevocation([]byte(b.Act)); err == nil && rv.DelegationID != r.PathValue("id") {
+		writeError(w, http.StatusBadRequest, "bad_request", "the revocation names another delegation")
+		return
+	}
 	d, err := s.gw.Revoke(r.Context(), []byte(b.Act), []byte(b.Signature))
 	if err != nil {
 		s.actError(w, err)
-		return
-	}
-	if d.ID != r.PathValue("id") {
-		writeError(w, http.StatusBadRequest, "bad_request", "the revocation names another delegation")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"delegation": ViewDelegation(d, time.Now())})

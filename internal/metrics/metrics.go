@@ -19,6 +19,10 @@ type Metrics struct {
 	quotaRefusals *prometheus.CounterVec
 	logbookAppend prometheus.Histogram
 	pilotRefusals *prometheus.CounterVec
+	judgments     *prometheus.CounterVec
+	dissent       *prometheus.CounterVec
+	jurorVerdicts *prometheus.CounterVec
+	fastPath      *prometheus.CounterVec
 }
 
 // Queue reports the waiting requests for the queue gauges.
@@ -49,6 +53,15 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 		pilotRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_pilot_refusals_total",
 			Help: "Statements the Pilot rolled back or refused, by code (fence_violation, max_rows_exceeded, ...)."}, []string{"code"}),
 	}
+	m.judgments = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_surveyor_judgments_total",
+		Help: "Surveyor judgments by outcome (conforms, refer), whether the panel disagreed, and whether it was correlated."}, []string{"outcome", "disagreement", "correlated"})
+	m.jurorVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_surveyor_juror_answers_total",
+		Help: "Juror answers by framing and answer (conforms, refer, failed)."}, []string{"framing", "answer"})
+	m.dissent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_surveyor_dissent_total",
+		Help: "Juror answers of refer or failure in a judgment where another juror answered conforms, by framing."}, []string{"framing"})
+	m.fastPath = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_fast_path_statements_total",
+		Help: "Statements executed without a human, by path and delegation."}, []string{"path", "delegation"})
+	r.MustRegister(m.judgments, m.jurorVerdicts, m.dissent, m.fastPath)
 	r.MustRegister(m.decisions, m.decisionTime, m.quotaRefusals, m.logbookAppend, m.pilotRefusals,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if queue != nil {
@@ -132,4 +145,75 @@ func (m *Metrics) PilotRefusal(code string) {
 	if m != nil && code != "" {
 		m.pilotRefusals.WithLabelValues(code).Inc()
 	}
+}
+
+// Judgment is what the metrics need of a Surveyor judgment.
+type Judgment interface {
+	MetricOutcome() string
+	MetricCorrelated() bool
+	MetricJurors() (framings []string, answers []string)
+}
+
+// Judgment records one panel: outcome, disagreement, and per-framing
+// answers and dissent (a framing that never dissents contributes nothing).
+func (m *Metrics) Judgment(j Judgment) {
+	if m == nil {
+		return
+	}
+	framings, answers := j.MetricJurors()
+	anyConforms, anyOther := false, false
+	for _, a := range answers {
+		if a == "conforms" {
+			anyConforms = true
+		} else {
+			anyOther = true
+		}
+	}
+	disagreement := anyConforms && anyOther
+	for i, f := range framings {
+		m.jurorVerdicts.WithLabelValues(f, answers[i]).Inc()
+		if disagreement && answers[i] != "conforms" {
+			m.dissent.WithLabelValues(f).Inc()
+		}
+	}
+	corr := "false"
+	if j.MetricCorrelated() {
+		corr = "true"
+	}
+	dis := "false"
+	if disagreement {
+		dis = "true"
+	}
+	m.judgments.WithLabelValues(j.MetricOutcome(), dis, corr).Inc()
+}
+
+// FastPath records a statement executed without a human.
+func (m *Metrics) FastPath(path, delegation string) {
+	if m != nil {
+		m.fastPath.WithLabelValues(path, delegation).Inc()
+	}
+}
+
+// AuditStats reports the audit queue for the audit gauges.
+type AuditStats func(ctx context.Context) (pending int, oldest time.Duration, failureRate float64, err error)
+
+// RegisterAudit adds the audit gauges.
+func (m *Metrics) RegisterAudit(stats AuditStats) {
+	if m == nil || stats == nil {
+		return
+	}
+	pending := prometheus.NewDesc("harbormaster_audit_queue_depth", "Sampled judgments waiting for review.", nil, nil)
+	oldest := prometheus.NewDesc("harbormaster_audit_queue_oldest_seconds", "Age of the oldest sampled judgment waiting for review.", nil, nil)
+	fail := prometheus.NewDesc("harbormaster_audit_failure_ratio", "Share of reviews that found a wrong Surveyor verdict.", nil, nil)
+	m.Registry.MustRegister(collectorFunc{descs: []*prometheus.Desc{pending, oldest, fail}, collect: func(ch chan<- prometheus.Metric) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		p, o, f, err := stats(ctx)
+		if err != nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(p))
+		ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, o.Seconds())
+		ch <- prometheus.MustNewConstMetric(fail, prometheus.GaugeValue, f)
+	}})
 }

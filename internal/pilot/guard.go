@@ -28,6 +28,10 @@ type Guarded struct {
 	Hidden bool
 	// Returning is true when the statement returns rows.
 	Returning bool
+	// BeforeSQL selects the rows an UPDATE or DELETE reaches, with the same
+	// guards, as to_jsonb images: the rehearsal's before images, and what the
+	// surveyed path compares at execution.
+	BeforeSQL string
 }
 
 // ErrGuard is wrapped by errors building guards; the statement refers.
@@ -213,6 +217,11 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 	}
 	g.SQL = sql
+	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1); err != nil {
+		return nil, fmt.Errorf("%w: before images: %v", ErrGuard, err)
+	} else {
+		g.BeforeSQL = before
+	}
 	return g, nil
 }
 

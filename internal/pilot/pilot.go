@@ -164,6 +164,11 @@ type Request struct {
 	SQL string
 	// Bound is the signed canonical delegation bytes the marque rests on.
 	Bound []byte
+	// ExpectBefore, when set, is the digest of the rehearsal's before images
+	// and ExpectRows its row count: the surveyed path runs only if the
+	// statement reaches exactly the rows the panel was shown.
+	ExpectBefore string
+	ExpectRows   *int64
 	// BeforeCommit, when set, is called with the transaction id just before
 	// COMMIT; if it fails the transaction rolls back and nothing runs. The
 	// gateway records the id durably here for crash reconciliation.
@@ -199,6 +204,8 @@ type Result struct {
 	// Before and After are a rehearsal's row images (bounded).
 	Before []map[string]any `json:"before,omitempty"`
 	After  []map[string]any `json:"after,omitempty"`
+	// BeforeDigest is the digest of every before image (up to max_rows+1).
+	BeforeDigest string `json:"before_digest,omitempty"`
 }
 
 // Refusal codes.
@@ -213,6 +220,7 @@ const (
 	RefusedReplay    = "marque_replayed"
 	RefusedDatabase  = "database_error"
 	RefusedLogbook   = "logbook_unavailable"
+	RefusedDrift     = "rows_differ_from_rehearsal"
 )
 
 func refused(code, format string, args ...any) *Result {
@@ -372,8 +380,27 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 			return nil, fmt.Errorf("pilot: set role: %w", err)
 		}
 	}
-	if rehearse && g.Kind != sqlcheck.OpSelect && g.Kind != sqlcheck.OpInsert {
-		// Nothing here: before images come from the affected rows below.
+	if g.BeforeSQL != "" && (rehearse || req.ExpectBefore != "") {
+		imgs, err := images(ctx, tx, g.BeforeSQL, int(g.MaxRows)+1)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == ViolationSQLState {
+				return refused(RefusedFence, "the statement reaches a row outside the rule's fence: rolled back"), nil
+			}
+			return nil, fmt.Errorf("pilot: before images: %w", err)
+		}
+		js, _ := json.Marshal(imgs.rows)
+		res.BeforeDigest = Digest(js)
+		res.Before = capRows(imgs.rows, p.cfg.MaxImageRows)
+		if req.ExpectBefore != "" && res.BeforeDigest != req.ExpectBefore {
+			return refused(RefusedDrift, "the rows the statement reaches differ from its rehearsal: rolled back"), nil
+		}
+		if rehearse {
+			// The panel sees only what the rehearsal shows; keep it bounded.
+			res.Before = capRows(imgs.rows, p.cfg.MaxImageRows)
+		} else {
+			res.Before = nil
+		}
 	}
 	n, cols, rows, truncated, err := p.statement(ctx, tx, g)
 	if err != nil {
@@ -392,6 +419,9 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	res.RowsAffected = n
 	if g.Kind != sqlcheck.OpSelect && n > g.MaxRows {
 		return refused(RefusedMaxRows, "the statement would affect %d rows, over the rule's max_rows of %d: rolled back", n, g.MaxRows), nil
+	}
+	if req.ExpectRows != nil && n != *req.ExpectRows {
+		return refused(RefusedDrift, "the statement affects %d rows, its rehearsal %d: rolled back", n, *req.ExpectRows), nil
 	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
 		res.Columns, res.Rows, res.Truncated = cols, rows, truncated

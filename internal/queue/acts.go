@@ -24,6 +24,10 @@ const (
 	KindApproval   = "approval"
 	KindDenial     = "denial"
 	KindRevocation = "revocation"
+	KindAuditable  = "auditable"
+	KindEnable     = "surveyor-enable"
+	KindReview     = "review"
+	KindReinstate  = "reinstate"
 )
 
 // MaxActBytes caps a canonical act.
@@ -155,6 +159,94 @@ func ParseRevocation(data []byte) (*Revocation, error) {
 	}
 	if _, err := time.Parse(time.RFC3339, r.Time); err != nil {
 		return nil, fmt.Errorf("%w: bad time", ErrInvalid)
+	}
+	return &r, nil
+}
+
+// Auditable is a reviewer's statement that a residual clause can be judged
+// from the evidence set, so the sampled audit can correct it.
+type Auditable struct {
+	Version      int    `json:"version"`
+	Kind         string `json:"kind"`
+	DelegationID string `json:"delegation_id"`
+	Rule         int    `json:"rule"`
+	Note         string `json:"note"`
+}
+
+// Enable turns the Surveyor on (or off) for one residual rule, naming the
+// Surveyor identity and the bundle in force.
+type Enable struct {
+	Version      int    `json:"version"`
+	Kind         string `json:"kind"`
+	DelegationID string `json:"delegation_id"`
+	Rule         int    `json:"rule"`
+	Surveyor     string `json:"surveyor"`
+	Bundle       string `json:"bundle"`
+	On           bool   `json:"on"`
+}
+
+// Review is a reviewer's verdict on a sampled judgment.
+type Review struct {
+	Version int    `json:"version"`
+	Kind    string `json:"kind"`
+	AuditID string `json:"audit_id"`
+	Verdict string `json:"verdict"` // "right" or "wrong"
+	Note    string `json:"note"`
+}
+
+// Reinstate lifts an audit suspension of a delegation's fast path.
+type Reinstate struct {
+	Version      int    `json:"version"`
+	Kind         string `json:"kind"`
+	DelegationID string `json:"delegation_id"`
+	Note         string `json:"note"`
+}
+
+// ParseAuditable, ParseEnable, ParseReview and ParseReinstate read and
+// validate canonical acts.
+func ParseAuditable(data []byte) (*Auditable, error) {
+	var a Auditable
+	if err := parse(data, &a); err != nil {
+		return nil, err
+	}
+	if a.Version != 1 || a.Kind != KindAuditable || a.DelegationID == "" || a.Rule < 0 {
+		return nil, fmt.Errorf("%w: not a valid version 1 auditable mark", ErrInvalid)
+	}
+	return &a, nil
+}
+
+// ParseEnable reads a canonical enable act.
+func ParseEnable(data []byte) (*Enable, error) {
+	var e Enable
+	if err := parse(data, &e); err != nil {
+		return nil, err
+	}
+	if e.Version != 1 || e.Kind != KindEnable || e.DelegationID == "" || e.Rule < 0 || e.Surveyor == "" || e.Bundle == "" {
+		return nil, fmt.Errorf("%w: not a valid version 1 enable act", ErrInvalid)
+	}
+	return &e, nil
+}
+
+// ParseReview reads a canonical review.
+func ParseReview(data []byte) (*Review, error) {
+	var r Review
+	if err := parse(data, &r); err != nil {
+		return nil, err
+	}
+	if r.Version != 1 || r.Kind != KindReview || r.AuditID == "" || (r.Verdict != "right" && r.Verdict != "wrong") {
+		return nil, fmt.Errorf("%w: not a valid version 1 review", ErrInvalid)
+	}
+	return &r, nil
+}
+
+// ParseReinstate reads a canonical reinstatement.
+func ParseReinstate(data []byte) (*Reinstate, error) {
+	var r Reinstate
+	if err := parse(data, &r); err != nil {
+		return nil, err
+	}
+	if r.Version != 1 || r.Kind != KindReinstate || r.DelegationID == "" {
+		return nil, fmt.Errorf("%w: not a valid version 1 reinstatement", ErrInvalid)
 	}
 	return &r, nil
 }

@@ -21,6 +21,12 @@ const (
 	// the audit queue); NamespaceSwitch signs an operator's switch change.
 	NamespaceSession = "harbormaster-session"
 	NamespaceSwitch  = "harbormaster-switch"
+	// NamespaceReview signs a reviewer's acts: marking a residual clause
+	// auditable, and reviewing a sampled judgment. NamespaceEnable signs
+	// enabling the Surveyor for a residual rule, and reinstating a
+	// suspended delegation.
+	NamespaceReview = "harbormaster-review"
+	NamespaceEnable = "harbormaster-enable"
 )
 
 // namespacePrefix is what every Harbormaster namespace starts with. Sign and

@@ -16,7 +16,7 @@ var ErrName = errors.New("malformed name")
 // "public.orders", `"Mixed Case"`, `U&"..."`), with the real parser's
 // quoting and case folding. Schema is empty when unqualified.
 func ParseRelationName(s string) (schema, name string, err error) {
-	if strings.TrimSpace(s) == "" || len(s) > 512 {
+	if strings.TrimSpace(s) == "" || len(s) > 512 || strings.IndexByte(s, 0) >= 0 {
 		return "", "", fmt.Errorf("%w: %q", ErrName, s)
 	}
 	tree, err := pg.Parse("SELECT FROM " + s)
@@ -36,7 +36,7 @@ func ParseRelationName(s string) (schema, name string, err error) {
 
 // ParseColumnName reads one column name with SQL quoting and case folding.
 func ParseColumnName(s string) (string, error) {
-	if strings.TrimSpace(s) == "" || len(s) > 256 {
+	if strings.TrimSpace(s) == "" || len(s) > 256 || strings.IndexByte(s, 0) >= 0 {
 		return "", fmt.Errorf("%w: %q", ErrName, s)
 	}
 	tree, err := pg.Parse("SELECT " + s)

@@ -32,8 +32,8 @@ CREATE TABLE logbook_entries (
 	kind      TEXT    NOT NULL,
 	subjects  TEXT    NOT NULL,      -- canonical JSON object, string to string
 	payload   TEXT    NOT NULL,      -- canonical JSON
-	prev_hash TEXT    NOT NULL,      -- hex SHA-256
-	hash      TEXT    NOT NULL       -- hex SHA-256
+	prev_hash BLOB    NOT NULL,      -- SHA-256, 32 bytes
+	hash      BLOB    NOT NULL       -- SHA-256, 32 bytes
 );
 
 -- Derived index for "every entry about request X". Not covered by the hash
@@ -130,6 +130,68 @@ ALTER TABLE requests ADD COLUMN decided_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE requests ADD COLUMN act TEXT NOT NULL DEFAULT '';
 ALTER TABLE requests ADD COLUMN act_signature TEXT NOT NULL DEFAULT '';
 ALTER TABLE requests ADD COLUMN expires_ns INTEGER NOT NULL DEFAULT 0;
+`,
+	},
+	{
+		Version: 4,
+		Name:    "surveyor and audit",
+		SQL: `
+-- Tier B per residual rule: marked auditable by a reviewer, then enabled
+-- for a Surveyor identity by a signed human act.
+CREATE TABLE surveyor_rules (
+	delegation_id  TEXT    NOT NULL,
+	rule           INTEGER NOT NULL,
+	auditable_by   TEXT    NOT NULL DEFAULT '',
+	auditable_act  TEXT    NOT NULL DEFAULT '',
+	auditable_ns   INTEGER NOT NULL DEFAULT 0,
+	enabled        INTEGER NOT NULL DEFAULT 0,
+	enabled_by     TEXT    NOT NULL DEFAULT '',
+	enabled_act    TEXT    NOT NULL DEFAULT '',
+	surveyor       TEXT    NOT NULL DEFAULT '',
+	bundle         TEXT    NOT NULL DEFAULT '',
+	enabled_ns     INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (delegation_id, rule)
+);
+
+-- A delegation's fast path suspended by audit findings, until a grantor
+-- reinstates it.
+CREATE TABLE suspensions (
+	delegation_id TEXT    PRIMARY KEY,
+	suspended_ns  INTEGER NOT NULL,
+	reason        TEXT    NOT NULL,
+	lifted_ns     INTEGER,
+	lifted_by     TEXT
+);
+
+CREATE TABLE judgments (
+	id            TEXT    PRIMARY KEY,
+	request_id    TEXT    NOT NULL,
+	delegation_id TEXT    NOT NULL,
+	rule          INTEGER NOT NULL,
+	outcome       TEXT    NOT NULL,
+	correlated    INTEGER NOT NULL,
+	record        TEXT    NOT NULL,  -- the judgment JSON
+	created_ns    INTEGER NOT NULL
+);
+CREATE INDEX judgments_delegation ON judgments (delegation_id, created_ns);
+
+CREATE TABLE audits (
+	id            TEXT    PRIMARY KEY,
+	judgment_id   TEXT    NOT NULL UNIQUE,
+	request_id    TEXT    NOT NULL,
+	delegation_id TEXT    NOT NULL,
+	why           TEXT    NOT NULL,  -- sampled, daily minimum, correlated
+	evidence      TEXT    NOT NULL,  -- the evidence set, JSON
+	status        TEXT    NOT NULL,  -- pending, reviewed
+	verdict       TEXT    NOT NULL DEFAULT '',  -- right, wrong
+	reviewer      TEXT    NOT NULL DEFAULT '',
+	note          TEXT    NOT NULL DEFAULT '',
+	review_act    TEXT    NOT NULL DEFAULT '',
+	created_ns    INTEGER NOT NULL,
+	reviewed_ns   INTEGER
+);
+CREATE INDEX audits_status ON audits (status, created_ns);
+CREATE INDEX audits_delegation ON audits (delegation_id, created_ns);
 `,
 	},
 }

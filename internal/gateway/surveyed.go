@@ -1,0 +1,306 @@
+package gateway
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"harbormaster/internal/audit"
+	"harbormaster/internal/bound"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/sqlcheck"
+	"harbormaster/internal/surveyor"
+)
+
+// The surveyed path (DESIGN.md section 3 step 5, section 7): a statement that
+// only a rule with a residual clause covers runs without a human only when
+// Tier B is switched on for the deployment and the target, the residual
+// rule was marked auditable by a reviewer and enabled for this Surveyor by
+// a signed human act, the delegation's fast path is not suspended, its
+// quota has room, and a unanimous panel answers conforms after seeing the
+// rehearsal. The Pilot then re-verifies the human-signed bound itself and
+// rolls back if the statement reaches other rows than the rehearsal showed.
+
+// surveyReady reports why the surveyed path is closed for this statement,
+// or "" when it is open.
+func (g *Gateway) surveyReady(ctx context.Context, target string, d *Delegation, dec sqlcheck.Decision) (string, error) {
+	on, why := g.tierB(target)
+	if !on {
+		return why, nil
+	}
+	if g.cfg.Surveyor == nil {
+		return "no Surveyor is configured on this node", nil
+	}
+	for _, u := range dec.Uses {
+		if u.Rule < 0 || u.Rule >= len(d.Bound.Rules) || d.Bound.Rules[u.Rule].Residual == "" {
+			continue
+		}
+		var enabled int
+		var surveyorID string
+		err := g.st.ReadDB().QueryRowContext(ctx, `SELECT enabled, surveyor FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, d.ID, u.Rule).Scan(&enabled, &surveyorID)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && enabled != 1 {
+			return fmt.Sprintf("the Surveyor is not enabled for rule %d of this delegation", u.Rule), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if surveyorID != g.cfg.Surveyor.Identity() {
+			return fmt.Sprintf("rule %d is enabled for %s, not for this node's Surveyor %s", u.Rule, surveyorID, g.cfg.Surveyor.Identity()), nil
+		}
+	}
+	if g.cfg.Auditor != nil {
+		susp, reason, err := g.cfg.Auditor.Suspended(ctx, d.ID)
+		if err != nil {
+			return "", err
+		}
+		if susp {
+			return "the delegation's fast path is suspended by the sampled audit (" + reason + ")", nil
+		}
+	} else {
+		return "no sampled audit is configured on this node, and Tier B does not run without one", nil
+	}
+	return "", nil
+}
+
+// survey rehearses the statement inside the bound and convenes the panel.
+// It returns the judgment and the rehearsal, or a reason to refer.
+func (g *Gateway) survey(ctx context.Context, p *pilot.Pilot, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
+	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, req.Principal, "surveyed")
+	if err != nil {
+		return nil, "", err
+	}
+	if reh.Outcome != pilot.Rehearsed {
+		return nil, "the rehearsal inside the signed bound failed: " + strings.Join(reh.Reasons, "; "), nil
+	}
+	report, _ := json.Marshal(map[string]any{"rows_reached": reh.RowsAffected, "before": nonNilRows(reh.Before), "after": nonNilRows(reh.After)})
+	rule := d.Bound.Rules[*dec.Rule]
+	residual := rule.Residual
+	var summaries []string
+	for _, u := range dec.Uses {
+		r := d.Bound.Rules[u.Rule]
+		summaries = append(summaries, bound.Summary(r))
+		if r.Residual != "" {
+			residual = r.Residual
+		}
+	}
+	in := surveyor.Input{Sentence: d.Bound.Sentence, Residual: residual, Bound: strings.Join(summaries, "; "),
+		Statement: req.Canonical, Rehearsal: string(report)}
+	j := g.cfg.Surveyor.Judge(ctx, in)
+	s := &surveyed{judgment: j, id: newID("jdg_"), rehearsal: reh, report: report, input: in}
+	return s, "", nil
+}
+
+type surveyed struct {
+	id        string
+	judgment  surveyor.Judgment
+	rehearsal *pilot.Result
+	report    []byte
+	input     surveyor.Input
+}
+
+// recordJudgment writes the judgment to the logbook (before the decision
+// that rests on it) and the store.
+func (g *Gateway) recordJudgment(ctx context.Context, req *request, d *Delegation, rule int, s *surveyed) error {
+	j := s.judgment
+	if _, err := g.append(ctx, logbook.Record{Kind: "judgment",
+		Subjects: map[string]string{"judgment": s.id, "request": req.ID, "delegation": d.ID, "surveyor": j.Surveyor},
+		Payload: map[string]any{"judgment_id": s.id, "request_id": req.ID, "delegation_id": d.ID, "rule": rule,
+			"surveyor": j.Surveyor, "bundle": j.Bundle, "jurors": j.Jurors, "correlated": j.Correlated,
+			"max_per_provider": j.MaxPerProvider, "outcome": j.Outcome, "reasons": j.Reasons, "panel_ms": j.PanelMS}}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	rec, _ := json.Marshal(j)
+	corr := 0
+	if j.Correlated {
+		corr = 1
+	}
+	_, err := g.st.DB().ExecContext(ctx, `INSERT INTO judgments (id, request_id, delegation_id, rule, outcome, correlated, record, created_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.id, req.ID, d.ID, rule, j.Outcome, corr, string(rec), g.cfg.Clock().UnixNano())
+	if err != nil {
+		return fmt.Errorf("gateway: record judgment: %w", err)
+	}
+	g.cfg.Metrics.Judgment(j)
+	return nil
+}
+
+// sampleAudit queues a surveyed conforms for review when sampled.
+func (g *Gateway) sampleAudit(ctx context.Context, req *request, d *Delegation, s *surveyed) {
+	if g.cfg.Auditor == nil {
+		return
+	}
+	evidence := map[string]any{
+		"statement_submitted": req.SQL,
+		"statement_signed":    req.Canonical,
+		"sentence":            d.Bound.Sentence,
+		"bound":               d.Bound.Rules,
+		"residual":            s.input.Residual,
+		"jurors":              s.judgment.Jurors,
+		"correlated":          s.judgment.Correlated,
+		"rehearsal":           json.RawMessage(s.report),
+		"judgment_id":         s.id,
+		"bundle":              s.judgment.Bundle,
+	}
+	if _, _, err := g.cfg.Auditor.Consider(context.WithoutCancel(ctx), audit.Candidate{JudgmentID: s.id, RequestID: req.ID,
+		DelegationID: d.ID, Correlated: s.judgment.Correlated, Evidence: evidence}); err != nil {
+		g.cfg.Logger.Error("audit sampling failed", "request", req.ID, "err", err)
+	}
+}
+
+func nonNilRows(r []map[string]any) []map[string]any {
+	if r == nil {
+		return []map[string]any{}
+	}
+	return r
+}
+
+// MarkAuditable records a reviewer's signed statement that a residual
+// clause can be judged from the evidence set.
+func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
+	a, err := queue.ParseAuditable(act)
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	d, err := g.residualRule(a.DelegationID, a.Rule)
+	if err != nil {
+		return err
+	}
+	signer, err := g.signers.Verify(act, sig, signing.NamespaceReview, d.Target, g.cfg.Clock())
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	if _, err := g.append(ctx, logbook.Record{Kind: "auditable",
+		Subjects: map[string]string{"delegation": d.ID, "signer": signer.Name},
+		Payload:  map[string]any{"delegation_id": d.ID, "rule": a.Rule, "note": a.Note, "by": signer.Name, "act": string(act), "signature": string(sig)}}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, auditable_by, auditable_act, auditable_ns) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (delegation_id, rule) DO UPDATE SET auditable_by = excluded.auditable_by, auditable_act = excluded.auditable_act, auditable_ns = excluded.auditable_ns`,
+		d.ID, a.Rule, signer.Name, string(act)+string(sig), g.cfg.Clock().UnixNano())
+	return err
+}
+
+// EnableSurveyor records a signed act enabling (or disabling) the Surveyor
+// for one residual rule. Enabling needs the rule marked auditable first.
+func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
+	e, err := queue.ParseEnable(act)
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	d, err := g.residualRule(e.DelegationID, e.Rule)
+	if err != nil {
+		return err
+	}
+	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	if e.On {
+		var by string
+		err := g.st.ReadDB().QueryRowContext(ctx, `SELECT auditable_by FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, d.ID, e.Rule).Scan(&by)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && by == "" {
+			return fmt.Errorf("gateway: %w: a reviewer must mark rule %d auditable before the Surveyor can be enabled for it", ErrActRefused, e.Rule)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := g.append(ctx, logbook.Record{Kind: "surveyor.enable",
+		Subjects: map[string]string{"delegation": d.ID, "signer": signer.Name, "surveyor": e.Surveyor},
+		Payload: map[string]any{"delegation_id": d.ID, "rule": e.Rule, "surveyor": e.Surveyor, "bundle": e.Bundle, "on": e.On,
+			"by": signer.Name, "act": string(act), "signature": string(sig)}}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	on := 0
+	if e.On {
+		on = 1
+	}
+	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, enabled, enabled_by, enabled_act, surveyor, bundle, enabled_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delegation_id, rule) DO UPDATE SET enabled = excluded.enabled, enabled_by = excluded.enabled_by,
+		enabled_act = excluded.enabled_act, surveyor = excluded.surveyor, bundle = excluded.bundle, enabled_ns = excluded.enabled_ns`,
+		d.ID, e.Rule, on, signer.Name, string(act)+string(sig), e.Surveyor, e.Bundle, g.cfg.Clock().UnixNano())
+	return err
+}
+
+func (g *Gateway) residualRule(id string, rule int) (*Delegation, error) {
+	d := g.Delegation(id)
+	if d == nil {
+		return nil, fmt.Errorf("gateway: delegation %s: %w", id, ErrNotFound)
+	}
+	if rule < 0 || rule >= len(d.Bound.Rules) || d.Bound.Rules[rule].Residual == "" {
+		return nil, fmt.Errorf("gateway: %w: rule %d of %s has no residual clause", ErrActRefused, rule, id)
+	}
+	return d, nil
+}
+
+// ReviewAudit records a reviewer's signed verdict on a sampled judgment.
+func (g *Gateway) ReviewAudit(ctx context.Context, act, sig []byte) (bool, error) {
+	if g.cfg.Auditor == nil {
+		return false, errors.New("gateway: no sampled audit is configured")
+	}
+	r, err := queue.ParseReview(act)
+	if err != nil {
+		return false, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	au, err := g.cfg.Auditor.Get(ctx, r.AuditID)
+	if err != nil {
+		return false, fmt.Errorf("gateway: %w", ErrNotFound)
+	}
+	d := g.Delegation(au.DelegationID)
+	if d == nil {
+		return false, fmt.Errorf("gateway: delegation %s: %w", au.DelegationID, ErrNotFound)
+	}
+	signer, err := g.signers.Verify(act, sig, signing.NamespaceReview, d.Target, g.cfg.Clock())
+	if err != nil {
+		return false, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	return g.cfg.Auditor.Review(ctx, r.AuditID, r.Verdict, r.Note, signer.Name, act, sig)
+}
+
+// Reinstate lifts an audit suspension on a grantor's signed act.
+func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
+	if g.cfg.Auditor == nil {
+		return errors.New("gateway: no sampled audit is configured")
+	}
+	r, err := queue.ParseReinstate(act)
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	d := g.Delegation(r.DelegationID)
+	if d == nil {
+		return fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
+	}
+	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
+	if err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	return g.cfg.Auditor.Reinstate(ctx, d.ID, signer.Name, act, sig)
+}
+
+// Audits lists sampled judgments with status ("" for all) on the given
+// targets.
+func (g *Gateway) Audits(ctx context.Context, status string, targets []string) ([]audit.Audit, error) {
+	if g.cfg.Auditor == nil {
+		return []audit.Audit{}, nil
+	}
+	all, err := g.cfg.Auditor.List(ctx, status)
+	if err != nil {
+		return nil, err
+	}
+	allowed := map[string]bool{}
+	for _, t := range targets {
+		allowed[t] = true
+	}
+	out := []audit.Audit{}
+	for _, a := range all {
+		if d := g.Delegation(a.DelegationID); d != nil && allowed[d.Target] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

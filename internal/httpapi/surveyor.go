@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"harbormaster/internal/signing"
+)
+
+// Routes of the sampled audit and of the Surveyor's enablement. Reading the
+// audit queue needs a signed request (harbormaster-session); every change
+// is a signed act in the body: marking a clause auditable and reviewing a
+// judgment (harbormaster-review), enabling the Surveyor for a rule and
+// reinstating a suspended delegation (harbormaster-enable).
+func (s *Server) registerSurveyorRoutes() {
+	s.mux.HandleFunc("GET /v1/audit", s.getAudits)
+	s.mux.HandleFunc("GET /v1/audit/{id}", s.getAudit)
+	s.mux.HandleFunc("POST /v1/audit/{id}/review", s.postReview)
+	s.mux.HandleFunc("POST /v1/delegations/{id}/auditable", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return map[string]string{"status": "marked auditable"}, s.gw.MarkAuditable(r.Context(), act, sig)
+	}))
+	s.mux.HandleFunc("POST /v1/delegations/{id}/surveyor", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return map[string]string{"status": "recorded"}, s.gw.EnableSurveyor(r.Context(), act, sig)
+	}))
+	s.mux.HandleFunc("POST /v1/delegations/{id}/reinstate", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return map[string]string{"status": "reinstated"}, s.gw.Reinstate(r.Context(), act, sig)
+	}))
+}
+
+func (s *Server) postAct(do func(r *http.Request, act, sig []byte) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.readAct(w, r)
+		if !ok {
+			return
+		}
+		out, err := do(r, []byte(b.Act), []byte(b.Signature))
+		if err != nil {
+			s.actError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (s *Server) getAudits(w http.ResponseWriter, r *http.Request) {
+	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+	if err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	list, err := s.gw.Audits(r.Context(), r.URL.Query().Get("status"), targets)
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"audits": list})
+}
+
+func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
+	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+	if err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
+	list, err := s.gw.Audits(r.Context(), "", targets)
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	for _, a := range list {
+		if a.ID == r.PathValue("id") {
+			writeJSON(w, http.StatusOK, a)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "not_found", "no audit "+r.PathValue("id"))
+}
+
+func (s *Server) postReview(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.readAct(w, r)
+	if !ok {
+		return
+	}
+	suspended, err := s.gw.ReviewAudit(r.Context(), []byte(b.Act), []byte(b.Signature))
+	if err != nil {
+		s.actError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "reviewed", "delegation_suspended": suspended})
+}
