@@ -19,10 +19,13 @@ import (
 	"harbormaster/examples"
 	"harbormaster/internal/bound"
 	"harbormaster/internal/config"
+	"harbormaster/internal/gateway"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/pgtmp"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
+	"harbormaster/internal/surveyor"
 )
 
 // demoInfo is what --info writes once the demo is ready.
@@ -87,13 +90,22 @@ func runDemo(e *env, args []string) int {
 	info := fs.String("info", "", "write connection details as JSON to `FILE` once ready")
 	once := fs.Bool("once", false, "run the tour and exit: 0 if every outcome was as expected")
 	dir := fs.String("dir", "", "keep keys, config and store in `DIR` (default: a temporary directory, removed at exit)")
+	var sv demoSurveyor
+	fs.StringVar(&sv.url, "surveyor-url", "", "a model server's base `URL` for the Surveyor, e.g. http://127.0.0.1:11434/v1 (Ollama),\nhttp://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:8080/v1 (llama.cpp server)")
+	fs.StringVar(&sv.model, "surveyor-model", "", "the `MODEL` name on that server")
+	fs.StringVar(&sv.kind, "surveyor-kind", "openai", "the server's API: openai (OpenAI-compatible) or anthropic")
+	fs.StringVar(&sv.keyEnv, "surveyor-key-env", "", "the environment `VARIABLE` holding the API key, if the server needs one")
+	fs.BoolVar(&sv.tierB, "tier-b", false, "switch Tier B on for shop and enable the Surveyor for the typo rule (needs --surveyor-url and --surveyor-model)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	if err := demo(e, *listen, *info, *dir, *once); err != nil {
+	if sv.tierB && (sv.url == "" || sv.model == "") {
+		return e.usageErr(fs, "--tier-b needs --surveyor-url and --surveyor-model")
+	}
+	if err := demo(e, *listen, *info, *dir, *once, sv); err != nil {
 		var tourErr *tourError
 		if errors.As(err, &tourErr) {
 			e.errorf("%v", err)
@@ -110,11 +122,17 @@ func runDemo(e *env, args []string) int {
 
 type tourError struct{ failed []string }
 
+// demoSurveyor is the model server the demo's Surveyor uses, if any.
+type demoSurveyor struct {
+	url, model, kind, keyEnv string
+	tierB                    bool
+}
+
 func (t *tourError) Error() string {
 	return fmt.Sprintf("%d tour step(s) did not go as expected: %s", len(t.failed), strings.Join(t.failed, "; "))
 }
 
-func demo(e *env, listen, infoPath, dir string, once bool) error {
+func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) error {
 	ctx := e.ctx
 	out := e.stdout
 	keep := dir != ""
@@ -141,7 +159,7 @@ func demo(e *env, listen, infoPath, dir string, once bool) error {
 	if err := loadShop(ctx, dsn); err != nil {
 		return err
 	}
-	cfgPath, inf, err := writeDemoFiles(ctx, dir, dsn)
+	cfgPath, inf, err := writeDemoFiles(ctx, dir, dsn, sv)
 	if err != nil {
 		return err
 	}
@@ -184,8 +202,14 @@ func demo(e *env, listen, infoPath, dir string, once bool) error {
 	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
 	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
+	if sv.tierB {
+		if err := demoTierB(sys, inf); err != nil {
+			return fmt.Errorf("switching Tier B on: %w", err)
+		}
+		fmt.Fprintf(out, "  Tier B:         on for shop; the Surveyor (%s at %s) judges the typo rule\n", sv.model, sv.url)
+	}
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
-	failed := runTour(ctx, out, inf.APIURL, inf.AgentToken)
+	failed := runTour(ctx, out, inf.APIURL, inf.AgentToken, sv.tierB)
 	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s'\n", inf.Store, inf.VerifierKey)
 	if once {
@@ -234,7 +258,7 @@ func loadShop(ctx context.Context, dsn string) error {
 
 // writeDemoFiles makes keys, the signers file, signed delegations and the
 // serve config, exactly as an operator would by hand.
-func writeDemoFiles(ctx context.Context, dir, dsn string) (string, demoInfo, error) {
+func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (string, demoInfo, error) {
 	var inf demoInfo
 	keys := filepath.Join(dir, "keys")
 	dels := filepath.Join(dir, "delegations")
@@ -245,8 +269,8 @@ func writeDemoFiles(ctx context.Context, dir, dsn string) (string, demoInfo, err
 	}
 	var signersFile bytes.Buffer
 	humans := map[string][]string{
-		"alice": {signing.NamespaceDelegation, signing.NamespaceRevocation, signing.NamespaceSession, signing.NamespaceSwitch},
-		"bob":   {signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceSession},
+		"alice": {signing.NamespaceDelegation, signing.NamespaceRevocation, signing.NamespaceSession, signing.NamespaceSwitch, signing.NamespaceEnable},
+		"bob":   {signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceSession, signing.NamespaceReview},
 	}
 	privs := map[string][]byte{}
 	for _, name := range []string{"alice", "bob"} {
@@ -342,6 +366,18 @@ logbook:
   checkpoint_every: 100
   checkpoint_interval: 5s
 `, storePath, cpPath, signersPath, dels, dsn, tokenHash)
+	if sv.url != "" {
+		cfg += fmt.Sprintf(`surveyor:
+  jurors: 3
+  providers:
+    - name: demo
+      kind: %s
+      base_url: %q
+      model: %q
+      api_key_env: %q
+      timeout: 60s
+`, sv.kind, sv.url, sv.model, sv.keyEnv)
+	}
 	cfgPath := filepath.Join(dir, "harbormaster.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return "", inf, err
@@ -354,7 +390,7 @@ logbook:
 
 // runTour plays the scripted agent over HTTP and returns the steps that
 // did not go as expected.
-func runTour(ctx context.Context, out io.Writer, api, token string) []string {
+func runTour(ctx context.Context, out io.Writer, api, token string, tierB bool) []string {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var failed []string
 	for i, st := range demoTour {
@@ -398,9 +434,57 @@ func runTour(ctx context.Context, out io.Writer, api, token string) []string {
 		if ok && st.want != "" {
 			ok = strings.Contains(strings.Join(r.Reasons, " "), st.want)
 		}
+		if tierB && st.want == "Tier B" {
+			// With the Surveyor on, either outcome is correct: a unanimous panel
+			// runs it inside the bound, anything else refers.
+			ok = r.Outcome == "executed" && r.Path == "surveyed" || r.Outcome == "referred"
+		}
 		if !ok {
 			failed = append(failed, fmt.Sprintf("step %d (%s): got %q %v", i+1, st.title, r.Outcome, r.Reasons))
 		}
 	}
 	return failed
+}
+
+// demoTierB does what the humans would: alice switches Tier B on for the
+// deployment and shop, bob (a reviewer) marks the typo rule auditable, and
+// alice enables the Surveyor for it. Each is a signed act over the API.
+func demoTierB(sys *system, inf demoInfo) error {
+	alice, err := newHumanClient(inf.APIURL, inf.GrantorKey)
+	if err != nil {
+		return err
+	}
+	bob, err := newHumanClient(inf.APIURL, inf.ApproverKey)
+	if err != nil {
+		return err
+	}
+	for _, target := range []string{"", "shop"} {
+		if err := alice.do(http.MethodPost, "/v1/switches", signing.NamespaceSwitch, map[string]any{"name": "tier_b", "target": target, "on": true}, nil); err != nil {
+			return err
+		}
+	}
+	var typos *gateway.Delegation
+	for _, d := range sys.gateway.Delegations(inf.Agent) {
+		if d.Bound.Tier() == "B" {
+			typos = d
+		}
+	}
+	if typos == nil {
+		return errors.New("no Tier B delegation")
+	}
+	rule := -1
+	for i, r := range typos.Bound.Rules {
+		if r.Residual != "" {
+			rule = i
+		}
+	}
+	e := &env{}
+	if err := e.postAct(bob, "/v1/delegations/"+typos.ID+"/auditable", signing.NamespaceReview,
+		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: typos.ID, Rule: rule,
+			Note: "a reviewer can tell a typo fix from the before/after names"}, nil); err != nil {
+		return err
+	}
+	return e.postAct(alice, "/v1/delegations/"+typos.ID+"/surveyor", signing.NamespaceEnable,
+		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: typos.ID, Rule: rule, Surveyor: "surveyor:default",
+			Bundle: surveyor.DefaultBundle().Version, On: true}, nil)
 }

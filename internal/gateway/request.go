@@ -266,12 +266,15 @@ func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) 
 // Requests younger than grace are left alone (their marque may still be in
 // flight to a Pilot).
 func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, error) {
+	resolved, err := g.reconcileOrphans(ctx)
+	if err != nil {
+		return resolved, err
+	}
 	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
 	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
 	if err != nil {
-		return 0, err
+		return resolved, err
 	}
-	resolved := 0
 	for _, v := range running {
 		p, ok := g.targets[v.Target]
 		if !ok {
@@ -358,4 +361,71 @@ func (g *Gateway) notify(id string) {
 		close(ch)
 		delete(g.waiters, id)
 	}
+}
+
+// orphanWindow is how many of the newest logbook entries reconcileOrphans
+// reads: only requests in flight at a stop can be orphaned.
+const orphanWindow = 100000
+
+// reconcileOrphans finds decisions the logbook holds but the store does
+// not (a stop between the decision entry and the request row). No marque
+// was minted for them, so nothing ran: each becomes a waiting request with
+// that reason, and an execution entry records that it did not run.
+func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
+	head, _, err := g.lb.Head(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("gateway: reconcile: %w", err)
+	}
+	from := max(int64(1), head-orphanWindow)
+	var orphans []logbook.Entry
+	err = g.lb.Iterate(ctx, logbook.Query{From: from, Kind: "decision"}, func(e logbook.Entry) error {
+		var n int
+		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*) FROM requests WHERE id = ?`, e.Subjects["request"]).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			orphans = append(orphans, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gateway: reconcile: %w", err)
+	}
+	for _, e := range orphans {
+		var d struct {
+			RequestID    string   `json:"request_id"`
+			Principal    string   `json:"principal"`
+			Target       string   `json:"target"`
+			Statement    string   `json:"statement"`
+			Canonical    string   `json:"canonical_sql"`
+			Outcome      string   `json:"outcome"`
+			DelegationID string   `json:"delegation_id"`
+			Reasons      []string `json:"reasons"`
+		}
+		if err := json.Unmarshal(e.Payload, &d); err != nil || d.RequestID == "" {
+			continue
+		}
+		req := &request{ID: d.RequestID, Principal: d.Principal, Target: d.Target, SQL: d.Statement, Canonical: d.Canonical,
+			DelegationID: d.DelegationID, Outcome: OutcomeReferred, Status: StatusWaiting, Created: e.Time, Updated: g.cfg.Clock()}
+		req.Reasons = d.Reasons
+		if d.Outcome == OutcomeRejected {
+			req.Outcome, req.Status = OutcomeRejected, StatusRejected
+		}
+		if d.Outcome == "run" {
+			req.Reasons = []string{"the control plane stopped before this statement ran; it did not run"}
+			if _, err := g.append(ctx, logbook.Record{Kind: "execution",
+				Subjects: map[string]string{"request": req.ID, "target": req.Target},
+				Payload:  map[string]any{"request_id": req.ID, "outcome": "not_executed", "reconciled": true, "reasons": req.Reasons}}); err != nil {
+				return 0, fmt.Errorf("gateway: reconcile: %w", err)
+			}
+		}
+		reasons, _ := json.Marshal(nonNil(req.Reasons))
+		if _, err := g.st.DB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+			delegation_id, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.DelegationID, string(reasons),
+			req.Created.UnixNano(), req.Updated.UnixNano()); err != nil {
+			return 0, fmt.Errorf("gateway: reconcile: %w", err)
+		}
+	}
+	return len(orphans), nil
 }

@@ -1,0 +1,593 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/pgtmp/pgtmptest"
+	"harbormaster/internal/pilot"
+)
+
+var shared pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+
+type fixture struct {
+	dsn string
+	sys *gatewaytest.System
+}
+
+// newFixture starts a system over a fresh target loaded with the demo data
+// and both example delegations for agent:demo. tune adjusts the options.
+func newFixture(t *testing.T, tune func(*gatewaytest.Options)) *fixture {
+	t.Helper()
+	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
+	gatewaytest.LoadShop(t, dsn)
+	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t)}
+	if tune != nil {
+		tune(&opt)
+	}
+	sys := gatewaytest.Start(t, opt)
+	sys.AddExamples(t)
+	return &fixture{dsn: dsn, sys: sys}
+}
+
+// restart closes the system and starts a new one over the same store,
+// target and keys, as a process restart would.
+func (f *fixture) restart(t *testing.T) {
+	t.Helper()
+	f.sys.Close()
+	f.sys = gatewaytest.Start(t, f.sys.Opts)
+}
+
+// entries returns the logbook entries about one request, in seq order.
+func entries(t *testing.T, lb *logbook.Logbook, requestID string) []logbook.Entry {
+	t.Helper()
+	es, err := lb.Find(context.Background(), logbook.Query{SubjectKey: "request", SubjectValue: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func ofKind(es []logbook.Entry, kind string) []logbook.Entry {
+	var out []logbook.Entry
+	for _, e := range es {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func payload(t *testing.T, e logbook.Entry) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(e.Payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func storedRequestIDs(t *testing.T, sys *gatewaytest.System) []string {
+	t.Helper()
+	rows, err := sys.Store.ReadDB().QueryContext(context.Background(), "SELECT id FROM requests ORDER BY created_ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestDecisionBeforeExecution runs a mix of statements and checks
+// invariant 7 on every request: exactly one decision entry, written before
+// anything else about the request; an execution.pending and an execution
+// entry after it for each statement the Pilot ran; a receipt in the target
+// exactly for those that executed; and a logbook that verifies.
+func TestDecisionBeforeExecution(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	gw := f.sys.Gateway
+	type want struct {
+		outcome string
+		pilot   string // "" (the Pilot never ran), "executed" or "refused"
+	}
+	statements := []struct {
+		principal, sql string
+		want           want
+	}{
+		{gatewaytest.Agent, "SELECT id, status FROM orders WHERE id < 10 ORDER BY id", want{gateway.OutcomeExecuted, "executed"}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3", want{gateway.OutcomeExecuted, "executed"}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id IN (4, 5)", want{gateway.OutcomeExecuted, "executed"}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id = 100000", want{gateway.OutcomeExecuted, "executed"}},
+		{gatewaytest.Agent, "SELECT id, total_cents FROM orders", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id = 45", want{gateway.OutcomeReferred, "refused"}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'shipped' WHERE id = 6", want{gateway.OutcomeReferred, "refused"}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", want{gateway.OutcomeReferred, "refused"}},
+		{gatewaytest.Agent, "DELETE FROM orders WHERE id = 7", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id = 8; DROP TABLE orders", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "UPDATE customers SET name = 'John Smith' WHERE id = 3", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "SELECT id, name FROM customers WHERE region = 'EU'", want{gateway.OutcomeExecuted, "executed"}},
+		{gatewaytest.Other, "SELECT id FROM orders", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "SELEC id FROM orders", want{gateway.OutcomeRejected, ""}},
+		{gatewaytest.Agent, "", want{gateway.OutcomeRejected, ""}},
+	}
+	wants := map[string]want{}
+	for _, s := range statements {
+		resp, err := gw.Submit(ctx, s.principal, gatewaytest.Target, s.sql)
+		var sqlErr *gateway.SQLError
+		switch {
+		case errors.As(err, &sqlErr):
+			if s.want.outcome != gateway.OutcomeRejected || sqlErr.RequestID == "" {
+				t.Fatalf("%q: %v", s.sql, err)
+			}
+			wants[sqlErr.RequestID] = s.want
+			continue
+		case err != nil:
+			t.Fatalf("%q: %v", s.sql, err)
+		}
+		if resp.Outcome != s.want.outcome {
+			t.Fatalf("%q: outcome %s %v, want %s", s.sql, resp.Outcome, resp.Reasons, s.want.outcome)
+		}
+		wants[resp.RequestID] = s.want
+	}
+	// An unknown target is an error before any request exists.
+	if _, err := gw.Submit(ctx, gatewaytest.Agent, "nope", "SELECT 1"); !errors.Is(err, gateway.ErrUnknownTarget) {
+		t.Fatalf("unknown target: %v", err)
+	}
+
+	// Every stored request is one of ours, and every one of ours is stored.
+	stored := storedRequestIDs(t, f.sys)
+	if len(stored) != len(wants) {
+		t.Fatalf("%d requests stored, %d submitted", len(stored), len(wants))
+	}
+	// Every decision entry names a stored request.
+	decisions, err := f.sys.Logbook.Find(ctx, logbook.Query{Kind: "decision"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decisions) != len(wants) {
+		t.Fatalf("%d decision entries for %d requests", len(decisions), len(wants))
+	}
+	executedReceipts := 0
+	for _, id := range stored {
+		w, ok := wants[id]
+		if !ok {
+			t.Fatalf("request %s was stored but not submitted", id)
+		}
+		es := entries(t, f.sys.Logbook, id)
+		ds := ofKind(es, "decision")
+		if len(ds) != 1 {
+			t.Fatalf("%s: %d decision entries, want exactly one", id, len(ds))
+		}
+		if es[0].Kind != "decision" {
+			t.Fatalf("%s: the first entry about it is %s, not its decision", id, es[0].Kind)
+		}
+		d := payload(t, ds[0])
+		if d["request_id"] != id {
+			t.Fatalf("%s: decision payload names %v", id, d["request_id"])
+		}
+		view, err := gw.Request(ctx, id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if view.Outcome != w.outcome {
+			t.Errorf("%s: stored outcome %s, want %s", id, view.Outcome, w.outcome)
+		}
+		pending, execs := ofKind(es, "execution.pending"), ofKind(es, "execution")
+		switch w.pilot {
+		case "":
+			if len(pending)+len(execs) != 0 {
+				t.Errorf("%s: execution entries for a statement the Pilot never ran", id)
+			}
+			if d["path"] != "" {
+				t.Errorf("%s: decision path %v for a referral", id, d["path"])
+			}
+		case "executed":
+			if len(pending) != 1 || len(execs) != 1 {
+				t.Fatalf("%s: %d pending and %d execution entries, want one each", id, len(pending), len(execs))
+			}
+			if !(ds[0].Seq < pending[0].Seq && pending[0].Seq < execs[0].Seq) {
+				t.Errorf("%s: decision %d, pending %d, execution %d: not in that order", id, ds[0].Seq, pending[0].Seq, execs[0].Seq)
+			}
+			if d["outcome"] != "run" || d["path"] != "compiled" {
+				t.Errorf("%s: decision %v/%v, want run on the compiled path", id, d["outcome"], d["path"])
+			}
+			x := payload(t, execs[0])
+			if x["outcome"] != string(pilot.Executed) || int64(x["rows_affected"].(float64)) != view.RowsAffected {
+				t.Errorf("%s: execution entry %v, request %+v", id, x, view)
+			}
+			if execs[0].Subjects["marque"] != view.MarqueID || view.MarqueID == "" || payload(t, pending[0])["txid"] == "" {
+				t.Errorf("%s: execution entries do not name marque %s and a txid", id, view.MarqueID)
+			}
+			found, rows, err := f.sys.Pilot.Receipt(ctx, view.MarqueID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !found || rows != view.RowsAffected && !strings.HasPrefix(view.CanonicalSQL, "SELECT") {
+				t.Errorf("%s: receipt found=%v rows=%d, request rows %d", id, found, rows, view.RowsAffected)
+			}
+			executedReceipts++
+		case "refused":
+			// The guard refused before COMMIT was near: no pending entry.
+			if len(pending) != 0 || len(execs) != 1 {
+				t.Fatalf("%s: %d pending and %d execution entries, want 0 and 1", id, len(pending), len(execs))
+			}
+			if ds[0].Seq >= execs[0].Seq {
+				t.Errorf("%s: the execution entry precedes the decision", id)
+			}
+			if x := payload(t, execs[0]); x["outcome"] != string(pilot.Refused) {
+				t.Errorf("%s: execution entry %v", id, x)
+			}
+			if view.MarqueID == "" {
+				t.Fatalf("%s: a statement the Pilot refused names no marque", id)
+			}
+			if found, _, _ := f.sys.Pilot.Receipt(ctx, view.MarqueID); found {
+				t.Errorf("%s: a refused statement left a receipt", id)
+			}
+		}
+	}
+	if n := gatewaytest.Receipts(t, f.dsn); n != executedReceipts {
+		t.Fatalf("%d receipts in the target, %d executed requests", n, executedReceipts)
+	}
+	rep := f.sys.Verify(t)
+	if rep.Checkpoints == 0 || rep.SignedThrough != rep.HeadSeq {
+		t.Fatalf("verify: %s: the head is not covered by a checkpoint", rep)
+	}
+}
+
+// TestNothingExecutesWithoutTheLogbook: once the logbook cannot be
+// written, every statement fails with ErrLogUnavailable before anything
+// runs in the target or is stored.
+func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	orders, customers := gatewaytest.Snapshot(t, f.dsn, "orders"), gatewaytest.Snapshot(t, f.dsn, "customers")
+	head, _, err := f.sys.Logbook.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sys.StopLogbook(t)
+	for _, sql := range []string{
+		"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3",
+		"SELECT id, status FROM orders WHERE id = 3",
+		"UPDATE orders SET status = 'failed' WHERE id = 45",
+		"UPDATE customers SET name = 'John Smith' WHERE id = 3",
+		"SELEC 1",
+	} {
+		resp, err := f.sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, sql)
+		if !errors.Is(err, gateway.ErrLogUnavailable) {
+			t.Fatalf("%q with the logbook down: %+v, %v; want ErrLogUnavailable", sql, resp, err)
+		}
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != orders || gatewaytest.Snapshot(t, f.dsn, "customers") != customers {
+		t.Fatal("the target changed while the logbook could not be written")
+	}
+	if n := gatewaytest.Receipts(t, f.dsn); n != 0 {
+		t.Fatalf("%d receipts: a marque reached the Pilot without a durable decision", n)
+	}
+	if ids := storedRequestIDs(t, f.sys); len(ids) != 0 {
+		t.Fatalf("requests %v stored without a decision entry", ids)
+	}
+	if now, _, _ := f.sys.Logbook.Head(ctx); now != head {
+		t.Fatalf("logbook head moved from %d to %d while stopped", head, now)
+	}
+	f.sys.Verify(t)
+}
+
+// crashFixture is a system whose Pilot waits long on locks, so a test can
+// hold a statement at a chosen point with a lock in the target.
+func newCrashFixture(t *testing.T) *fixture {
+	return newFixture(t, func(o *gatewaytest.Options) {
+		o.Pilot.LockTimeout = time.Minute
+		o.Pilot.StatementTimeout = time.Minute
+	})
+}
+
+func (f *fixture) conn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// waitFor polls cond until it holds, failing t after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) count(t *testing.T, kind string) int {
+	t.Helper()
+	es, err := f.sys.Logbook.Find(context.Background(), logbook.Query{Kind: kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// lastRequest is the request of the newest decision entry.
+func (f *fixture) lastRequest(t *testing.T) string {
+	t.Helper()
+	ds, err := f.sys.Logbook.Find(context.Background(), logbook.Query{Kind: "decision"})
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("no decision entry: %v", err)
+	}
+	return ds[len(ds)-1].Subjects["request"]
+}
+
+// holdCommit makes every transaction that updates orders wait at COMMIT
+// (in a deferred constraint trigger) while conn holds advisory lock 4242.
+func holdCommit(t *testing.T, admin, holder *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := admin.Exec(ctx, `CREATE FUNCTION public.hold_commit() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON public.orders DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW EXECUTE FUNCTION public.hold_commit()`, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// committingBackend is the pid of the Pilot's backend waiting at COMMIT.
+func committingBackend(t *testing.T, admin *pgx.Conn) int32 {
+	t.Helper()
+	var pid int32
+	waitFor(t, "the Pilot to wait at COMMIT", func() bool {
+		err := admin.QueryRow(context.Background(),
+			"SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()").Scan(&pid)
+		return err == nil
+	})
+	return pid
+}
+
+type submitted struct {
+	resp *gateway.Response
+	err  error
+}
+
+func (f *fixture) submitAsync(sql string) chan submitted {
+	done := make(chan submitted, 1)
+	gw := f.sys.Gateway
+	go func() {
+		resp, err := gw.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, sql)
+		done <- submitted{resp, err}
+	}()
+	return done
+}
+
+const crashSQL = "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3"
+
+// TestCrashBeforeExecution: the logbook goes away after the decision but
+// before the execution was recorded as pending. The Pilot must not commit;
+// the request is left running with no transaction id, as after a crash,
+// and a restarted gateway reconciles it as not run.
+func TestCrashBeforeExecution(t *testing.T) {
+	t.Parallel()
+	f := newCrashFixture(t)
+	ctx := t.Context()
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+
+	// Hold the row the statement updates, so it waits inside the Pilot.
+	blocker := f.conn(t)
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM orders WHERE id = 3 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := f.submitAsync(crashSQL)
+	waitFor(t, "the decision", func() bool { return f.count(t, "decision") == 1 })
+	id := f.lastRequest(t)
+	f.sys.StopLogbook(t)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
+		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("the statement committed although its execution could not be recorded")
+	}
+	v, err := f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusRunning {
+		t.Fatalf("left as %s, want running (as a crash leaves it)", v.Status)
+	}
+
+	f.restart(t)
+	n, err := f.sys.Gateway.Reconcile(ctx, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v; want 1 resolved", n, err)
+	}
+	v, err = f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusWaiting || v.Outcome != gateway.OutcomeReferred || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
+		t.Fatalf("reconciled as %+v, want referred: did not run", v)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("reconciliation ran the statement")
+	}
+	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("second reconcile: %d, %v", n, err)
+	}
+	checkReconciled(t, f, id, "not_executed")
+}
+
+// TestCrashAfterCommit: the statement commits, then the logbook goes away
+// before the execution entry. A restarted gateway reconciles it from the
+// receipt as executed, with its row count, and runs nothing again.
+func TestCrashAfterCommit(t *testing.T) {
+	t.Parallel()
+	f := newCrashFixture(t)
+	ctx := t.Context()
+	admin, holder := f.conn(t), f.conn(t)
+	holdCommit(t, admin, holder)
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+
+	done := f.submitAsync(crashSQL)
+	committingBackend(t, admin)
+	if n := f.count(t, "execution.pending"); n != 1 {
+		t.Fatalf("%d pending entries while the Pilot waits at COMMIT, want 1", n)
+	}
+	id := f.lastRequest(t)
+	f.sys.StopLogbook(t)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
+		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	}
+	after := gatewaytest.Snapshot(t, f.dsn, "orders")
+	if after == before || gatewaytest.Receipts(t, f.dsn) != 1 {
+		t.Fatal("the statement did not commit")
+	}
+	v, err := f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusRunning || v.MarqueID == "" {
+		t.Fatalf("left as %+v, want running with its marque", v)
+	}
+
+	f.restart(t)
+	n, err := f.sys.Gateway.Reconcile(ctx, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v; want 1 resolved", n, err)
+	}
+	v, err = f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusExecuted || v.Outcome != gateway.OutcomeExecuted || v.RowsAffected != 1 {
+		t.Fatalf("reconciled as %+v, want executed, 1 row", v)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != after || gatewaytest.Receipts(t, f.dsn) != 1 {
+		t.Fatal("reconciliation ran the statement again")
+	}
+	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("second reconcile: %d, %v", n, err)
+	}
+	checkReconciled(t, f, id, "executed")
+}
+
+// TestCrashDuringCommit: the process dies while COMMIT is in flight (its
+// backend is terminated), after execution.pending recorded the
+// transaction id. The transaction aborted; a restarted gateway finds no
+// receipt, asks the target about the transaction id, and refers.
+func TestCrashDuringCommit(t *testing.T) {
+	t.Parallel()
+	f := newCrashFixture(t)
+	ctx := t.Context()
+	admin, holder := f.conn(t), f.conn(t)
+	holdCommit(t, admin, holder)
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+
+	done := f.submitAsync(crashSQL)
+	pid := committingBackend(t, admin)
+	id := f.lastRequest(t)
+	f.sys.StopLogbook(t)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
+		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("a transaction killed at COMMIT changed the target")
+	}
+	var txid string
+	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, "SELECT txid FROM requests WHERE id = ?", id).Scan(&txid); err != nil || txid == "" {
+		t.Fatalf("the transaction id was not recorded before COMMIT: %q %v", txid, err)
+	}
+
+	f.restart(t)
+	n, err := f.sys.Gateway.Reconcile(ctx, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v; want 1 resolved", n, err)
+	}
+	v, err := f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
+		t.Fatalf("reconciled as %+v, want referred: did not run", v)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("reconciliation ran the statement")
+	}
+	checkReconciled(t, f, id, "not_executed")
+}
+
+// checkReconciled: the request has one decision, then exactly one
+// execution entry (the reconciled one, with the outcome), and the logbook
+// verifies.
+func checkReconciled(t *testing.T, f *fixture, id, outcome string) {
+	t.Helper()
+	es := entries(t, f.sys.Logbook, id)
+	if len(es) == 0 || es[0].Kind != "decision" || len(ofKind(es, "decision")) != 1 {
+		t.Fatalf("%s: entries %v: want its one decision first", id, kinds(es))
+	}
+	execs := ofKind(es, "execution")
+	if len(execs) != 1 {
+		t.Fatalf("%s: %d execution entries, want the reconciled one: %v", id, len(execs), kinds(es))
+	}
+	p := payload(t, execs[0])
+	if p["reconciled"] != true || p["outcome"] != outcome {
+		t.Fatalf("%s: execution entry %v, want reconciled %s", id, p, outcome)
+	}
+	f.sys.Verify(t)
+}
+
+func kinds(es []logbook.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Kind
+	}
+	return out
+}

@@ -1,0 +1,406 @@
+// Package gatewaytest wires a whole control plane for end-to-end tests: the
+// SQLite store, the logbook writer, one in-process Pilot, the gateway and
+// the HTTP API, from explicit parts, the way cli's startSystem wires them
+// from a config file. The target is a real PostgreSQL database (see
+// pgtmptest) loaded with the demo schema and data from examples.
+//
+// A test can stop the logbook writer (StopLogbook) to make every later
+// append fail, close the whole system, and start a new one over the same
+// store and target (a restart).
+package gatewaytest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/note"
+
+	"harbormaster/examples"
+	"harbormaster/internal/bound"
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/httpapi"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/metrics"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/signing"
+	"harbormaster/internal/sqlcheck"
+	"harbormaster/internal/store"
+	"harbormaster/internal/switches"
+)
+
+// Names the helpers use.
+const (
+	// Target is the demo target's name.
+	Target = "shop"
+	// Agent is the grantee of the example delegations.
+	Agent = "agent:demo"
+	// Other is a second agent with a token and no delegation.
+	Other = "agent:other"
+	// AgentToken and OtherToken are their bearer tokens.
+	AgentToken = "demo-token-0123456789"
+	OtherToken = "other-token-0123456789"
+	// Examples are the example delegation files.
+	Orders    = "unstick-orders.yaml" // Tier A
+	Customers = "fix-name-typos.yaml" // Tier B
+)
+
+// Keys are the keys of one deployment: they outlive a restart.
+type Keys struct {
+	// ControlPlane signs marques and logbook checkpoints.
+	ControlPlane ed25519.PrivateKey
+	// Grantor is alice@shop, allowed to sign delegations for shop.
+	Grantor *signing.PrivateKey
+	// Stranger is a well-formed key that is not in the signers file.
+	Stranger *signing.PrivateKey
+	// Signers is the allowed-signers file: Grantor only.
+	Signers *signing.AllowedSigners
+	// SignersFile is its text.
+	SignersFile []byte
+}
+
+// NewKeys makes fresh keys.
+func NewKeys(t testing.TB) *Keys {
+	t.Helper()
+	_, cp, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &Keys{ControlPlane: cp}
+	gpriv, gpub, err := signing.GenerateEd25519("alice@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Grantor, err = signing.ParsePrivateKey(gpriv); err != nil {
+		t.Fatal(err)
+	}
+	spriv, _, err := signing.GenerateEd25519("mallory@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Stranger, err = signing.ParsePrivateKey(spriv); err != nil {
+		t.Fatal(err)
+	}
+	line, err := signing.AllowedSignersLine([]string{"alice@" + Target},
+		[]string{signing.NamespaceDelegation, signing.NamespaceRevocation}, gpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.SignersFile = []byte(line + "\n")
+	if k.Signers, err = signing.ParseAllowedSigners(k.SignersFile); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// LoadShop loads examples/shop.sql and shop_data.sql into the database at
+// dsn and initializes it as a target (receipts, guard function).
+func LoadShop(t testing.TB, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, f := range []string{"shop.sql", "shop_data.sql"} {
+		b, err := examples.FS.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, string(b), pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("gatewaytest: loading %s: %v", f, err)
+		}
+	}
+	if err := pilot.InitTarget(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Options are the explicit parts of a system. TargetDSN, StorePath and Keys
+// are required.
+type Options struct {
+	// Name is the control plane's name. Defaults to "harbormaster-test".
+	Name string
+	// TargetDSN is the shop target's database.
+	TargetDSN string
+	// StorePath is the SQLite store's file.
+	StorePath string
+	// Keys are the deployment's keys.
+	Keys *Keys
+	// Agents maps bearer tokens to principals. Defaults to AgentToken for
+	// Agent and OtherToken for Other.
+	Agents map[string]string
+	// Pilot tunes the Pilot; Target and DSN are filled in.
+	Pilot pilot.Config
+	// Logbook tunes the logbook; Origin defaults to Name+"/logbook".
+	Logbook logbook.Config
+	// MarqueTTL defaults to 30s.
+	MarqueTTL time.Duration
+}
+
+// System is a running control plane.
+type System struct {
+	Opts               Options
+	Store              *store.Store
+	Logbook            *logbook.Logbook
+	Pilot              *pilot.Pilot
+	Gateway            *gateway.Gateway
+	API                *httpapi.Server
+	Switches           *switches.Poller
+	CheckpointVerifier note.Verifier
+
+	stopLB         context.CancelFunc
+	lbDone         chan error
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	stopOnce       sync.Once
+	closeOnce      sync.Once
+}
+
+// Start wires a system and registers its Close with t.Cleanup. It does not
+// reconcile: a test that simulates a restart calls Gateway.Reconcile itself
+// (startSystem does so with a grace of twice the marque TTL).
+func Start(t testing.TB, opt Options) *System {
+	t.Helper()
+	if opt.Name == "" {
+		opt.Name = "harbormaster-test"
+	}
+	if opt.Agents == nil {
+		opt.Agents = map[string]string{AgentToken: Agent, OtherToken: Other}
+	}
+	if opt.Logbook.Origin == "" {
+		opt.Logbook.Origin = opt.Name + "/logbook"
+	}
+	if opt.MarqueTTL == 0 {
+		opt.MarqueTTL = 30 * time.Second
+	}
+	if opt.TargetDSN == "" || opt.StorePath == "" || opt.Keys == nil {
+		t.Fatal("gatewaytest: TargetDSN, StorePath and Keys are required")
+	}
+	ctx := context.Background()
+	s := &System{Opts: opt}
+	t.Cleanup(s.Close)
+	var err error
+	if s.Store, err = store.Open(ctx, opt.StorePath); err != nil {
+		t.Fatal(err)
+	}
+	key := opt.Keys.ControlPlane
+	pub := key.Public().(ed25519.PublicKey)
+	cpSigner, err := logbook.NewCheckpointSigner(opt.Name, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CheckpointVerifier, err = logbook.NewCheckpointVerifier(opt.Name, pub); err != nil {
+		t.Fatal(err)
+	}
+	if s.Logbook, err = logbook.New(s.Store, cpSigner, time.Now, nil, opt.Logbook); err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	s.stopLB, s.lbDone = cancel, make(chan error, 1)
+	go func() { s.lbDone <- s.Logbook.Run(lctx) }()
+
+	verifier, err := marque.NewVerifier(marque.VerifierConfig{Issuer: opt.Name, Key: pub, Clock: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minter, err := marque.NewMinter(marque.MinterConfig{Issuer: opt.Name, Key: key, TTL: opt.MarqueTTL, Clock: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := opt.Pilot
+	pc.Target, pc.DSN = Target, opt.TargetDSN
+	if s.Pilot, err = pilot.New(ctx, pc, verifier, opt.Keys.Signers); err != nil {
+		t.Fatal(err)
+	}
+	s.Switches = switches.New(s.Store, switches.Config{})
+	_ = s.Switches.Poll(ctx)
+	m := metrics.New([]string{Target}, func(ctx context.Context) (int, time.Duration, error) { return s.Gateway.QueueStats(ctx) }, s.Switches)
+	s.Gateway, err = gateway.New(ctx, gateway.Config{Name: opt.Name, Metrics: m, Switches: s.Switches},
+		s.Store, s.Logbook, minter, opt.Keys.Signers, []*pilot.Pilot{s.Pilot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithCancel(ctx)
+	s.stopBackground = bcancel
+	s.background.Add(2)
+	go func() { defer s.background.Done(); _ = s.Switches.Run(bctx) }()
+	go func() { defer s.background.Done(); _ = s.Gateway.Run(bctx) }()
+	var agents []httpapi.Agent
+	for token, principal := range opt.Agents {
+		agents = append(agents, httpapi.Agent{Principal: principal, TokenSHA256: httpapi.HashToken(token)})
+	}
+	if s.API, err = httpapi.New(s.Gateway, httpapi.Config{Agents: agents, Signers: opt.Keys.Signers, Switches: s.Switches, Metrics: m}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// StopLogbook stops the logbook writer and waits for it: every later
+// append fails with logbook.ErrClosed, as when its store is lost.
+func (s *System) StopLogbook(t testing.TB) {
+	t.Helper()
+	s.stopOnce.Do(func() {
+		s.stopLB()
+		if err := <-s.lbDone; err != nil {
+			t.Errorf("gatewaytest: logbook run: %v", err)
+		}
+	})
+}
+
+// Close stops everything; it is idempotent. The store and the target stay
+// on disk for a restart.
+func (s *System) Close() {
+	s.closeOnce.Do(func() {
+		if s.stopBackground != nil {
+			s.stopBackground()
+			s.background.Wait()
+		}
+		if s.Pilot != nil {
+			s.Pilot.Close()
+		}
+		if s.stopLB != nil {
+			s.stopOnce.Do(func() {
+				s.stopLB()
+				<-s.lbDone
+			})
+		}
+		if s.Store != nil {
+			_ = s.Store.Close()
+		}
+	})
+}
+
+// Verify checks the logbook (chain and checkpoints) after signing a
+// checkpoint of the head if the writer still runs, and fails t unless it
+// is intact.
+func (s *System) Verify(t testing.TB) logbook.Report {
+	t.Helper()
+	ctx := context.Background()
+	_, _ = s.Logbook.Checkpoint(ctx) // best effort: the writer may be stopped
+	rep, err := s.Logbook.Verify(ctx, s.CheckpointVerifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK {
+		t.Fatalf("logbook does not verify: %s", rep)
+	}
+	return rep
+}
+
+var expiresRE = regexp.MustCompile(`(?m)^expires: .*$`)
+
+// WithExpiry rewrites a delegation's expires line.
+func WithExpiry(yaml []byte, exp time.Time) []byte {
+	return expiresRE.ReplaceAll(yaml, []byte("expires: "+exp.UTC().Format(time.RFC3339)))
+}
+
+// Example returns an example delegation file, expiring a week from now (the
+// files' own expiry is a fixed date).
+func Example(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := examples.FS.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return WithExpiry(b, time.Now().Add(7*24*time.Hour).Truncate(time.Hour))
+}
+
+// Canonical compiles a delegation against cat, ignoring the expiry (so an
+// expired delegation can still be signed), and returns the bytes a grantor
+// signs.
+func Canonical(t testing.TB, yaml []byte, cat *sqlcheck.Catalog) []byte {
+	t.Helper()
+	d, err := bound.Parse(yaml, "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rep := bound.Compile(d, cat, bound.Options{})
+	if !rep.Signable {
+		t.Fatalf("gatewaytest: delegation not signable: %v", rep.Problems)
+	}
+	c, err := b.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Sign signs a delegation's canonical bytes with key.
+func Sign(t testing.TB, key *signing.PrivateKey, canonical []byte) []byte {
+	t.Helper()
+	sig, err := key.Sign(signing.NamespaceDelegation, canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// SignedExample returns an example delegation (expiring in a week) and the
+// grantor's signature over its canonical bytes.
+func (s *System) SignedExample(t testing.TB, name string) (yaml, sig []byte) {
+	t.Helper()
+	yaml = Example(t, name)
+	return yaml, Sign(t, s.Opts.Keys.Grantor, Canonical(t, yaml, s.Pilot.Catalog()))
+}
+
+// AddExamples adds both example delegations, signed by the grantor, and
+// returns them by file name.
+func (s *System) AddExamples(t testing.TB) map[string]*gateway.Delegation {
+	t.Helper()
+	out := map[string]*gateway.Delegation{}
+	for _, name := range []string{Orders, Customers} {
+		y, sig := s.SignedExample(t, name)
+		d, _, err := s.Gateway.AddDelegation(context.Background(), y, sig, name)
+		if err != nil {
+			t.Fatalf("gatewaytest: add %s: %v", name, err)
+		}
+		out[name] = d
+	}
+	return out
+}
+
+// Snapshot renders a whole table of the target, ordered by id: equal
+// snapshots mean nothing changed.
+func Snapshot(t testing.TB, dsn, table string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var s *string
+	q := fmt.Sprintf("SELECT string_agg(t::text, E'\\n' ORDER BY id) FROM %s t", pgx.Identifier{table}.Sanitize())
+	if err := conn.QueryRow(ctx, q).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Receipts counts the target's receipts.
+func Receipts(t testing.TB, dsn string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM harbormaster.receipts").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
