@@ -23,6 +23,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"harbormaster/examples"
+	"harbormaster/internal/audit"
 	"harbormaster/internal/bound"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/httpapi"
@@ -30,6 +31,7 @@ import (
 	"harbormaster/internal/marque"
 	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 	"harbormaster/internal/store"
@@ -56,8 +58,13 @@ const (
 type Keys struct {
 	// ControlPlane signs marques and logbook checkpoints.
 	ControlPlane ed25519.PrivateKey
-	// Grantor is alice@shop, allowed to sign delegations for shop.
+	// Grantor is alice@shop, allowed to sign delegations for shop, and as an
+	// operator revocations, switches, Surveyor enablement and sessions.
 	Grantor *signing.PrivateKey
+	// Approver is bob@shop: approvals, denials, reviews and sessions.
+	Approver *signing.PrivateKey
+	// ApproverPub is bob's public key line (for ssh-keygen interop tests).
+	ApproverPub []byte
 	// Stranger is a well-formed key that is not in the signers file.
 	Stranger *signing.PrivateKey
 	// Signers is the allowed-signers file: Grantor only.
@@ -81,6 +88,14 @@ func NewKeys(t testing.TB) *Keys {
 	if k.Grantor, err = signing.ParsePrivateKey(gpriv); err != nil {
 		t.Fatal(err)
 	}
+	bpriv, bpub, err := signing.GenerateEd25519("bob@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Approver, err = signing.ParsePrivateKey(bpriv); err != nil {
+		t.Fatal(err)
+	}
+	k.ApproverPub = bpub
 	spriv, _, err := signing.GenerateEd25519("mallory@test")
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +104,16 @@ func NewKeys(t testing.TB) *Keys {
 		t.Fatal(err)
 	}
 	line, err := signing.AllowedSignersLine([]string{"alice@" + Target},
-		[]string{signing.NamespaceDelegation, signing.NamespaceRevocation}, gpub)
+		[]string{signing.NamespaceDelegation, signing.NamespaceRevocation, signing.NamespaceSwitch, signing.NamespaceEnable, signing.NamespaceSession}, gpub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.SignersFile = []byte(line + "\n")
+	bline, err := signing.AllowedSignersLine([]string{"bob@" + Target},
+		[]string{signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceReview, signing.NamespaceSession}, bpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.SignersFile = []byte(line + "\n" + bline + "\n")
 	if k.Signers, err = signing.ParseAllowedSigners(k.SignersFile); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +164,14 @@ type Options struct {
 	Logbook logbook.Config
 	// MarqueTTL defaults to 30s.
 	MarqueTTL time.Duration
+	// Gateway tunes the gateway (quotas, queue TTL, Surveyor, Auditor, clock);
+	// Name, Metrics and Switches are filled in.
+	Gateway gateway.Config
+	// Switches tunes the switch poller.
+	Switches switches.Config
+	// Audit, when set, configures a sampled audit (Key defaults to a fixed
+	// test key) and sets Gateway.Auditor.
+	Audit *audit.Config
 }
 
 // System is a running control plane.
@@ -155,6 +183,8 @@ type System struct {
 	Gateway            *gateway.Gateway
 	API                *httpapi.Server
 	Switches           *switches.Poller
+	Auditor            *audit.Auditor
+	Metrics            *metrics.Metrics
 	CheckpointVerifier note.Verifier
 
 	stopLB         context.CancelFunc
@@ -221,11 +251,23 @@ func Start(t testing.TB, opt Options) *System {
 	if s.Pilot, err = pilot.New(ctx, pc, verifier, opt.Keys.Signers); err != nil {
 		t.Fatal(err)
 	}
-	s.Switches = switches.New(s.Store, switches.Config{})
+	s.Switches = switches.New(s.Store, opt.Switches)
 	_ = s.Switches.Poll(ctx)
 	m := metrics.New([]string{Target}, func(ctx context.Context) (int, time.Duration, error) { return s.Gateway.QueueStats(ctx) }, s.Switches)
-	s.Gateway, err = gateway.New(ctx, gateway.Config{Name: opt.Name, Metrics: m, Switches: s.Switches},
-		s.Store, s.Logbook, minter, opt.Keys.Signers, []*pilot.Pilot{s.Pilot})
+	gc := opt.Gateway
+	gc.Name, gc.Metrics, gc.Switches = opt.Name, m, s.Switches
+	if opt.Audit != nil {
+		ac := *opt.Audit
+		if ac.Key == nil {
+			ac.Key = []byte("gatewaytest audit sampling key")
+		}
+		if s.Auditor, err = audit.New(ac, s.Store, s.Logbook); err != nil {
+			t.Fatal(err)
+		}
+		gc.Auditor = s.Auditor
+	}
+	s.Metrics = m
+	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []*pilot.Pilot{s.Pilot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,4 +445,42 @@ func Receipts(t testing.TB, dsn string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Act signs a canonical act (queue.Canonical) with key in namespace.
+func Act(t testing.TB, key *signing.PrivateKey, namespace string, act any) (canonical, sig []byte) {
+	t.Helper()
+	c, err := queue.Canonical(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err = key.Sign(namespace, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sig
+}
+
+// EnableTierB does what the humans do to open the surveyed path for one
+// residual rule: switch Tier B on for the deployment and the target, have
+// the reviewer (bob) mark the rule auditable and the operator (alice)
+// enable the Surveyor for it. The gateway must have a Surveyor.
+func (s *System) EnableTierB(t testing.TB, d *gateway.Delegation, rule int, surveyorID, bundle string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, scope := range []string{switches.Deployment, switches.TargetScope(Target)} {
+		if err := s.Gateway.SetSwitch(ctx, switches.Key{Name: switches.TierB, Scope: scope}, true, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	act, sig := Act(t, s.Opts.Keys.Approver, signing.NamespaceReview,
+		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: "auditable from the evidence"})
+	if err := s.Gateway.MarkAuditable(ctx, act, sig); err != nil {
+		t.Fatal(err)
+	}
+	act, sig = Act(t, s.Opts.Keys.Grantor, signing.NamespaceEnable,
+		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: surveyorID, Bundle: bundle, On: true})
+	if err := s.Gateway.EnableSurveyor(ctx, act, sig); err != nil {
+		t.Fatal(err)
+	}
 }
