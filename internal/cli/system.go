@@ -128,6 +128,9 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 		return nil, err
 	}
 	s.metrics.RegisterAudit(auditor.Stats)
+	if b := cfg.Surveyor.ShapeDissentBand; len(b) == 2 {
+		s.metrics.RegisterShapeBand(b[0], b[1])
+	}
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
 		Surveyor: panel, Auditor: auditor,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},

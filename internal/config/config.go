@@ -104,6 +104,10 @@ type Surveyor struct {
 	Timeout Duration `yaml:"timeout"`
 	// Providers are the model endpoints jurors are spread across.
 	Providers []Provider `yaml:"providers"`
+	// ShapeDissentBand is the shape screen's expected share of dissent
+	// [low, high], exported as a metric for the shipped alert rules.
+	// Defaults to [0.01, 0.30].
+	ShapeDissentBand []float64 `yaml:"shape_dissent_band"`
 }
 
 // Provider is one model endpoint.
@@ -245,6 +249,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Surveyor.Identity == "" {
 		c.Surveyor.Identity = "surveyor:default"
+	}
+	if len(c.Surveyor.ShapeDissentBand) == 0 {
+		c.Surveyor.ShapeDissentBand = []float64{0.01, 0.30}
 	}
 	if c.Queue.TTL == 0 {
 		c.Queue.TTL = Duration(24 * time.Hour)
@@ -435,6 +442,9 @@ func HashToken(token string) string {
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
+	if b := c.Surveyor.ShapeDissentBand; len(b) != 0 && (len(b) != 2 || b[0] < 0 || b[1] > 1 || b[0] > b[1]) {
+		bad("surveyor.shape_dissent_band", "must be [low, high] with 0 <= low <= high <= 1")
+	}
 	if c.Surveyor.Jurors != 0 && c.Surveyor.Jurors < 3 {
 		bad("surveyor.jurors", "must be at least 3 (the floor is enforced)")
 	}

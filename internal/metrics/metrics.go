@@ -217,3 +217,18 @@ func (m *Metrics) RegisterAudit(stats AuditStats) {
 		ch <- prometheus.MustNewConstMetric(fail, prometheus.GaugeValue, f)
 	}})
 }
+
+// RegisterShapeBand exports the shape screen's expected-dissent band
+// (config surveyor.shape_dissent_band) so alert rules compare against it: a
+// framing that never dissents contributes nothing, and one that always
+// dissents blocks every conforms.
+func (m *Metrics) RegisterShapeBand(low, high float64) {
+	if m == nil {
+		return
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "harbormaster_surveyor_shape_dissent_band",
+		Help: "The shape screen's expected dissent share: bound=low|high."}, []string{"bound"})
+	g.WithLabelValues("low").Set(low)
+	g.WithLabelValues("high").Set(high)
+	m.Registry.MustRegister(g)
+}
