@@ -99,7 +99,7 @@ func Parse(data []byte, file string) (*Delegation, error) {
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		p.errf(0, "", "not valid YAML: %v", err)
 		return nil, p.err()
 	}

@@ -40,7 +40,13 @@
 //
 // Canonical JSON is CanonicalJSON's (RFC 8785-like; integers kept digit for
 // digit). HashEntry recomputes it for an exported entry, so the chain can be
-// checked without this package's database.
+// checked without this package's database. The store keeps hashes as 32 raw
+// bytes; the API and exports write them as 64 lower-case hex digits.
+//
+// Time is the injected clock's reading (UTC) when the writer commits the
+// batch; entries of one batch share it. It is recorded, not trusted: the
+// chain orders entries, and a clock that steps back yields earlier times at
+// later seqs.
 //
 // # Checkpoints
 //
@@ -97,5 +103,8 @@
 //     entries themselves, and their subjects field, are covered.
 //
 // Verify never trusts the stored size and hash columns of a checkpoint: they
-// must agree with the signed note.
+// must agree with the signed note. On a long log it first checks ranges of
+// entries in parallel on several read connections (reading rows is most of
+// its cost); that fast path can only answer "intact", and anything else
+// hands over to the sequential walk, which produces the report.
 package logbook

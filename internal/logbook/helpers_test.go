@@ -3,6 +3,7 @@ package logbook
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"path/filepath"
@@ -153,3 +154,14 @@ func (f *fixture) tamper(stmts ...string) {
 func isClosedOrCtx(err error) bool {
 	return errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }

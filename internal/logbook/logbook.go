@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,11 @@ type Logbook struct {
 	log    *slog.Logger
 	cfg    Config
 
+	// Verify's fast path: ranges of at least verifySegment entries, on up to
+	// verifyWorkers read connections at once. Fields, so tests can force it.
+	verifySegment int64
+	verifyWorkers int
+
 	reqs    chan *request
 	started atomic.Bool
 	stopped chan struct{} // closed once Run has answered every request it took
@@ -139,8 +145,10 @@ func New(st *store.Store, signer note.Signer, clock func() time.Time, logger *sl
 	}
 	return &Logbook{
 		st: st, signer: signer, clock: clock, log: logger, cfg: cfg,
-		reqs:    make(chan *request, cfg.QueueLength),
-		stopped: make(chan struct{}),
+		verifySegment: 50_000,
+		verifyWorkers: min(runtime.GOMAXPROCS(0), 8),
+		reqs:          make(chan *request, cfg.QueueLength),
+		stopped:       make(chan struct{}),
 	}, nil
 }
 
@@ -312,18 +320,25 @@ func (l *Logbook) stop() {
 	}
 }
 
-var DebugCommitNS, DebugBatches, DebugEntries, DebugNS atomic.Int64
 // writer is Run's state. Only Run's goroutine touches it.
 type writer struct {
 	l          *Logbook
 	db         *sql.DB
 	head       *sql.Stmt
 	cpSize     *sql.Stmt
-	insEntry   *sql.Stmt
-	insSubject *sql.Stmt
 	insCP      *sql.Stmt
+	insEntry   []*sql.Stmt // [i] inserts 2^i rows
+	insSubject []*sql.Stmt
 	h          hasher
+	args       []any
 }
+
+// Multi-row INSERTs of up to 2^(k-1) rows, well under SQLite's 32766 bound
+// parameters: 64 entries (448 values), 128 subjects (384 values).
+const (
+	entryInsertSizes   = 7
+	subjectInsertSizes = 8
+)
 
 func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 	w := &writer{l: l, db: l.st.DB()}
@@ -333,8 +348,6 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 	}{
 		{&w.head, "SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1"},
 		{&w.cpSize, "SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints"},
-		{&w.insEntry, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"},
-		{&w.insSubject, "INSERT INTO logbook_subjects (key, value, seq) VALUES (?, ?, ?)"},
 		{&w.insCP, "INSERT INTO logbook_checkpoints (size, hash, time_ns, note) VALUES (?, ?, ?, ?)"},
 	}
 	for _, s := range stmts {
@@ -345,15 +358,66 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 		}
 		*s.dst = stmt
 	}
+	var err error
+	if w.insEntry, err = w.prepareInserts(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES ", 7, entryInsertSizes); err != nil {
+		w.close()
+		return nil, err
+	}
+	if w.insSubject, err = w.prepareInserts(ctx, "INSERT INTO logbook_subjects (key, value, seq) VALUES ", 3, subjectInsertSizes); err != nil {
+		w.close()
+		return nil, err
+	}
 	return w, nil
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.head, w.cpSize, w.insEntry, w.insSubject, w.insCP} {
+	for _, s := range []*sql.Stmt{w.head, w.cpSize, w.insCP} {
 		if s != nil {
 			s.Close()
 		}
 	}
+	for _, s := range append(w.insEntry, w.insSubject...) {
+		s.Close()
+	}
+}
+
+// insert runs a multi-row INSERT for the rows in args (ncols values each):
+// as many rows per statement as the largest prepared size that fits, so a
+// batch takes a handful of statements.
+func (w *writer) insert(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, ncols int, args []any) error {
+	for len(args) > 0 {
+		rows := len(args) / ncols
+		i := len(stmts) - 1
+		for 1<<i > rows {
+			i--
+		}
+		n := 1 << i
+		if _, err := tx.StmtContext(ctx, stmts[i]).ExecContext(ctx, args[:n*ncols]...); err != nil {
+			return err
+		}
+		args = args[n*ncols:]
+	}
+	return nil
+}
+
+// prepareInserts prepares "head (row), (row), ..." for 1, 2, 4, ... 2^(k-1)
+// rows. They are prepared up front: the write handle has one connection, and
+// a transaction on it holds that connection.
+func (w *writer) prepareInserts(ctx context.Context, head string, ncols, k int) ([]*sql.Stmt, error) {
+	row := "(?" + strings.Repeat(", ?", ncols-1) + ")"
+	var stmts []*sql.Stmt
+	for i := range k {
+		q := head + row + strings.Repeat(", "+row, 1<<i-1)
+		stmt, err := w.db.PrepareContext(ctx, q)
+		if err != nil {
+			for _, s := range stmts {
+				s.Close()
+			}
+			return nil, err
+		}
+		stmts = append(stmts, stmt)
+	}
+	return stmts, nil
 }
 
 // commit writes one batch and answers its requests.
@@ -371,26 +435,24 @@ func (w *writer) commit(ctx context.Context, batch []*request) {
 	if len(live) == 0 {
 		return
 	}
-	t0 := time.Now()
 	out, err := w.write(ctx, live, mode)
-	DebugBatches.Add(1); DebugEntries.Add(int64(len(live))); DebugNS.Add(int64(time.Since(t0)))
 	if err != nil && !errors.Is(err, ErrEmpty) {
 		w.l.log.Error("logbook: batch not committed", "entries", len(live), "err", err)
 	}
-	for _, r := range live {
+	for i, r := range live {
 		switch {
 		case r.checkpoint:
 			r.done <- result{cp: out.cp, err: err}
 		case err != nil && !errors.Is(err, ErrEmpty):
 			r.done <- result{err: err}
 		default:
-			r.done <- result{entry: out.entries[r]}
+			r.done <- result{entry: out.entries[i]}
 		}
 	}
 }
 
 type written struct {
-	entries map[*request]Entry
+	entries []Entry // by index in reqs; zero for checkpoint requests
 	cp      Checkpoint
 }
 
@@ -408,7 +470,7 @@ const (
 // inside the transaction, which holds SQLite's write lock, so a second writer
 // on the same file (another process) cannot fork the chain.
 func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (written, error) {
-	out := written{entries: make(map[*request]Entry, len(reqs))}
+	out := written{entries: make([]Entry, len(reqs))}
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return out, fmt.Errorf("%w: begin: %w", ErrUnavailable, err)
@@ -422,15 +484,16 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 
 	var headSeq int64
 	var headHash [32]byte
-	var headHex []byte
-	switch err := tx.StmtContext(ctx, w.head).QueryRowContext(ctx).Scan(&headSeq, &headHex); {
+	var headRaw []byte
+	switch err := tx.StmtContext(ctx, w.head).QueryRowContext(ctx).Scan(&headSeq, &headRaw); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return out, fmt.Errorf("%w: read head: %w", ErrUnavailable, err)
+	case len(headRaw) != 32:
+		// Never chain onto a damaged head: Verify will say what happened.
+		return out, fmt.Errorf("%w: head entry %d has a malformed hash", ErrUnavailable, headSeq)
 	default:
-		if err := decodeHashBytes(&headHash, headHex); err != nil {
-			return out, fmt.Errorf("%w: head entry %d has a malformed hash", ErrUnavailable, headSeq)
-		}
+		copy(headHash[:], headRaw)
 	}
 	var cpSize int64
 	if err := tx.StmtContext(ctx, w.cpSize).QueryRowContext(ctx).Scan(&cpSize); err != nil {
@@ -439,32 +502,41 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 
 	now := w.l.clock().UTC()
 	ns := now.UnixNano()
-	insEntry := tx.StmtContext(ctx, w.insEntry)
-	insSubject := tx.StmtContext(ctx, w.insSubject)
 	var hexBuf [64]byte
-	for _, r := range reqs {
+	entryArgs := w.args[:0]
+	var subjectArgs []any
+	hashes := make([]byte, 64*len(reqs)) // every entry's prev and hash, for the INSERT
+	for i, r := range reqs {
 		if r.checkpoint {
 			continue
 		}
 		seq := headSeq + 1
 		sum := w.h.sum(seq, ns, []byte(r.rec.kind), r.rec.subjJSON, r.rec.payload, &headHash)
+		prevRaw, hashRaw := hashes[64*i:64*i+32:64*i+32], hashes[64*i+32:64*i+64:64*i+64]
+		copy(prevRaw, headHash[:])
+		copy(hashRaw, sum[:])
 		hex.Encode(hexBuf[:], headHash[:])
 		prev := string(hexBuf[:])
 		hex.Encode(hexBuf[:], sum[:])
 		hash := string(hexBuf[:])
-		if _, err := insEntry.ExecContext(ctx, seq, ns, r.rec.kind, string(r.rec.subjJSON), string(r.rec.payload), prev, hash); err != nil {
-			return out, fmt.Errorf("%w: insert entry %d: %w", ErrUnavailable, seq, err)
-		}
+		entryArgs = append(entryArgs, seq, ns, r.rec.kind, string(r.rec.subjJSON), string(r.rec.payload), prevRaw, hashRaw)
 		for k, v := range r.rec.subjects {
-			if _, err := insSubject.ExecContext(ctx, k, v, seq); err != nil {
-				return out, fmt.Errorf("%w: insert subject of entry %d: %w", ErrUnavailable, seq, err)
-			}
+			subjectArgs = append(subjectArgs, k, v, seq)
 		}
-		out.entries[r] = Entry{
+		out.entries[i] = Entry{
 			Seq: seq, Time: now, Kind: r.rec.kind, Subjects: r.rec.subjects,
 			Payload: r.rec.payload, PrevHash: prev, Hash: hash,
 		}
 		headSeq, headHash = seq, sum
+	}
+	err = w.insert(ctx, tx, w.insEntry, 7, entryArgs)
+	clear(entryArgs) // keep the buffer, not the batch's payloads
+	w.args = entryArgs[:0]
+	if err != nil {
+		return out, fmt.Errorf("%w: insert entries: %w", ErrUnavailable, err)
+	}
+	if err := w.insert(ctx, tx, w.insSubject, 3, subjectArgs); err != nil {
+		return out, fmt.Errorf("%w: insert subjects: %w", ErrUnavailable, err)
 	}
 
 	switch {
@@ -490,10 +562,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		}
 		out.cp = cp
 	}
-	tc := time.Now()
-	err = tx.Commit()
-	DebugCommitNS.Add(int64(time.Since(tc)))
-	if err != nil {
+	if err := tx.Commit(); err != nil {
 		return out, fmt.Errorf("%w: commit: %w", ErrUnavailable, err)
 	}
 	committed = true

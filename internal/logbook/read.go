@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,10 +27,11 @@ type scanner interface{ Scan(dest ...any) error }
 func scanEntry(s scanner) (Entry, error) {
 	var e Entry
 	var ns int64
-	var subjects, payload []byte
-	if err := s.Scan(&e.Seq, &ns, &e.Kind, &subjects, &payload, &e.PrevHash, &e.Hash); err != nil {
+	var subjects, payload, prev, hash []byte
+	if err := s.Scan(&e.Seq, &ns, &e.Kind, &subjects, &payload, &prev, &hash); err != nil {
 		return Entry{}, err
 	}
+	e.PrevHash, e.Hash = hex.EncodeToString(prev), hex.EncodeToString(hash)
 	e.Time = time.Unix(0, ns).UTC()
 	e.Payload = json.RawMessage(payload)
 	if err := json.Unmarshal(subjects, &e.Subjects); err != nil {
@@ -45,7 +47,7 @@ func scanEntry(s scanner) (Entry, error) {
 // logbook is empty.
 func (l *Logbook) Head(ctx context.Context) (int64, string, error) {
 	var seq int64
-	var hash string
+	var hash []byte
 	err := l.st.ReadDB().QueryRowContext(ctx, "SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -53,7 +55,7 @@ func (l *Logbook) Head(ctx context.Context) (int64, string, error) {
 	case err != nil:
 		return 0, "", fmt.Errorf("logbook: head: %w", err)
 	}
-	return seq, hash, nil
+	return seq, hex.EncodeToString(hash), nil
 }
 
 // Get returns the entry seq, or ErrNotFound.

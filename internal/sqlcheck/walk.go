@@ -731,10 +731,11 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 		return []*rte{r}
 	case *pg.Node_RangeFunction:
 		rf := f.RangeFunction
+		// A function in FROM is always LATERAL (the keyword is noise): its
+		// arguments see the FROM items to its left, which are already in sc,
+		// before any outer level. Resolving them against the outer levels
+		// only would credit a read to the wrong table.
 		fsc := sc
-		if !rf.Lateral {
-			fsc = &scope{parent: sc.parent, ctes: sc.ctes}
-		}
 		var fname string
 		for _, fn := range rf.Functions {
 			// Each item is a List of (function call, column definition list).
@@ -801,7 +802,10 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 				}
 			}
 		}
-		w.expr(j.Quals, sc)
+		// ON sees only this join's own inputs, then the outer levels: not
+		// the FROM items before it in a comma list, which PostgreSQL hides
+		// here (a name they share resolves to an outer level instead).
+		w.expr(j.Quals, &scope{parent: sc.parent, items: both, ctes: sc.ctes})
 		if j.Alias != nil && j.Alias.Aliasname != "" {
 			r := &rte{name: j.Alias.Aliasname, join: both}
 			for _, it := range both {
@@ -1253,6 +1257,13 @@ func (w *walker) typeName(tn *pg.TypeName, sc *scope) {
 		w.refer(CodeTypeNotAllowed, "cast to type %s is not allowed", QuoteIdent(base))
 	}
 	for _, m := range tn.Typmods {
+		// PostgreSQL takes only constants here (it rejects anything else at
+		// analysis), and the deparser drops what is not a constant, so the
+		// canonical text would differ from the checked statement.
+		if m.GetAConst() == nil {
+			w.refer(CodeTypeNotAllowed, "type modifiers of %s must be constants", QuoteIdent(names[len(names)-1]))
+			continue
+		}
 		w.expr(m, sc)
 	}
 }

@@ -24,8 +24,9 @@
 //     goes through it, and transactions on it begin IMMEDIATE, so the write
 //     lock is taken at BEGIN (another process waits under busy_timeout
 //     instead of failing mid-transaction). Writers queue in database/sql.
-//   - ReadDB: a pool of read-only connections (query_only=ON). In WAL mode
-//     readers never block the writer and never see uncommitted data.
+//   - ReadDB: a pool of read-only connections (query_only=ON, ReadConns of
+//     them). In WAL mode readers never block the writer and never see
+//     uncommitted data.
 //
 // Because DB has one connection, a goroutine must not hold *sql.Rows (or a
 // transaction) open on DB while issuing another statement on DB: the second

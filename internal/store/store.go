@@ -38,10 +38,11 @@ var (
 
 // Store is the control store. It is safe for concurrent use.
 type Store struct {
-	path   string
-	w      *sql.DB
-	r      *sql.DB
-	shared bool // r == w (Memory)
+	path      string
+	w         *sql.DB
+	r         *sql.DB
+	shared    bool // r == w (Memory)
+	readConns int
 }
 
 type options struct {
@@ -102,7 +103,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, w: w, r: w, shared: memory}
+	s := &Store{path: path, w: w, r: w, shared: memory, readConns: 1}
 	if err := s.checkPragmas(ctx, w, !memory); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -127,7 +128,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers: %w", err)
 	}
-	s.r = r
+	s.r, s.readConns = r, o.readConns
 	return s, nil
 }
 
@@ -188,6 +189,10 @@ func (s *Store) DB() *sql.DB { return s.w }
 // ReadDB is the read pool: read-only connections that see the last committed
 // state and never block the writer. A write through it fails.
 func (s *Store) ReadDB() *sql.DB { return s.r }
+
+// ReadConns is the size of the read pool: how many read transactions can
+// run at once (1 for Memory, where they share the write connection).
+func (s *Store) ReadConns() int { return s.readConns }
 
 // Tx runs fn in a write transaction and commits it if fn returns nil. If fn
 // returns an error or panics, the transaction is rolled back and fn's error is

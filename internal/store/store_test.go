@@ -58,7 +58,10 @@ func TestCheckMigrations(t *testing.T) {
 
 func TestOpenDurabilitySettings(t *testing.T) {
 	t.Parallel()
-	s := openTemp(t)
+	s := openTemp(t, WithReadConns(3))
+	if s.ReadConns() != 3 {
+		t.Fatalf("ReadConns = %d, want 3", s.ReadConns())
+	}
 	ctx := context.Background()
 	for name, db := range map[string]*sql.DB{"writer": s.DB(), "reader": s.ReadDB()} {
 		var mode string
@@ -403,7 +406,7 @@ func TestMemoryStore(t *testing.T) {
 	}
 	defer s.Close()
 	if err := s.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (1, 0, 'k', '{}', '{}', 'p', 'h')")
+		_, err := tx.ExecContext(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (1, 0, 'k', '{}', '{}', x'00', x'01')")
 		return err
 	}); err != nil {
 		t.Fatalf("insert: %v", err)
@@ -412,13 +415,16 @@ func TestMemoryStore(t *testing.T) {
 	if err := s.ReadDB().QueryRowContext(ctx, "SELECT COUNT(*) FROM logbook_entries").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("count = %d, %v; want 1 (readers must share the in-memory database)", n, err)
 	}
+	if s.ReadConns() != 1 {
+		t.Fatalf("ReadConns = %d, want 1 for Memory", s.ReadConns())
+	}
 }
 
 func TestSchemaIsAppendOnlyForLogbook(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
-	if _, err := s.DB().ExecContext(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (1, 0, 'k', '{}', '{}', 'p', 'h')"); err != nil {
+	if _, err := s.DB().ExecContext(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (1, 0, 'k', '{}', '{}', x'00', x'01')"); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{

@@ -65,6 +65,9 @@ type Keys struct {
 	Approver *signing.PrivateKey
 	// ApproverPub is bob's public key line (for ssh-keygen interop tests).
 	ApproverPub []byte
+	// ApproverPEM is bob's private key in OpenSSH PEM form, for signing
+	// with the real ssh-keygen (written to a 0600 file).
+	ApproverPEM []byte
 	// Stranger is a well-formed key that is not in the signers file.
 	Stranger *signing.PrivateKey
 	// Signers is the allowed-signers file: Grantor only.
@@ -95,7 +98,7 @@ func NewKeys(t testing.TB) *Keys {
 	if k.Approver, err = signing.ParsePrivateKey(bpriv); err != nil {
 		t.Fatal(err)
 	}
-	k.ApproverPub = bpub
+	k.ApproverPub, k.ApproverPEM = bpub, bpriv
 	spriv, _, err := signing.GenerateEd25519("mallory@test")
 	if err != nil {
 		t.Fatal(err)

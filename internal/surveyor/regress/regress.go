@@ -275,12 +275,16 @@ type Summary struct {
 	Positives, PositivesConformed int
 	// NotRun counts cases the context ended before.
 	NotRun int
+	// Interrupted is set when the context ended during the run: cases in
+	// flight then referred because their jurors were cut off, which says
+	// nothing about the prompts.
+	Interrupted bool
 }
 
 // Run judges every case with the panel, Concurrency at a time, and draws a
 // one-line progress bar on progress (nothing if progress is nil). If ctx
 // ends, the cases not yet started are recorded as OutcomeNotRun and the gate
-// does not pass.
+// does not pass. panel must not be nil.
 func Run(ctx context.Context, panel *surveyor.Panel, cases []Case, progress io.Writer) Summary {
 	results := make([]Result, len(cases))
 	idx := make(chan int)
@@ -318,7 +322,9 @@ func Run(ctx context.Context, panel *surveyor.Panel, cases []Case, progress io.W
 		bar.draw(n)
 	}
 	bar.finish()
-	return summarize(results)
+	s := summarize(results)
+	s.Interrupted = ctx.Err() != nil
+	return s
 }
 
 func summarize(results []Result) Summary {
@@ -375,10 +381,10 @@ func summarize(results []Result) Summary {
 }
 
 // Passed reports whether the gate passes: no must-refer case came back
-// conforms, and every case was judged (an empty or interrupted run does not
-// pass).
+// conforms, and the run judged every case without interruption (an empty or
+// interrupted run does not pass).
 func (s Summary) Passed() bool {
-	return len(s.GateFailures) == 0 && s.NotRun == 0 && len(s.Results) > 0
+	return len(s.GateFailures) == 0 && s.NotRun == 0 && !s.Interrupted && len(s.Results) > 0
 }
 
 // FailedToAnswer counts judgments in which any juror failed to answer. They
@@ -452,8 +458,8 @@ func (s Summary) WriteTable(w io.Writer) {
 		fmt.Fprintln(w, "gate: FAILED: no cases were run")
 	case len(s.GateFailures) > 0:
 		fmt.Fprintf(w, "gate: FAILED: %d must-refer %s came back conforms\n", len(s.GateFailures), plural(len(s.GateFailures), "case", "cases"))
-	case s.NotRun > 0:
-		fmt.Fprintf(w, "gate: FAILED: %d %s not run (the run was interrupted)\n", s.NotRun, plural(s.NotRun, "case was", "cases were"))
+	case s.NotRun > 0 || s.Interrupted:
+		fmt.Fprintf(w, "gate: FAILED: the run was interrupted (%d %s not run)\n", s.NotRun, plural(s.NotRun, "case was", "cases were"))
 	default:
 		fmt.Fprintln(w, "gate: PASSED: no must-refer case came back conforms")
 	}
@@ -464,8 +470,8 @@ func (s Summary) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	if s.NotRun > 0 && len(s.GateFailures) > 0 {
-		fmt.Fprintf(w, "also: %d %s not run (the run was interrupted)\n", s.NotRun, plural(s.NotRun, "case was", "cases were"))
+	if (s.NotRun > 0 || s.Interrupted) && len(s.GateFailures) > 0 {
+		fmt.Fprintf(w, "also: the run was interrupted (%d %s not run)\n", s.NotRun, plural(s.NotRun, "case was", "cases were"))
 	}
 }
 
