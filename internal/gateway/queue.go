@@ -37,7 +37,7 @@ func (g *Gateway) rehearse(ctx context.Context, p *pilot.Pilot, req *request) {
 		return
 	}
 	req.Rehearsal, req.RehearsalSHA256 = js, pilot.Digest(js)
-	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ?`, string(js), req.RehearsalSHA256, req.ID)
+	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ?`, string(js), req.RehearsalSHA256, req.ID)
 	if err != nil {
 		g.cfg.Logger.Error("storing rehearsal", "request", req.ID, "err", err)
 		return
@@ -179,7 +179,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
-	res, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
+	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
 		WHERE id = ? AND status = ?`, StatusRunning, marque.PathApproved, signer.Name, string(approval), string(signature), now.UnixNano(), id, StatusWaiting)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: approve: %w", err)
@@ -220,7 +220,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 }
 
 func (g *Gateway) unclaim(ctx context.Context, id string) {
-	_, _ = g.st.DB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ?, path = '', decided_by = '', act = '', act_signature = '' WHERE id = ? AND status = ?`,
+	_, _ = g.st.OpsDB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ?, path = '', decided_by = '', act = '', act_signature = '' WHERE id = ? AND status = ?`,
 		StatusWaiting, id, StatusRunning)
 }
 
@@ -252,7 +252,7 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
 	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
-	res, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
+	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
 		WHERE id = ? AND status = ?`, StatusDenied, signer.Name, string(denial), string(signature), string(reasons), now.UnixNano(), id, StatusWaiting)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: deny: %w", err)
@@ -277,7 +277,7 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 			Payload:  map[string]any{"request_id": v.ID, "ttl": g.cfg.QueueTTL.String()}}); err != nil {
 			return err
 		}
-		if _, err := g.st.DB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
+		if _, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
 			StatusExpired, now.UnixNano(), v.ID, StatusWaiting); err != nil {
 			return err
 		}

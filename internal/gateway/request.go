@@ -106,7 +106,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	if req.Rule != nil {
 		rule = sql.NullInt64{Int64: int64(*req.Rule), Valid: true}
 	}
-	_, err := g.st.DB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+	_, err := g.st.OpsDB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
 		delegation_id, rule, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.Path,
 		req.DelegationID, rule, string(reasons), req.Created.UnixNano(), req.Updated.UnixNano())
@@ -132,7 +132,7 @@ func (g *Gateway) executing(ctx context.Context, req *request, txid string) erro
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
 	}
-	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
+	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
 		req.MarqueID, txid, g.cfg.Clock().UnixNano(), req.ID)
 	if err != nil {
 		return fmt.Errorf("gateway: record execution: %w", err)
@@ -162,7 +162,7 @@ func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]a
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
-	_, err = g.st.DB().ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
+	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
 		txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`,
 		req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 	if err != nil {
@@ -420,7 +420,7 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 			}
 		}
 		reasons, _ := json.Marshal(nonNil(req.Reasons))
-		if _, err := g.st.DB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+		if _, err := g.st.OpsDB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
 			delegation_id, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.DelegationID, string(reasons),
 			req.Created.UnixNano(), req.Updated.UnixNano()); err != nil {

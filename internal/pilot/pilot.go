@@ -40,7 +40,7 @@ type Config struct {
 	// StatementTimeout defaults to 5s; LockTimeout to 2s.
 	StatementTimeout time.Duration
 	LockTimeout      time.Duration
-	// MaxConns caps the pool. Defaults to 8.
+	// MaxConns caps the pool. Defaults to 32: a transaction holds its connection while the logbook records its commit.
 	MaxConns int32
 	// MaxImageRows caps the rows of a rehearsal's before/after images. Defaults to 50.
 	MaxImageRows int
@@ -62,7 +62,7 @@ func (c Config) WithDefaults() Config {
 		c.LockTimeout = 2 * time.Second
 	}
 	if c.MaxConns <= 0 {
-		c.MaxConns = 8
+		c.MaxConns = 32
 	}
 	if c.MaxImageRows <= 0 {
 		c.MaxImageRows = 50

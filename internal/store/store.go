@@ -40,6 +40,7 @@ var (
 type Store struct {
 	path      string
 	w         *sql.DB
+	ops       *sql.DB
 	r         *sql.DB
 	shared    bool // r == w (Memory)
 	readConns int
@@ -95,7 +96,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 
 	memory := path == Memory
-	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, !memory, false))
+	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, !memory, false, "FULL"))
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -103,7 +104,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, w: w, r: w, shared: memory, readConns: 1}
+	s := &Store{path: path, w: w, ops: w, r: w, shared: memory, readConns: 1}
 	if err := s.checkPragmas(ctx, w, !memory); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -116,7 +117,20 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return s, nil
 	}
 
-	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false, true))
+	ops, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true, false, "NORMAL"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open ops writer: %w", err)
+	}
+	ops.SetMaxOpenConns(1)
+	ops.SetMaxIdleConns(1)
+	if err := ops.PingContext(ctx); err != nil {
+		ops.Close()
+		w.Close()
+		return nil, fmt.Errorf("store: open ops writer: %w", err)
+	}
+	s.ops = ops
+	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false, true, "FULL"))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers: %w", err)
@@ -125,6 +139,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxIdleConns(o.readConns)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
+		ops.Close()
 		w.Close()
 		return nil, fmt.Errorf("store: open readers: %w", err)
 	}
@@ -134,11 +149,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 
 // dsn builds a modernc.org/sqlite data source name. The pragmas run on every
 // new connection of the pool.
-func dsn(path string, busy time.Duration, wal, readOnly bool) string {
+func dsn(path string, busy time.Duration, wal, readOnly bool, sync string) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "synchronous("+sync+")")
 	if wal {
 		q.Add("_pragma", "journal_mode(WAL)")
 	}
@@ -185,6 +200,15 @@ func (s *Store) Path() string { return s.path }
 // caller's own uncommitted writes inside a transaction. Never hold rows open
 // on it while issuing another statement on it (see the package doc).
 func (s *Store) DB() *sql.DB { return s.w }
+
+// OpsDB is a second write handle for operational state that the logbook
+// can rebuild (the requests table): synchronous=NORMAL, so its commits do
+// not wait for fsync. In WAL mode that is still durable across a process
+// crash; a power loss may drop its last commits, which start-up
+// reconciliation restores from the logbook (written through DB, with
+// synchronous=FULL) and the receipts in the targets. The two handles
+// serialize on SQLite's write lock.
+func (s *Store) OpsDB() *sql.DB { return s.ops }
 
 // ReadDB is the read pool: read-only connections that see the last committed
 // state and never block the writer. A write through it fails.
@@ -240,11 +264,12 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 
 // Close closes both handles. Statements in flight fail.
 func (s *Store) Close() error {
-	var errR error
+	var errR, errO error
 	if !s.shared {
 		errR = s.r.Close()
+		errO = s.ops.Close()
 	}
-	if err := errors.Join(errR, s.w.Close()); err != nil {
+	if err := errors.Join(errR, errO, s.w.Close()); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
