@@ -67,6 +67,7 @@ func runSurveyorRegress(e *env, args []string) int {
 			"case comes back conforms: the release gate for any prompt-bundle or model change.")
 	suite := fs.String("suite", "testdata/surveyor/suite", "the suite `DIR`")
 	cfgPath := fs.String("config", "", "a serve config `FILE` with a surveyor section")
+	allowFailed := fs.Bool("allow-failed", false, "pass even if some jurors failed to answer (by default a provider that fails to answer fails the run: it proves nothing)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -97,6 +98,10 @@ func runSurveyorRegress(e *env, args []string) int {
 	sum.WriteTable(e.stdout)
 	if !sum.Passed() {
 		e.errorf("the release gate failed: %d must-refer case(s) came back conforms", len(sum.GateFailures))
+		return exitFail
+	}
+	if n := sum.FailedToAnswer(); n > 0 && !*allowFailed {
+		e.errorf("%d judgment(s) had a juror that failed to answer; the run proves nothing about them (check the providers, or pass --allow-failed)", n)
 		return exitFail
 	}
 	fmt.Fprintln(e.stdout, "release gate passed: no must-refer case came back conforms")

@@ -84,10 +84,13 @@ func (g *Gateway) survey(ctx context.Context, p *pilot.Pilot, req *request, d *D
 	var summaries []string
 	for _, u := range dec.Uses {
 		r := d.Bound.Rules[u.Rule]
-		summaries = append(summaries, bound.Summary(r))
 		if r.Residual != "" {
 			residual = r.Residual
 		}
+		// The bound goes to every framing, the shape screen included, which
+		// must not see the residual clause: summarise the rule without it.
+		r.Residual = ""
+		summaries = append(summaries, bound.Summary(r))
 	}
 	in := surveyor.Input{Sentence: d.Bound.Sentence, Residual: residual, Bound: strings.Join(summaries, "; "),
 		Statement: req.Canonical, Rehearsal: string(report)}
