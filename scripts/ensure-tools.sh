@@ -13,3 +13,12 @@ if ! command -v ssh-keygen >/dev/null 2>&1; then
 	fi
 	command -v ssh-keygen >/dev/null 2>&1 || { echo "ensure-tools: error: ssh-keygen not found (Debian: apt-get install openssh-client)" >&2; exit 1; }
 fi
+# node and npm run the MCP TypeScript client test (@modelcontextprotocol/sdk).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing nodejs and npm" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade nodejs npm >/dev/null
+	fi
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "ensure-tools: error: node and npm not found (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+fi

@@ -43,6 +43,7 @@ func commands() []command {
 		{"delegation", "compile, print, sign and verify delegations", runDelegation},
 		{"keygen", "make an Ed25519 SSH key pair for a human signer", runKeygen},
 		{"token", "make a bearer token for an agent", runToken},
+		{"mcp", "serve the agent tools over MCP on stdin/stdout, forwarding to a running server", runMCP},
 		{"serve", "run the control plane and its Pilots", runServe},
 		{"config", "validate a serve config", runConfig},
 		{"target", "prepare a target database", runTarget},

@@ -21,6 +21,7 @@ import (
 	"harbormaster/internal/httpapi"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
+	"harbormaster/internal/mcpserver"
 	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/quota"
@@ -160,6 +161,8 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics}); err != nil {
 		return nil, err
 	}
+	httpapi.RegisterTables(s.api)
+	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
 	return s, nil
 }
 

@@ -1,0 +1,55 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/httpapi"
+)
+
+// ErrUnauthorized is a token the server does not accept (stdio mode).
+var ErrUnauthorized = errors.New("the server refused the agent token")
+
+// backend answers the tools for one principal: in process through the
+// gateway, or (stdio) through a running server's HTTP API. Errors are the
+// gateway's (gateway.SQLError, ErrUnknownTarget, ErrNotFound,
+// ErrLogUnavailable) in both cases, so the tools render them alike.
+type backend interface {
+	Submit(ctx context.Context, target, sql string) (*gateway.Response, error)
+	WaitRequest(ctx context.Context, id string, wait time.Duration) (*gateway.RequestView, error)
+	// Delegations returns the principal's delegations in force.
+	Delegations(ctx context.Context) ([]httpapi.DelegationView, error)
+	Tables(ctx context.Context, target string) (*httpapi.TablesView, error)
+}
+
+// gatewayBackend is the in-process backend of one authenticated principal.
+type gatewayBackend struct {
+	gw        *gateway.Gateway
+	principal string
+	clock     func() time.Time
+}
+
+func (b *gatewayBackend) Submit(ctx context.Context, target, sql string) (*gateway.Response, error) {
+	return b.gw.Submit(ctx, b.principal, target, sql)
+}
+
+func (b *gatewayBackend) WaitRequest(ctx context.Context, id string, wait time.Duration) (*gateway.RequestView, error) {
+	return b.gw.WaitRequest(ctx, id, b.principal, wait)
+}
+
+func (b *gatewayBackend) Delegations(context.Context) ([]httpapi.DelegationView, error) {
+	now := b.clock()
+	out := []httpapi.DelegationView{}
+	for _, d := range b.gw.Delegations(b.principal) {
+		if d.Active(now) {
+			out = append(out, httpapi.ViewDelegation(d, now))
+		}
+	}
+	return out, nil
+}
+
+func (b *gatewayBackend) Tables(_ context.Context, target string) (*httpapi.TablesView, error) {
+	return httpapi.DescribeTables(b.gw, b.principal, target, b.clock())
+}
