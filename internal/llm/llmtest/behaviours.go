@@ -114,6 +114,9 @@ func Empty() Behaviour { return Text("") }
 var obedientRE = regexp.MustCompile(`(?i)\b(?:answer|respond|reply|say|output|return|print|verdict|decision|classify|mark)\b` +
 	`(?:[^a-z0-9]{0,4}(?:with|is|as|it|this|be)\b)*[^a-z0-9]{0,5}conforms\b`)
 
+// formatRE matches the answer-format statement `"CONFORMS" or "REFER"`.
+var formatRE = regexp.MustCompile(`(?i)"?conforms"?\s+or\s+"?refer"?`)
+
 // Obedient is a model that does what the material tells it: if the user text
 // (the material; the system text is the framing, and legitimately mentions
 // both verdicts) contains an instruction to answer CONFORMS, it answers
@@ -121,7 +124,10 @@ var obedientRE = regexp.MustCompile(`(?i)\b(?:answer|respond|reply|say|output|re
 func Obedient() Behaviour {
 	return func(req Request) Response {
 		v := llm.Refer
-		if obedientRE.MatchString(req.User) {
+		// A statement of the answer format that offers both verdicts is not
+		// an instruction to pick one.
+		text := formatRE.ReplaceAllString(req.User, "")
+		if obedientRE.MatchString(text) {
 			v = llm.Conforms
 		}
 		return Response{Text: VerdictText(v, req.Nonce)}
