@@ -245,15 +245,21 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	// Claim the request before logging, so a denial and an approval (or an
+	// expiry) racing for it cannot both be recorded.
+	if err := g.claim(ctx, id, StatusWaiting, StatusDeciding); err != nil {
+		return nil, err
+	}
 	if _, err := g.append(ctx, logbook.Record{Kind: "denial",
 		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
 		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": d.Reason,
 			"denial": string(denial), "signature": string(signature)}}); err != nil {
+		g.release(ctx, id)
 		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
 	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
 	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
-		WHERE id = ? AND status = ?`, StatusDenied, signer.Name, string(denial), string(signature), string(reasons), now.UnixNano(), id, StatusWaiting)
+		WHERE id = ? AND status = ?`, StatusDenied, signer.Name, string(denial), string(signature), string(reasons), now.UnixNano(), id, StatusDeciding)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: deny: %w", err)
 	}
@@ -272,13 +278,17 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 		return err
 	}
 	for _, v := range old {
+		if err := g.claim(ctx, v.ID, StatusWaiting, StatusDeciding); err != nil {
+			continue // a human got there first
+		}
 		if _, err := g.append(ctx, logbook.Record{Kind: "expiry",
 			Subjects: map[string]string{"request": v.ID, "principal": v.Principal, "target": v.Target},
 			Payload:  map[string]any{"request_id": v.ID, "ttl": g.cfg.QueueTTL.String()}}); err != nil {
+			g.release(ctx, v.ID)
 			return err
 		}
 		if _, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
-			StatusExpired, now.UnixNano(), v.ID, StatusWaiting); err != nil {
+			StatusExpired, now.UnixNano(), v.ID, StatusDeciding); err != nil {
 			return err
 		}
 		g.notify(v.ID)
@@ -387,4 +397,24 @@ func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by str
 		_ = g.cfg.Switches.Poll(ctx)
 	}
 	return nil
+}
+
+// claim moves a request from one status to another if, and only if, it is
+// still in the first: the store's conditional update is the lock.
+func (g *Gateway) claim(ctx context.Context, id, from, to string) error {
+	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
+		to, g.cfg.Clock().UnixNano(), id, from)
+	if err != nil {
+		return fmt.Errorf("gateway: claim %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
+	}
+	return nil
+}
+
+// release returns a claimed request to waiting when its act could not be
+// recorded.
+func (g *Gateway) release(ctx context.Context, id string) {
+	_, _ = g.st.OpsDB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ? WHERE id = ? AND status = ?`, StatusWaiting, id, StatusDeciding)
 }

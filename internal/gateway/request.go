@@ -22,6 +22,7 @@ const (
 	StatusFailed   = "failed"   // approved, but the Pilot refused or failed
 	StatusDenied   = "denied"   // a human denied it
 	StatusExpired  = "expired"  // nobody answered within the queue's time-to-live
+	StatusDeciding = "deciding" // a denial or expiry is being recorded
 )
 
 type request struct {
@@ -270,6 +271,11 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 	if err != nil {
 		return resolved, err
 	}
+	n, err := g.reconcileDeciding(ctx)
+	resolved += n
+	if err != nil {
+		return resolved, err
+	}
 	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
 	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
 	if err != nil {
@@ -428,4 +434,32 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 		}
 	}
 	return len(orphans), nil
+}
+
+// reconcileDeciding finishes denials and expiries a stop interrupted: the
+// logbook says whether the act was recorded; if not, the request waits again.
+func (g *Gateway) reconcileDeciding(ctx context.Context) (int, error) {
+	deciding, err := g.queryRequests(ctx, `WHERE status = ?`, StatusDeciding)
+	if err != nil {
+		return 0, err
+	}
+	for _, v := range deciding {
+		final := StatusWaiting
+		err := g.lb.Iterate(ctx, logbook.Query{SubjectKey: "request", SubjectValue: v.ID}, func(e logbook.Entry) error {
+			switch e.Kind {
+			case "denial":
+				final = StatusDenied
+			case "expiry":
+				final = StatusExpired
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("gateway: reconcile: %w", err)
+		}
+		if _, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ? WHERE id = ? AND status = ?`, final, v.ID, StatusDeciding); err != nil {
+			return 0, fmt.Errorf("gateway: reconcile: %w", err)
+		}
+	}
+	return len(deciding), nil
 }

@@ -1,0 +1,738 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pgtmp/pgtmptest"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+)
+
+// manualClock is a clock a test moves by hand. It starts at the real time,
+// so delegations signed for the real week ahead are in force.
+type manualClock struct{ ns atomic.Int64 }
+
+func newManualClock() *manualClock {
+	c := &manualClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *manualClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *manualClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+
+// newEmptyFixture is newFixture without the example delegations.
+func newEmptyFixture(t *testing.T, tune func(*gatewaytest.Options)) *fixture {
+	t.Helper()
+	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
+	gatewaytest.LoadShop(t, dsn)
+	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t)}
+	if tune != nil {
+		tune(&opt)
+	}
+	return &fixture{dsn: dsn, sys: gatewaytest.Start(t, opt)}
+}
+
+// addDelegation signs a delegation with the grantor's key and adds it.
+func (f *fixture) addDelegation(t *testing.T, yaml []byte) *gateway.Delegation {
+	t.Helper()
+	sig := gatewaytest.Sign(t, f.sys.Opts.Keys.Grantor, gatewaytest.Canonical(t, yaml, f.sys.Pilot.Catalog()))
+	d, _, err := f.sys.Gateway.AddDelegation(context.Background(), yaml, sig, "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// rewrite replaces old by new in a delegation file, failing if absent.
+func rewrite(t *testing.T, yaml []byte, old, new string) []byte {
+	t.Helper()
+	if !strings.Contains(string(yaml), old) {
+		t.Fatalf("the delegation has no %q", old)
+	}
+	return []byte(strings.Replace(string(yaml), old, new, 1))
+}
+
+func (f *fixture) submit(t *testing.T, principal, sql string) *gateway.Response {
+	t.Helper()
+	resp, err := f.sys.Gateway.Submit(context.Background(), principal, gatewaytest.Target, sql)
+	if err != nil {
+		t.Fatalf("%q: %v", sql, err)
+	}
+	return resp
+}
+
+// referred submits a statement that must be referred and rehearsed.
+func (f *fixture) referred(t *testing.T, sql string) *gateway.RequestView {
+	t.Helper()
+	resp := f.submit(t, gatewaytest.Agent, sql)
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%q: %+v, want referred", sql, resp)
+	}
+	v := f.view(t, resp.RequestID)
+	if v.Status != gateway.StatusWaiting || v.RehearsalSHA256 == "" || len(v.Rehearsal) == 0 {
+		t.Fatalf("%q: %+v, want waiting with a rehearsal", sql, v)
+	}
+	if pilot.Digest(v.Rehearsal) != v.RehearsalSHA256 {
+		t.Fatalf("%q: the rehearsal digest does not match the report", sql)
+	}
+	return v
+}
+
+func (f *fixture) view(t *testing.T, id string) *gateway.RequestView {
+	t.Helper()
+	v, err := f.sys.Gateway.Request(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func rehearsal(t *testing.T, v *gateway.RequestView) pilot.Rehearsal {
+	t.Helper()
+	var r pilot.Rehearsal
+	if err := json.Unmarshal(v.Rehearsal, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// sshKeygen returns the path of ssh-keygen; under CI a missing one fails.
+func sshKeygen(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/ssh-keygen"); serr == nil {
+			return "/usr/bin/ssh-keygen"
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("ssh-keygen not found: %v", err)
+		}
+		t.Skipf("ssh-keygen not found: %v", err)
+	}
+	return path
+}
+
+// keygenSign signs msg with the real ssh-keygen -Y sign, as an approver at
+// a terminal would, and returns the armored signature.
+func keygenSign(t *testing.T, pem []byte, namespace string, msg []byte) []byte {
+	t.Helper()
+	bin := sshKeygen(t)
+	if len(pem) == 0 {
+		t.Fatal("no private key PEM")
+	}
+	dir := t.TempDir()
+	key, file := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "act")
+	if err := os.WriteFile(key, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, msg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-Y", "sign", "-n", namespace, "-f", key, file).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -Y sign: %v: %s", err, out)
+	}
+	sig, err := os.ReadFile(file + ".sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+func signAct(t *testing.T, key *signing.PrivateKey, namespace string, act []byte) []byte {
+	t.Helper()
+	sig, err := key.Sign(namespace, act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// TestApproveEndToEnd: a referred statement is rehearsed; the proposed
+// approval names it exactly; every approval that is not bob's signature
+// over exactly that approval is refused with nothing run; bob's signature
+// made by the real ssh-keygen executes it once, on the approved path, with
+// an approval entry in the logbook and a receipt in the target.
+func TestApproveEndToEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	gw, keys := f.sys.Gateway, f.sys.Opts.Keys
+
+	// Tier B is off, so the update is referred although its bound covers it.
+	v := f.referred(t, "UPDATE customers SET name = 'John Smith' WHERE id = 3")
+	if !strings.Contains(strings.Join(v.Reasons, " "), "Tier B") {
+		t.Fatalf("reasons %q do not say Tier B is off", v.Reasons)
+	}
+	rep := rehearsal(t, v)
+	if rep.RowsReached != 1 || len(rep.Before) != 1 || len(rep.After) != 1 || rep.After[0]["name"] != "John Smith" {
+		t.Fatalf("rehearsal %+v, want one row, Jonh Smith -> John Smith", rep)
+	}
+	other := f.referred(t, "UPDATE customers SET name = 'Maria Garcia' WHERE id = 7")
+
+	before := gatewaytest.Snapshot(t, f.dsn, "customers")
+	if strings.Contains(before, "John Smith") {
+		t.Fatal("the rehearsal changed the target")
+	}
+
+	// The proposed approval.
+	start := time.Now()
+	act, err := gw.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := queue.ParseApproval(act)
+	if err != nil {
+		t.Fatalf("the proposal is not a canonical approval: %v\n%s", err, act)
+	}
+	if ap.RequestID != v.ID || ap.Target != gatewaytest.Target || ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL) ||
+		ap.RehearsalSHA256 != v.RehearsalSHA256 || ap.MaxRows != 1 {
+		t.Fatalf("proposal %+v does not name request %s exactly", ap, v.ID)
+	}
+	if exp := ap.ExpiresAt(); exp.Before(start.Add(14*time.Minute)) || exp.After(time.Now().Add(15*time.Minute)) {
+		t.Fatalf("proposal expires %s, want 15 minutes from now", ap.Expires)
+	}
+
+	bobSign := func(a queue.Approval) ([]byte, []byte) {
+		b, err := queue.Canonical(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, signAct(t, keys.Approver, signing.NamespaceApproval, b)
+	}
+	edit := func(f func(*queue.Approval)) queue.Approval {
+		a := *ap
+		f(&a)
+		return a
+	}
+	otherAct, err := gw.ProposeApproval(ctx, other.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+		StatementSHA256: ap.StatementSHA256, Reason: "no"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type attempt struct {
+		name     string
+		act, sig []byte
+	}
+	var refused []attempt
+	add := func(name string, act, sig []byte) { refused = append(refused, attempt{name, act, sig}) }
+	add("a key not in the signers file", act, signAct(t, keys.Stranger, signing.NamespaceApproval, act))
+	add("alice, who may not approve", act, signAct(t, keys.Grantor, signing.NamespaceApproval, act))
+	add("bob's denial signature over the approval", act, signAct(t, keys.Approver, signing.NamespaceDenial, act))
+	add("bob's session signature over the approval", act, signAct(t, keys.Approver, signing.NamespaceSession, act))
+	add("a signed denial sent as an approval", denial, signAct(t, keys.Approver, signing.NamespaceDenial, denial))
+	add("no signature", act, nil)
+	add("bob's signature over another request's approval", act, signAct(t, keys.Approver, signing.NamespaceApproval, otherAct))
+	add("another request's approval", otherAct, signAct(t, keys.Approver, signing.NamespaceApproval, otherAct))
+	for _, e := range []struct {
+		name string
+		edit func(*queue.Approval)
+	}{
+		{"another request id", func(a *queue.Approval) { a.RequestID = other.ID }},
+		{"another target", func(a *queue.Approval) { a.Target = "bank" }},
+		{"another statement", func(a *queue.Approval) {
+			a.StatementSHA256 = marque.StatementHash("UPDATE customers SET name = 'John Smith' WHERE id > 0")
+		}},
+		{"another rehearsal", func(a *queue.Approval) { a.RehearsalSHA256 = other.RehearsalSHA256 }},
+		{"expired", func(a *queue.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
+		{"more rows than the rehearsal reached", func(a *queue.Approval) { a.MaxRows = 2 }},
+	} {
+		act, sig := bobSign(edit(e.edit))
+		add(e.name, act, sig)
+	}
+	tampered := edit(func(a *queue.Approval) { a.MaxRows = 0 })
+	tamperedBytes, err := queue.Canonical(tampered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("bytes changed after bob signed", tamperedBytes, signAct(t, keys.Approver, signing.NamespaceApproval, act))
+	add("not canonical", append([]byte(" "), act...), signAct(t, keys.Approver, signing.NamespaceApproval, append([]byte(" "), act...)))
+
+	for _, a := range refused {
+		got, err := gw.Approve(ctx, v.ID, a.act, a.sig)
+		if !errors.Is(err, gateway.ErrActRefused) {
+			t.Fatalf("%s: Approve = %+v, %v; want ErrActRefused", a.name, got, err)
+		}
+		if now := f.view(t, v.ID); now.Status != gateway.StatusWaiting || now.DecidedBy != "" || now.MarqueID != "" {
+			t.Fatalf("%s: the request is now %+v, want still waiting", a.name, now)
+		}
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "customers") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("a refused approval changed the target")
+	}
+	if n := f.count(t, "approval"); n != 0 {
+		t.Fatalf("%d approval entries for refused approvals", n)
+	}
+
+	// Bob signs with the real ssh-keygen.
+	sig := keygenSign(t, keys.ApproverPEM, signing.NamespaceApproval, act)
+	done, err := gw.Approve(ctx, v.ID, act, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != gateway.StatusExecuted || done.Outcome != gateway.OutcomeExecuted || done.RowsAffected != 1 ||
+		done.Path != marque.PathApproved || done.DecidedBy != "bob" || done.MarqueID == "" {
+		t.Fatalf("approved request %+v, want executed on the approved path, decided by bob", done)
+	}
+	after := gatewaytest.Snapshot(t, f.dsn, "customers")
+	if after == before || !strings.Contains(after, "(3,\"John Smith\"") {
+		t.Fatalf("the approved update did not change customer 3:\n%s", after)
+	}
+	found, rows, err := f.sys.Pilot.Receipt(ctx, done.MarqueID)
+	if err != nil || !found || rows != 1 {
+		t.Fatalf("receipt: %v %d %v", found, rows, err)
+	}
+	if n := gatewaytest.Receipts(t, f.dsn); n != 1 {
+		t.Fatalf("%d receipts, want 1", n)
+	}
+
+	// The logbook: decision, approval (bob, his signature), then the execution.
+	es := entries(t, f.sys.Logbook, v.ID)
+	if got := strings.Join(kinds(es), ","); got != "decision,approval,execution.pending,execution" {
+		t.Fatalf("entries about the request: %s", got)
+	}
+	p := payload(t, es[1])
+	if es[1].Subjects["signer"] != "bob" || p["approval"] != string(act) || p["signature"] != string(sig) || p["fingerprint"] != keys.Approver.Fingerprint() {
+		t.Fatalf("approval entry %v %v", es[1].Subjects, p)
+	}
+	if x := payload(t, es[3]); x["outcome"] != string(pilot.Executed) || es[3].Subjects["marque"] != done.MarqueID {
+		t.Fatalf("execution entry %v", x)
+	}
+
+	// Approving twice, or proposing again, finds nothing waiting.
+	if _, err := gw.Approve(ctx, v.ID, act, sig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("second approval: %v, want ErrNotWaiting", err)
+	}
+	if _, err := gw.ProposeApproval(ctx, v.ID); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("proposal for an executed request: %v, want ErrNotWaiting", err)
+	}
+	if _, err := gw.Approve(ctx, "req_doesnotexistatall", act, sig); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("approval of an unknown request: %v, want ErrNotFound", err)
+	}
+	if n := gatewaytest.Receipts(t, f.dsn); n != 1 || gatewaytest.Snapshot(t, f.dsn, "customers") != after {
+		t.Fatal("approving twice ran the statement twice")
+	}
+	// The other request is untouched and still approvable.
+	if o := f.view(t, other.ID); o.Status != gateway.StatusWaiting {
+		t.Fatalf("the other request is %s", o.Status)
+	}
+	f.sys.Verify(t)
+}
+
+// TestDenial: only a denial signed by someone allowed to deny, over the
+// request's own statement, closes a request; the agent sees the reason,
+// the logbook holds the denial, and a denied request cannot be approved.
+func TestDenial(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	gw, keys := f.sys.Gateway, f.sys.Opts.Keys
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+	v := f.referred(t, "DELETE FROM orders WHERE id = 7")
+	act, err := gw.ProposeApproval(ctx, v.ID) // proposed before the denial
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvalSig := signAct(t, keys.Approver, signing.NamespaceApproval, act)
+
+	deny := func(d queue.Denial) []byte {
+		b, err := queue.Canonical(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	good := queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "deleting orders is never fine; <b>ask finance</b>"}
+	wrongStmt := good
+	wrongStmt.StatementSHA256 = marque.StatementHash("DELETE FROM orders")
+	for _, c := range []struct {
+		name     string
+		act, sig []byte
+	}{
+		{"by alice, who may not deny", deny(good), signAct(t, keys.Grantor, signing.NamespaceDenial, deny(good))},
+		{"by a stranger", deny(good), signAct(t, keys.Stranger, signing.NamespaceDenial, deny(good))},
+		{"bob's approval signature", deny(good), signAct(t, keys.Approver, signing.NamespaceApproval, deny(good))},
+		{"for another statement", deny(wrongStmt), signAct(t, keys.Approver, signing.NamespaceDenial, deny(wrongStmt))},
+		{"an approval sent as a denial", act, approvalSig},
+	} {
+		if got, err := gw.Deny(ctx, v.ID, c.act, c.sig); !errors.Is(err, gateway.ErrActRefused) {
+			t.Fatalf("denial %s: %+v, %v; want ErrActRefused", c.name, got, err)
+		}
+	}
+	if n := f.count(t, "denial"); n != 0 {
+		t.Fatalf("%d denial entries for refused denials", n)
+	}
+
+	sig := signAct(t, keys.Approver, signing.NamespaceDenial, deny(good))
+	got, err := gw.Deny(ctx, v.ID, deny(good), sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != gateway.StatusDenied || got.DecidedBy != "bob" {
+		t.Fatalf("denied request %+v", got)
+	}
+	// The agent sees its request denied, with the reason.
+	agentView, err := gw.Request(ctx, v.ID, gatewaytest.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "denied by bob: " + good.Reason
+	if agentView.Status != gateway.StatusDenied || agentView.Reasons[len(agentView.Reasons)-1] != want {
+		t.Fatalf("the agent sees %+v, want the reason %q last", agentView, want)
+	}
+	ds := ofKind(entries(t, f.sys.Logbook, v.ID), "denial")
+	if len(ds) != 1 {
+		t.Fatalf("%d denial entries, want 1", len(ds))
+	}
+	if p := payload(t, ds[0]); p["reason"] != good.Reason || p["signer"] != "bob" || p["signature"] != string(sig) {
+		t.Fatalf("denial entry %v", p)
+	}
+
+	// A denied request cannot be approved, even with an approval bob signed
+	// before the denial, nor denied again.
+	if _, err := gw.Approve(ctx, v.ID, act, approvalSig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("approving a denied request: %v, want ErrNotWaiting", err)
+	}
+	if _, err := gw.Deny(ctx, v.ID, deny(good), sig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("denying twice: %v, want ErrNotWaiting", err)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("a denied request ran")
+	}
+	if q, err := gw.Queue(ctx, nil); err != nil || len(q) != 0 {
+		t.Fatalf("queue after the denial: %d requests, %v", len(q), err)
+	}
+	f.sys.Verify(t)
+}
+
+// TestApprovalCannotExceedRehearsal: the approval's guard is the rows the
+// rehearsal reached. When the data changes so that the statement would
+// reach one row more, the Pilot rolls it back and nothing changes.
+func TestApprovalCannotExceedRehearsal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	const sql = "DELETE FROM orders WHERE status = 'failed'"
+	v := f.referred(t, sql)
+	n := rehearsal(t, v).RowsReached
+	if n < 2 {
+		t.Fatalf("the rehearsal reached %d rows; the demo data has more failed orders", n)
+	}
+	act, err := f.sys.Gateway.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ap, _ := queue.ParseApproval(act); ap.MaxRows != n {
+		t.Fatalf("proposal guard %d, rehearsal %d", ap.MaxRows, n)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+
+	// Someone else fails one more order: the statement now reaches n+1.
+	if _, err := f.conn(t).Exec(ctx, "UPDATE orders SET status = 'failed' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+	got, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != gateway.StatusFailed || got.RowsAffected != 0 || !strings.Contains(strings.Join(got.Reasons, " "), "max_rows") {
+		t.Fatalf("approved beyond the rehearsal: %+v, want failed on max_rows", got)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("the Pilot ran an approval over more rows than the rehearsal reached")
+	}
+	execs := ofKind(entries(t, f.sys.Logbook, v.ID), "execution")
+	if len(execs) != 1 {
+		t.Fatalf("%d execution entries, want 1", len(execs))
+	}
+	if x := payload(t, execs[0]); x["outcome"] != string(pilot.Refused) || x["code"] != pilot.RefusedMaxRows {
+		t.Fatalf("execution entry %v, want refused %s", x, pilot.RefusedMaxRows)
+	}
+	// A failed approval is final: it cannot be approved again.
+	if _, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("approving a failed request: %v", err)
+	}
+	f.sys.Verify(t)
+}
+
+// TestWaitRequest: a long-poll returns as soon as an approval on another
+// goroutine resolves the request, well before its deadline; it shows only
+// the caller's own requests; and it returns at once for a request that is
+// not waiting.
+func TestWaitRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	gw := f.sys.Gateway
+	v := f.referred(t, "UPDATE customers SET name = 'Anna Schmidt' WHERE id = 12")
+	act, err := gw.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+
+	if _, err := gw.WaitRequest(ctx, v.ID, gatewaytest.Other, time.Second); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("another agent's long-poll: %v, want ErrNotFound", err)
+	}
+	const wait = 10 * time.Second
+	type result struct {
+		v    *gateway.RequestView
+		err  error
+		at   time.Time
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		v, err := gw.WaitRequest(ctx, v.ID, gatewaytest.Agent, wait)
+		done <- result{v, err, time.Now(), time.Since(start)}
+	}()
+	time.Sleep(100 * time.Millisecond) // let it wait
+	approved, err := gw.Approve(ctx, v.ID, act, sig)
+	if err != nil || approved.Status != gateway.StatusExecuted {
+		t.Fatalf("approve: %+v, %v", approved, err)
+	}
+	approvedAt := time.Now()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// It may see the request while the approval runs; never still waiting.
+	if r.v.Status == gateway.StatusWaiting || r.took >= wait {
+		t.Fatalf("the long-poll returned %s after %s, want the resolved request before %s", r.v.Status, r.took, wait)
+	}
+	if r.v.Rehearsal != nil {
+		t.Fatal("the agent's long-poll shows the rehearsal")
+	}
+	t.Logf("long-poll returned %s after the approval returned (status %s, %s in all)", r.at.Sub(approvedAt), r.v.Status, r.took)
+
+	start := time.Now()
+	if v2, err := gw.WaitRequest(ctx, v.ID, gatewaytest.Agent, wait); err != nil || v2.Status != gateway.StatusExecuted {
+		t.Fatalf("long-poll on an executed request: %+v, %v", v2, err)
+	}
+	if took := time.Since(start); took >= wait {
+		t.Fatalf("a long-poll on a resolved request waited %s", took)
+	}
+	// A request that stays waiting is returned, waiting, at the deadline.
+	w := f.referred(t, "DELETE FROM orders WHERE id = 9")
+	if v3, err := gw.WaitRequest(ctx, w.ID, gatewaytest.Agent, 50*time.Millisecond); err != nil || v3.Status != gateway.StatusWaiting {
+		t.Fatalf("long-poll timeout: %+v, %v", v3, err)
+	}
+}
+
+// TestQueueExpiry: Run expires requests nobody answered within QueueTTL,
+// by the gateway's clock, and only those; expired requests cannot be
+// approved.
+func TestQueueExpiry(t *testing.T) {
+	t.Parallel()
+	clk := newManualClock()
+	f := newFixture(t, func(o *gatewaytest.Options) {
+		o.Gateway.Clock = clk.Now
+		o.Gateway.QueueTTL = time.Minute
+	})
+	ctx := t.Context()
+	gw := f.sys.Gateway
+	old := f.referred(t, "DELETE FROM orders WHERE id = 11")
+	act, err := gw.ProposeApproval(ctx, old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+	clk.Advance(59 * time.Second)
+	young := f.referred(t, "DELETE FROM orders WHERE id = 12")
+
+	clk.Advance(2 * time.Second) // old: 61s, young: 2s
+	start := time.Now()
+	waitFor(t, "Run to expire the old request", func() bool { return f.view(t, old.ID).Status == gateway.StatusExpired })
+	t.Logf("expired %s after the clock passed the TTL (Run ticks every second)", time.Since(start).Round(time.Millisecond))
+
+	if y := f.view(t, young.ID); y.Status != gateway.StatusWaiting {
+		t.Fatalf("a request younger than the TTL is %s", y.Status)
+	}
+	es := ofKind(entries(t, f.sys.Logbook, old.ID), "expiry")
+	if len(es) != 1 || payload(t, es[0])["ttl"] != "1m0s" {
+		t.Fatalf("expiry entries for the old request: %v", es)
+	}
+	if n := f.count(t, "expiry"); n != 1 {
+		t.Fatalf("%d expiry entries, want 1", n)
+	}
+	if v, err := gw.WaitRequest(ctx, old.ID, gatewaytest.Agent, time.Second); err != nil || v.Status != gateway.StatusExpired {
+		t.Fatalf("the agent sees %+v, %v", v, err)
+	}
+	if _, err := gw.Approve(ctx, old.ID, act, sig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("approving an expired request: %v, want ErrNotWaiting", err)
+	}
+	q, err := gw.Queue(ctx, nil)
+	if err != nil || len(q) != 1 || q[0].ID != young.ID {
+		t.Fatalf("queue %v, %v; want only the young request", q, err)
+	}
+	if n, age, err := gw.QueueStats(ctx); err != nil || n != 1 || age != 2*time.Second {
+		t.Fatalf("queue stats %d %s %v, want 1 request 2s old", n, age, err)
+	}
+	if gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("an expired request ran")
+	}
+	f.sys.Verify(t)
+}
+
+func revocation(t *testing.T, key *signing.PrivateKey, namespace string, d *gateway.Delegation, target string) ([]byte, []byte) {
+	t.Helper()
+	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: d.ID, Target: target,
+		Reason: "the incident is over", Time: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return act, signAct(t, key, namespace, act)
+}
+
+// TestRevocationTakesEffectAtOnce: the statement decided right after a
+// revocation returns is referred; only a signer allowed to revoke can
+// revoke; revoking twice is an error; a restart keeps the revocation.
+func TestRevocationTakesEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newEmptyFixture(t, nil)
+	ctx := t.Context()
+	keys := f.sys.Opts.Keys
+	orders := f.addDelegation(t, gatewaytest.Example(t, gatewaytest.Orders))
+	customers := f.addDelegation(t, gatewaytest.Example(t, gatewaytest.Customers))
+	const sel = "SELECT id, status FROM orders WHERE id = 3"
+	const selCustomers = "SELECT id, name FROM customers WHERE region = 'EU'"
+	if r := f.submit(t, gatewaytest.Agent, sel); r.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("before the revocation: %+v", r)
+	}
+
+	refusedRevocations := map[string][2][]byte{}
+	put := func(name string, act, sig []byte) { refusedRevocations[name] = [2][]byte{act, sig} }
+	put(revocationPair(t, "by bob, who may not revoke", keys.Approver, signing.NamespaceRevocation, orders, gatewaytest.Target))
+	put(revocationPair(t, "by a stranger", keys.Stranger, signing.NamespaceRevocation, orders, gatewaytest.Target))
+	put(revocationPair(t, "alice's delegation signature", keys.Grantor, signing.NamespaceDelegation, orders, gatewaytest.Target))
+	put(revocationPair(t, "naming another target", keys.Grantor, signing.NamespaceRevocation, orders, "bank"))
+	for name, r := range refusedRevocations {
+		if _, err := f.sys.Gateway.Revoke(ctx, r[0], r[1]); !errors.Is(err, gateway.ErrActRefused) {
+			t.Fatalf("revocation %s: %v, want ErrActRefused", name, err)
+		}
+	}
+	if r := f.submit(t, gatewaytest.Agent, sel); r.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("a refused revocation took effect: %+v", r)
+	}
+	if n := f.count(t, "revocation"); n != 0 {
+		t.Fatalf("%d revocation entries for refused revocations", n)
+	}
+
+	act, sig := revocation(t, keys.Grantor, signing.NamespaceRevocation, orders, gatewaytest.Target)
+	d, err := f.sys.Gateway.Revoke(ctx, act, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Revoked == nil || d.Active(time.Now()) {
+		t.Fatalf("revoked delegation %+v", d)
+	}
+	receipts := gatewaytest.Receipts(t, f.dsn)
+	r := f.submit(t, gatewaytest.Agent, sel) // the very next statement
+	if r.Outcome != gateway.OutcomeReferred || r.DelegationID != "" {
+		t.Fatalf("right after the revocation: %+v, want referred", r)
+	}
+	if gatewaytest.Receipts(t, f.dsn) != receipts {
+		t.Fatal("a statement under a revoked delegation ran")
+	}
+	if _, err := f.sys.Gateway.Revoke(ctx, act, sig); !errors.Is(err, gateway.ErrAlreadyRevoked) {
+		t.Fatalf("revoking twice: %v, want ErrAlreadyRevoked", err)
+	}
+	es, err := f.sys.Logbook.Find(ctx, logbook.Query{Kind: "revocation"})
+	if err != nil || len(es) != 1 || es[0].Subjects["delegation"] != orders.ID || es[0].Subjects["signer"] != "alice" {
+		t.Fatalf("revocation entries %v, %v", es, err)
+	}
+
+	// With the customers delegation revoked too, none is in force.
+	if r := f.submit(t, gatewaytest.Agent, selCustomers); r.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("the other delegation stopped working: %+v", r)
+	}
+	act2, sig2 := revocation(t, keys.Grantor, signing.NamespaceRevocation, customers, gatewaytest.Target)
+	if _, err := f.sys.Gateway.Revoke(ctx, act2, sig2); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{sel, selCustomers} {
+		r := f.submit(t, gatewaytest.Agent, sql)
+		if r.Outcome != gateway.OutcomeReferred || !strings.Contains(strings.Join(r.Reasons, " "), "no delegation in force") {
+			t.Fatalf("%q after both revocations: %+v", sql, r)
+		}
+	}
+
+	// A restart keeps both revocations.
+	f.restart(t)
+	if r := f.submit(t, gatewaytest.Agent, sel); r.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("after a restart: %+v", r)
+	}
+	if d := f.sys.Gateway.Delegation(orders.ID); d == nil || d.Revoked == nil {
+		t.Fatalf("after a restart the delegation is %+v", d)
+	}
+	if _, err := f.sys.Gateway.Revoke(ctx, act, sig); !errors.Is(err, gateway.ErrAlreadyRevoked) {
+		t.Fatalf("revoking again after a restart: %v", err)
+	}
+	if gatewaytest.Receipts(t, f.dsn) != receipts+1 {
+		t.Fatal("statements ran under revoked delegations")
+	}
+	f.sys.Verify(t)
+}
+
+func revocationPair(t *testing.T, name string, key *signing.PrivateKey, namespace string, d *gateway.Delegation, target string) (string, []byte, []byte) {
+	act, sig := revocation(t, key, namespace, d, target)
+	return name, act, sig
+}
+
+// TestDelegationExpiry: a delegation stops matching exactly at its expiry
+// by the gateway's clock, and Run logs its expiry once.
+func TestDelegationExpiry(t *testing.T) {
+	t.Parallel()
+	clk := newManualClock()
+	f := newEmptyFixture(t, func(o *gatewaytest.Options) { o.Gateway.Clock = clk.Now })
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	y := gatewaytest.WithExpiry(gatewaytest.Example(t, gatewaytest.Orders), exp)
+	d := f.addDelegation(t, rewrite(t, y, "grantee: agent:demo", "grantee: agent:other"))
+	const sel = "SELECT id, status FROM orders WHERE id = 3"
+
+	clk.Set(exp.Add(-time.Millisecond))
+	if r := f.submit(t, gatewaytest.Other, sel); r.Outcome != gateway.OutcomeExecuted || r.DelegationID != d.ID {
+		t.Fatalf("a millisecond before expiry: %+v", r)
+	}
+	if n := f.count(t, "delegation.expired"); n != 0 {
+		t.Fatalf("%d expiry entries before the expiry", n)
+	}
+	clk.Set(exp)
+	r := f.submit(t, gatewaytest.Other, sel)
+	if r.Outcome != gateway.OutcomeReferred || !strings.Contains(strings.Join(r.Reasons, " "), "no delegation in force") {
+		t.Fatalf("at expiry: %+v, want referred: no delegation in force", r)
+	}
+	start := time.Now()
+	waitFor(t, "Run to log the expiry", func() bool { return f.count(t, "delegation.expired") == 1 })
+	t.Logf("delegation.expired logged %s after the expiry (Run ticks every second)", time.Since(start).Round(time.Millisecond))
+	es, err := f.sys.Logbook.Find(t.Context(), logbook.Query{Kind: "delegation.expired"})
+	if err != nil || len(es) != 1 || es[0].Subjects["delegation"] != d.ID {
+		t.Fatalf("expiry entries %v, %v", es, err)
+	}
+	if gatewaytest.Receipts(t, f.dsn) != 1 {
+		t.Fatal("a statement ran under an expired delegation")
+	}
+	f.sys.Verify(t)
+}

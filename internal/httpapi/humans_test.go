@@ -1,0 +1,499 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+)
+
+// signedAuth is the Authorization header of a request signed by key in
+// namespace at the given time.
+func signedAuth(t *testing.T, key *signing.PrivateKey, namespace, method, pathAndQuery string, at time.Time, body []byte) string {
+	t.Helper()
+	h, err := key.SignRequest(namespace, method, pathAndQuery, at, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// human sends a request with an explicit Authorization header (none when
+// empty) and raw body, and returns the status and body.
+func (f *apiFixture) human(t *testing.T, method, path, auth string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, f.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("%s %s: 401 without WWW-Authenticate", method, path)
+	}
+	return resp.StatusCode, out
+}
+
+// signedAs sends a request signed now by key in namespace.
+func (f *apiFixture) signedAs(t *testing.T, key *signing.PrivateKey, namespace, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	return f.human(t, method, path, signedAuth(t, key, namespace, method, path, time.Now(), body), body)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHumanRequestSignatures: the queue and a request's full view need a
+// request signed now, for this method, path and body, in the session
+// namespace, by a key the signers file lists for the target. The agent's
+// view of a request never carries the rehearsal.
+func TestHumanRequestSignatures(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	waiting := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'John Smith' WHERE id = 3")
+	executed := f.statement(t, gatewaytest.AgentToken, "SELECT id, status FROM orders WHERE id = 3")
+	if waiting.Outcome != gateway.OutcomeReferred || executed.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("setup: %+v %+v", waiting, executed)
+	}
+
+	// Bob (and alice, an operator with a session namespace) see the queue.
+	for _, who := range []struct {
+		name string
+		key  *signing.PrivateKey
+	}{{"bob", keys.Approver}, {"alice", keys.Grantor}} {
+		st, body := f.signedAs(t, who.key, signing.NamespaceSession, http.MethodGet, "/v1/queue", nil)
+		if st != http.StatusOK {
+			t.Fatalf("%s: GET /v1/queue: %d %s", who.name, st, body)
+		}
+		var q struct {
+			Requests []gateway.RequestView `json:"requests"`
+			Viewer   string                `json:"viewer"`
+		}
+		if err := json.Unmarshal(body, &q); err != nil {
+			t.Fatal(err)
+		}
+		if q.Viewer != who.name || len(q.Requests) != 1 || q.Requests[0].ID != waiting.RequestID || q.Requests[0].Status != gateway.StatusWaiting {
+			t.Fatalf("%s: queue %s, want only %s", who.name, body, waiting.RequestID)
+		}
+	}
+
+	now := time.Now()
+	refused := []struct {
+		name string
+		auth string
+	}{
+		{"unsigned", ""},
+		{"an agent token", "Bearer " + gatewaytest.AgentToken},
+		{"the wrong namespace", signedAuth(t, keys.Approver, signing.NamespaceApproval, "GET", "/v1/queue", now, nil)},
+		{"bob's switch namespace, which he lacks", signedAuth(t, keys.Approver, signing.NamespaceSwitch, "GET", "/v1/queue", now, nil)},
+		{"a key not in the signers file", signedAuth(t, keys.Stranger, signing.NamespaceSession, "GET", "/v1/queue", now, nil)},
+		{"signed for another path", signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/queue?all=1", now, nil)},
+		{"signed for another method", signedAuth(t, keys.Approver, signing.NamespaceSession, "POST", "/v1/queue", now, nil)},
+		{"signed over a body", signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/queue", now, []byte("{}"))},
+		{"signed 61s ago", signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/queue", now.Add(-61*time.Second), nil)},
+		{"signed 61s ahead", signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/queue", now.Add(61*time.Second), nil)},
+		{"a mangled signature", strings.Replace(signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/queue", now, nil), "sig=", "sig=AAAA", 1)},
+		{"no signature", signing.RequestScheme + " t=" + strconv.FormatInt(now.Unix(), 10)},
+	}
+	for _, c := range refused {
+		st, body := f.human(t, http.MethodGet, "/v1/queue", c.auth, nil)
+		apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+		if strings.Contains(string(body), waiting.RequestID) {
+			t.Fatalf("%s: the refusal shows the queue: %s", c.name, body)
+		}
+	}
+
+	// A body changed after signing: the switch stays off.
+	signedBody := mustJSON(t, map[string]any{"name": "tier_b", "target": "", "on": false})
+	sentBody := mustJSON(t, map[string]any{"name": "tier_b", "target": "", "on": true})
+	auth := signedAuth(t, keys.Grantor, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", time.Now(), signedBody)
+	st, body := f.human(t, http.MethodPost, "/v1/switches", auth, sentBody)
+	apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+	if n := len(f.sys.Switches.Snapshot()); n != 0 {
+		t.Fatalf("a tampered request set a switch: %+v", f.sys.Switches.Snapshot())
+	}
+
+	// A request's full view: the human sees the rehearsal, the agent not.
+	path := "/v1/requests/" + waiting.RequestID
+	st, body = f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, path, nil)
+	if st != http.StatusOK {
+		t.Fatalf("human GET %s: %d %s", path, st, body)
+	}
+	var hv gateway.RequestView
+	if err := json.Unmarshal(body, &hv); err != nil {
+		t.Fatal(err)
+	}
+	if len(hv.Rehearsal) == 0 || pilot.Digest(hv.Rehearsal) != hv.RehearsalSHA256 {
+		t.Fatalf("the human's view lacks the rehearsal: %s", body)
+	}
+	var rep pilot.Rehearsal
+	if err := json.Unmarshal(hv.Rehearsal, &rep); err != nil || rep.RowsReached != 1 || len(rep.Before) != 1 {
+		t.Fatalf("rehearsal %s: %v", hv.Rehearsal, err)
+	}
+	st, body = f.do(t, http.MethodGet, path, gatewaytest.AgentToken, nil)
+	if st != http.StatusOK {
+		t.Fatalf("agent GET %s: %d %s", path, st, body)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["rehearsal"]; ok || strings.Contains(string(body), "Jonh Smith") {
+		t.Fatalf("the agent's view carries the rehearsal: %s", body)
+	}
+	if raw["id"] == nil || string(raw["status"]) != `"waiting"` {
+		t.Fatalf("the agent's view: %s", body)
+	}
+	for _, c := range []struct {
+		name string
+		auth string
+	}{
+		{"stranger", signedAuth(t, keys.Stranger, signing.NamespaceSession, "GET", path, time.Now(), nil)},
+		{"wrong namespace", signedAuth(t, keys.Approver, signing.NamespaceDenial, "GET", path, time.Now(), nil)},
+		{"another request's path", signedAuth(t, keys.Approver, signing.NamespaceSession, "GET", "/v1/requests/"+executed.RequestID, time.Now(), nil)},
+	} {
+		st, body := f.human(t, http.MethodGet, path, c.auth, nil)
+		apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+		if strings.Contains(string(body), "Jonh Smith") {
+			t.Fatalf("%s: the refusal shows the rehearsal", c.name)
+		}
+	}
+	// The proposed approval needs a session too.
+	st, body = f.human(t, http.MethodGet, path+"/approval", "", nil)
+	apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+}
+
+// TestSwitchesOverHTTP: a switch is flipped by an operator's signed
+// request (alice, switch namespace), never by bob, never by a signed
+// request replayed after the skew window; each flip is logged and in force
+// on the node at once.
+func TestSwitchesOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	flip := func(key *signing.PrivateKey, target string, on bool, at time.Time) (int, []byte) {
+		body := mustJSON(t, map[string]any{"name": "tier_b", "target": target, "on": on})
+		return f.human(t, http.MethodPost, "/v1/switches", signedAuth(t, key, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", at, body), body)
+	}
+	tierB := func() bool {
+		st, body := f.do(t, http.MethodGet, "/v1/switches", "", nil)
+		if st != http.StatusOK {
+			t.Fatalf("GET /v1/switches: %d %s", st, body)
+		}
+		var v struct {
+			TierB map[string]bool `json:"tier_b"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		if on, _ := f.sys.Switches.TierBOn(gatewaytest.Target); on != v.TierB[gatewaytest.Target] {
+			t.Fatalf("GET /v1/switches says %v, the poller %v", v.TierB, on)
+		}
+		return v.TierB[gatewaytest.Target]
+	}
+	if tierB() {
+		t.Fatal("Tier B is on by default")
+	}
+
+	// Bob may not flip switches; nor may a stranger.
+	st, body := flip(keys.Approver, "", true, time.Now())
+	apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+	st, body = flip(keys.Stranger, gatewaytest.Target, true, time.Now())
+	apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
+
+	// Alice turns on the deployment, then the target.
+	for _, target := range []string{"", gatewaytest.Target} {
+		st, body := flip(keys.Grantor, target, true, time.Now())
+		if st != http.StatusOK {
+			t.Fatalf("alice flips %q: %d %s", target, st, body)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(body, &out); err != nil || out["by"] != "alice" || out["on"] != true {
+			t.Fatalf("answer %s", body)
+		}
+	}
+	if !tierB() {
+		t.Fatal("Tier B is off after alice switched the deployment and the target on")
+	}
+
+	// The exact request alice signed 61s ago, replayed now, is refused.
+	old := time.Now().Add(-61 * time.Second)
+	body = mustJSON(t, map[string]any{"name": "tier_b", "target": gatewaytest.Target, "on": false})
+	auth := signedAuth(t, keys.Grantor, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", old, body)
+	st, out := f.human(t, http.MethodPost, "/v1/switches", auth, body)
+	apiError(t, st, out, http.StatusUnauthorized, "unauthorized")
+	if !tierB() {
+		t.Fatal("a replayed request switched Tier B off")
+	}
+
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		status int
+		code   string
+	}{
+		{"unknown switch", mustJSON(t, map[string]any{"name": "tier_c", "on": true}), 400, "bad_request"},
+		{"unknown target", mustJSON(t, map[string]any{"name": "tier_b", "target": "bank", "on": true}), 404, "unknown_target"},
+		{"unknown field", []byte(`{"name":"tier_b","on":true,"force":true}`), 400, "bad_json"},
+	} {
+		auth := signedAuth(t, keys.Grantor, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", time.Now(), c.body)
+		st, out := f.human(t, http.MethodPost, "/v1/switches", auth, c.body)
+		apiError(t, st, out, c.status, c.code)
+	}
+
+	// Alice turns the deployment off: off at once.
+	if st, body := flip(keys.Grantor, "", false, time.Now()); st != http.StatusOK {
+		t.Fatalf("off: %d %s", st, body)
+	}
+	if tierB() {
+		t.Fatal("Tier B still on after the deployment switch went off")
+	}
+	es, err := f.sys.Logbook.Find(t.Context(), logbook.Query{Kind: "switch"})
+	if err != nil || len(es) != 3 {
+		t.Fatalf("%d switch entries, want 3 (on, on, off): %v", len(es), err)
+	}
+	for _, e := range es {
+		if e.Subjects["signer"] != "alice" {
+			t.Fatalf("switch entry signed by %q", e.Subjects["signer"])
+		}
+	}
+	f.sys.Verify(t)
+}
+
+// keygenSign signs msg with the real ssh-keygen -Y sign.
+func keygenSign(t *testing.T, pem []byte, namespace string, msg []byte) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/ssh-keygen"); serr == nil {
+			bin = "/usr/bin/ssh-keygen"
+		} else if os.Getenv("CI") == "true" {
+			t.Fatalf("ssh-keygen not found: %v", err)
+		} else {
+			t.Skipf("ssh-keygen not found: %v", err)
+		}
+	}
+	dir := t.TempDir()
+	key, file := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "act")
+	if err := os.WriteFile(key, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, msg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-Y", "sign", "-n", namespace, "-f", key, file).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -Y sign: %v: %s", err, out)
+	}
+	sig, err := os.ReadFile(file + ".sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// TestApprovalOverHTTP follows the CLI's approve flow by hand: the agent
+// long-polls its referred request; bob fetches the proposed approval with
+// a signed session request, checks it against the request he was shown,
+// signs it with ssh-keygen and posts it; the statement runs once and the
+// agent's long-poll returns. Denial and revocation go the same way.
+func TestApprovalOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	r := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'Maria Garcia' WHERE id = 7")
+	if r.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v", r)
+	}
+	before := gatewaytest.Snapshot(t, f.dsn, "customers")
+
+	// The agent long-polls.
+	type polled struct {
+		status int
+		body   []byte
+		took   time.Duration
+		at     time.Time
+	}
+	polls := make(chan polled, 1)
+	go func() {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, f.srv.URL+"/v1/requests/"+r.RequestID+"?wait=5s", nil)
+		req.Header.Set("Authorization", "Bearer "+gatewaytest.AgentToken)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			polls <- polled{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		polls <- polled{resp.StatusCode, b, time.Since(start), time.Now()}
+	}()
+
+	// Bob fetches the proposal.
+	path := "/v1/requests/" + r.RequestID + "/approval"
+	st, body := f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, path, nil)
+	if st != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, st, body)
+	}
+	var prop struct {
+		Approval string              `json:"approval"`
+		Request  gateway.RequestView `json:"request"`
+	}
+	if err := json.Unmarshal(body, &prop); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
+		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) || ap.MaxRows != 1 {
+		t.Fatalf("the proposal %+v does not match the request shown %+v (%v)", ap, prop.Request, err)
+	}
+
+	// Refused approvals: 403, nothing ran.
+	approve := func(act, sig []byte) (int, []byte) {
+		return f.do(t, http.MethodPost, "/v1/requests/"+r.RequestID+"/approve", "", map[string]string{"act": string(act), "signature": string(sig)})
+	}
+	strangerSig, err := keys.Stranger.Sign(signing.NamespaceApproval, []byte(prop.Approval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, body = approve([]byte(prop.Approval), strangerSig)
+	apiError(t, st, body, http.StatusForbidden, "act_refused")
+	aliceSig, err := keys.Grantor.Sign(signing.NamespaceApproval, []byte(prop.Approval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, body = approve([]byte(prop.Approval), aliceSig)
+	apiError(t, st, body, http.StatusForbidden, "act_refused")
+	st, body = f.do(t, http.MethodPost, "/v1/requests/"+r.RequestID+"/approve", "", map[string]string{"act": prop.Approval})
+	apiError(t, st, body, http.StatusBadRequest, "bad_request")
+	if gatewaytest.Snapshot(t, f.dsn, "customers") != before {
+		t.Fatal("a refused approval ran")
+	}
+
+	// Bob's signature, by ssh-keygen.
+	sig := keygenSign(t, keys.ApproverPEM, signing.NamespaceApproval, []byte(prop.Approval))
+	st, body = approve([]byte(prop.Approval), sig)
+	if st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
+	}
+	approvedAt := time.Now()
+	var v gateway.RequestView
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusExecuted || v.RowsAffected != 1 || v.DecidedBy != "bob" || v.Path != marque.PathApproved {
+		t.Fatalf("approved: %+v", v)
+	}
+	if !strings.Contains(gatewaytest.Snapshot(t, f.dsn, "customers"), `(7,"Maria Garcia"`) {
+		t.Fatal("the approved statement did not change customer 7")
+	}
+	p := <-polls
+	if p.status != http.StatusOK || strings.Contains(string(p.body), `"status":"waiting"`) || p.took >= 5*time.Second {
+		t.Fatalf("long-poll: %d after %s: %s", p.status, p.took, p.body)
+	}
+	t.Logf("HTTP long-poll returned %s after the approval's answer (%s in all)", p.at.Sub(approvedAt), p.took)
+
+	// Approving again: 409.
+	st, body = approve([]byte(prop.Approval), sig)
+	apiError(t, st, body, http.StatusConflict, "conflict")
+	if n := gatewaytest.Receipts(t, f.dsn); n != 1 {
+		t.Fatalf("%d receipts, want 1", n)
+	}
+
+	// A denial, signed by bob, over HTTP; the agent sees the reason.
+	d := f.statement(t, gatewaytest.AgentToken, "DELETE FROM orders WHERE id = 7")
+	dv := f.sys.Gateway
+	view, err := dv.Request(t.Context(), d.RequestID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: d.RequestID, Target: gatewaytest.Target,
+		StatementSHA256: marque.StatementHash(view.CanonicalSQL), Reason: "never delete orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsig, err := keys.Approver.Sign(signing.NamespaceDenial, denial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, body = f.do(t, http.MethodPost, "/v1/requests/"+d.RequestID+"/deny", "", map[string]string{"act": string(denial), "signature": string(dsig)})
+	if st != http.StatusOK || !strings.Contains(string(body), `"status":"denied"`) {
+		t.Fatalf("deny: %d %s", st, body)
+	}
+	st, body = f.do(t, http.MethodGet, "/v1/requests/"+d.RequestID, gatewaytest.AgentToken, nil)
+	if st != http.StatusOK || !strings.Contains(string(body), "denied by bob: never delete orders") {
+		t.Fatalf("the agent's view of the denied request: %d %s", st, body)
+	}
+
+	// Revocation over HTTP: bob is refused, alice revokes.
+	var orders *gateway.Delegation
+	for _, dl := range f.sys.Gateway.Delegations(gatewaytest.Agent) {
+		if dl.Bound.Tier() == "A" {
+			orders = dl
+		}
+	}
+	rev, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: orders.ID, Target: gatewaytest.Target,
+		Reason: "incident", Time: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoke := func(key *signing.PrivateKey, id string) (int, []byte) {
+		s, err := key.Sign(signing.NamespaceRevocation, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.do(t, http.MethodPost, "/v1/delegations/"+id+"/revoke", "", map[string]string{"act": string(rev), "signature": string(s)})
+	}
+	st, body = revoke(keys.Approver, orders.ID)
+	apiError(t, st, body, http.StatusForbidden, "act_refused")
+	st, body = revoke(keys.Grantor, "dlg_another")
+	apiError(t, st, body, http.StatusBadRequest, "bad_request")
+	if s := f.statement(t, gatewaytest.AgentToken, "SELECT id, status FROM orders WHERE id = 3"); s.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("before the revocation: %+v", s)
+	}
+	st, body = revoke(keys.Grantor, orders.ID)
+	if st != http.StatusOK || !strings.Contains(string(body), `"revoked":true`) {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	if s := f.statement(t, gatewaytest.AgentToken, "SELECT id, status FROM orders WHERE id = 3"); s.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("right after the revocation: %+v", s)
+	}
+	st, body = revoke(keys.Grantor, orders.ID)
+	apiError(t, st, body, http.StatusConflict, "conflict")
+	f.sys.Verify(t)
+}

@@ -1,0 +1,281 @@
+package queue_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"harbormaster/internal/queue"
+)
+
+var (
+	hashA = strings.Repeat("a1", 32)
+	hashB = strings.Repeat("0f", 32)
+)
+
+func goodApproval() queue.Approval {
+	return queue.Approval{Version: 1, Kind: queue.KindApproval, RequestID: "req_abcdefghijklmnop", Target: "shop",
+		StatementSHA256: hashA, RehearsalSHA256: hashB, MaxRows: 3, Expires: "2030-01-02T03:04:05Z"}
+}
+
+func goodDenial() queue.Denial {
+	return queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: "req_abcdefghijklmnop", Target: "shop",
+		StatementSHA256: hashA, Reason: `not <today> & "never" on Fridays`}
+}
+
+func goodRevocation() queue.Revocation {
+	return queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: "dlg_abcdefghijkl", Target: "shop",
+		Reason: "the incident is over", Time: "2030-01-02T03:04:05Z"}
+}
+
+// kinds is every act kind with a valid value and its parser, which returns
+// the parsed value as the same type (dereferenced).
+var kinds = []struct {
+	name  string
+	act   any
+	parse func([]byte) (any, error)
+}{
+	{"approval", goodApproval(), func(b []byte) (any, error) { return deref(queue.ParseApproval(b)) }},
+	{"denial", goodDenial(), func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
+	{"revocation", goodRevocation(), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
+	{"auditable", queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Note: "judgeable from the images"},
+		func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
+	{"enable", queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Surveyor: "panel-v1", Bundle: "bundle-2030", On: true},
+		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
+	{"enable off", queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 0, Surveyor: "panel-v1", Bundle: "bundle-2030", On: false},
+		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
+	{"review", queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_abcdefghijkl", Verdict: "wrong", Note: "a real name change, not a typo"},
+		func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
+	{"reinstate", queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: "dlg_abcdefghijkl", Note: "reviewed"},
+		func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
+}
+
+func deref[T any](p *T, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return *p, nil
+}
+
+// TestCanonicalRoundTrip: every act kind renders to canonical bytes that
+// parse back to the same value and render again to the same bytes.
+func TestCanonicalRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := queue.Canonical(k.act)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasSuffix(b, []byte("}\n")) || bytes.Count(b, []byte("\n")) != 1 {
+				t.Fatalf("canonical bytes are not one JSON line with a final newline: %q", b)
+			}
+			got, err := k.parse(b)
+			if err != nil {
+				t.Fatalf("parse(canonical) = %v\n%s", err, b)
+			}
+			if !reflect.DeepEqual(got, k.act) {
+				t.Fatalf("round trip changed the act:\n got %+v\nwant %+v", got, k.act)
+			}
+			again, err := queue.Canonical(got)
+			if err != nil || !bytes.Equal(again, b) {
+				t.Fatalf("re-rendered %q, want %q (%v)", again, b, err)
+			}
+		})
+	}
+}
+
+// TestCanonicalIsExact pins the byte form: fields in declaration order, no
+// HTML escaping, no insignificant whitespace.
+func TestCanonicalIsExact(t *testing.T) {
+	t.Parallel()
+	b, err := queue.Canonical(goodDenial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"version":1,"kind":"denial","request_id":"req_abcdefghijklmnop","target":"shop","statement_sha256":"` + hashA +
+		`","reason":"not <today> & \"never\" on Fridays"}` + "\n"
+	if string(b) != want {
+		t.Fatalf("canonical denial\n got %s\nwant %s", b, want)
+	}
+}
+
+// mutate returns the canonical bytes of act with edit applied to the text.
+func mutate(t *testing.T, act any, edit func(string) string) []byte {
+	t.Helper()
+	b, err := queue.Canonical(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := edit(string(b))
+	if out == string(b) {
+		t.Fatalf("the edit changed nothing in %s", b)
+	}
+	return []byte(out)
+}
+
+func canon(t *testing.T, act any) []byte {
+	t.Helper()
+	b, err := queue.Canonical(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestNonCanonicalRefused: bytes that mean the same JSON but are not the
+// canonical form, and acts with invalid fields, are refused with
+// ErrInvalid, by every parser.
+func TestNonCanonicalRefused(t *testing.T) {
+	t.Parallel()
+	ap := goodApproval()
+	with := func(f func(*queue.Approval)) []byte {
+		a := goodApproval()
+		f(&a)
+		return canon(t, a)
+	}
+	reorder := func(s string) string {
+		// Swap the first two members: the same object, another key order.
+		return strings.Replace(s, `{"version":1,"kind":"approval",`, `{"kind":"approval","version":1,`, 1)
+	}
+	pretty, err := json.MarshalIndent(ap, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvalCases := []struct {
+		name string
+		data []byte
+	}{
+		{"no final newline", bytes.TrimSuffix(canon(t, ap), []byte("\n"))},
+		{"two final newlines", append(canon(t, ap), '\n')},
+		{"CRLF", mutate(t, ap, func(s string) string { return strings.TrimSuffix(s, "\n") + "\r\n" })},
+		{"space after colon", mutate(t, ap, func(s string) string { return strings.Replace(s, `"version":1`, `"version": 1`, 1) })},
+		{"leading space", mutate(t, ap, func(s string) string { return " " + s })},
+		{"pretty printed", append(pretty, '\n')},
+		{"key order", mutate(t, ap, reorder)},
+		{"unknown field", mutate(t, ap, func(s string) string { return strings.Replace(s, `}`, `,"approver":"bob"}`, 1) })},
+		{"duplicate field", mutate(t, ap, func(s string) string {
+			return strings.Replace(s, `"max_rows":3,`, `"max_rows":3,"max_rows":3,`, 1)
+		})},
+		{"missing field", mutate(t, ap, func(s string) string { return strings.Replace(s, `"max_rows":3,`, ``, 1) })},
+		{"escaped unicode", mutate(t, ap, func(s string) string { return strings.Replace(s, `"shop"`, `"sh\u006fp"`, 1) })},
+		{"number as float", mutate(t, ap, func(s string) string { return strings.Replace(s, `"max_rows":3`, `"max_rows":3.0`, 1) })},
+		{"trailing data", append(canon(t, ap), []byte("{}\n")...)},
+		{"two acts", append(canon(t, ap), canon(t, ap)...)},
+		{"empty", nil},
+		{"not JSON", []byte("approve req_abcdefghijklmnop\n")},
+		{"wrong kind", with(func(a *queue.Approval) { a.Kind = queue.KindDenial })},
+		{"no kind", with(func(a *queue.Approval) { a.Kind = "" })},
+		{"version 2", with(func(a *queue.Approval) { a.Version = 2 })},
+		{"short statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = hashA[:62] })},
+		{"uppercase statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = strings.ToUpper(hashA) })},
+		{"non-hex rehearsal hash", with(func(a *queue.Approval) { a.RehearsalSHA256 = strings.Repeat("zz", 32) })},
+		{"no rehearsal hash", with(func(a *queue.Approval) { a.RehearsalSHA256 = "" })},
+		{"bad request id", with(func(a *queue.Approval) { a.RequestID = "req_../../etc" })},
+		{"no target", with(func(a *queue.Approval) { a.Target = "" })},
+		{"negative max_rows", with(func(a *queue.Approval) { a.MaxRows = -1 })},
+		{"bad expires", with(func(a *queue.Approval) { a.Expires = "tomorrow" })},
+		{"over the size cap", mutate(t, ap, func(s string) string {
+			return strings.Replace(s, `"shop"`, `"`+strings.Repeat("s", queue.MaxActBytes)+`"`, 1)
+		})},
+	}
+	for _, c := range approvalCases {
+		if got, err := queue.ParseApproval(c.data); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("approval, %s: ParseApproval = %+v, %v; want ErrInvalid", c.name, got, err)
+		}
+	}
+
+	// Each act kind is refused by every other kind's parser, and with a
+	// kind field naming another kind.
+	for _, k := range kinds {
+		b := canon(t, k.act)
+		for _, other := range kinds {
+			if reflect.TypeOf(other.act) == reflect.TypeOf(k.act) {
+				continue
+			}
+			if got, err := other.parse(b); !errors.Is(err, queue.ErrInvalid) {
+				t.Errorf("%s bytes parsed as %s: %+v, %v; want ErrInvalid", k.name, other.name, got, err)
+			}
+		}
+		// The kind field names another kind.
+		wrong := mutate(t, k.act, func(s string) string {
+			i := strings.Index(s, `"kind":"`) + len(`"kind":"`)
+			j := i + strings.Index(s[i:], `"`)
+			return s[:i] + "approvalx" + s[j:]
+		})
+		if got, err := k.parse(wrong); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s with a wrong kind: %+v, %v; want ErrInvalid", k.name, got, err)
+		}
+		// Whitespace and key order, for every kind.
+		spaced := mutate(t, k.act, func(s string) string { return strings.Replace(s, `,"kind"`, `, "kind"`, 1) })
+		if got, err := k.parse(spaced); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s with whitespace: %+v, %v; want ErrInvalid", k.name, got, err)
+		}
+		reordered := mutate(t, k.act, func(s string) string {
+			return strings.Replace(s, `{"version":1,"kind":"`+kindOf(t, b)+`",`, `{"kind":"`+kindOf(t, b)+`","version":1,`, 1)
+		})
+		if got, err := k.parse(reordered); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s with another key order: %+v, %v; want ErrInvalid", k.name, got, err)
+		}
+		unknown := mutate(t, k.act, func(s string) string { return strings.Replace(s, `{`, `{"extra":true,`, 1) })
+		if got, err := k.parse(unknown); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s with an unknown field: %+v, %v; want ErrInvalid", k.name, got, err)
+		}
+	}
+
+	// Field checks of the other kinds.
+	d := goodDenial()
+	d.StatementSHA256 = "abc"
+	r := goodRevocation()
+	r.Time = "2030-01-02"
+	r2 := goodRevocation()
+	r2.DelegationID = ""
+	others := []struct {
+		name  string
+		data  []byte
+		parse func([]byte) (any, error)
+	}{
+		{"denial with a bad hash", canon(t, d), func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
+		{"denial with a bad request id", canon(t, queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: "x", Target: "shop", StatementSHA256: hashA}),
+			func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
+		{"revocation with a bad time", canon(t, r), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
+		{"revocation without a delegation", canon(t, r2), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
+		{"review with another verdict", canon(t, queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_x", Verdict: "maybe"}),
+			func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
+		{"auditable with a negative rule", canon(t, queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_x", Rule: -1}),
+			func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
+		{"enable without a bundle", canon(t, queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_x", Surveyor: "s", On: true}),
+			func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
+		{"reinstate without a delegation", canon(t, queue.Reinstate{Version: 1, Kind: queue.KindReinstate}),
+			func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
+	}
+	for _, c := range others {
+		if got, err := c.parse(c.data); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s: %+v, %v; want ErrInvalid", c.name, got, err)
+		}
+	}
+}
+
+func kindOf(t *testing.T, b []byte) string {
+	t.Helper()
+	var m struct{ Kind string }
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Kind
+}
+
+func TestApprovalExpiresAt(t *testing.T) {
+	t.Parallel()
+	a, err := queue.ParseApproval(canon(t, goodApproval()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ExpiresAt().UTC().Format("2006-01-02T15:04:05Z"); got != "2030-01-02T03:04:05Z" {
+		t.Fatalf("ExpiresAt = %s", got)
+	}
+}
