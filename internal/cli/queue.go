@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,6 +106,15 @@ func (f *serverFlags) register(e *env, fs interface {
 	fs.StringVar(&f.key, "key", e.getenv("HARBORMASTER_KEY"), "your SSH private key `FILE` (or $HARBORMASTER_KEY)")
 }
 
+// client makes the signed-request client, or reports bad usage.
+func (f *serverFlags) client(e *env, fs *flag.FlagSet) (*humanClient, int, bool) {
+	c, err := newHumanClient(f.server, f.key)
+	if err != nil {
+		return nil, e.usageErr(fs, "%v", err), false
+	}
+	return c, 0, true
+}
+
 func runQueue(e *env, args []string) int {
 	return e.dispatch("harbormaster queue", []command{
 		{"list", "list the requests waiting for a human", runQueueList},
@@ -122,9 +132,9 @@ func runQueueList(e *env, args []string) int {
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	var out struct {
 		Requests []gateway.RequestView `json:"requests"`
@@ -190,9 +200,9 @@ func runQueueShow(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "expected one request ID")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	v, err := c.request(fs.Arg(0))
 	if err != nil {
@@ -271,9 +281,9 @@ func runQueueApprove(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "expected one request ID")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	var prop struct {
 		Approval string              `json:"approval"`
@@ -325,28 +335,18 @@ func runQueueDeny(e *env, args []string) int {
 	if fs.NArg() != 1 || *reason == "" {
 		return e.usageErr(fs, "expected one request ID and --reason")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	v, err := c.request(fs.Arg(0))
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	act, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
-		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: *reason})
-	if err != nil {
-		e.errorf("%v", err)
-		return exitFail
-	}
-	sig, err := c.key.Sign(signing.NamespaceDenial, act)
-	if err != nil {
-		e.errorf("%v", err)
-		return exitFail
-	}
 	var out gateway.RequestView
-	if err := c.do(http.MethodPost, "/v1/requests/"+v.ID+"/deny", "", map[string]string{"act": string(act), "signature": string(sig)}, &out); err != nil {
+	if err := e.postAct(c, "/v1/requests/"+v.ID+"/deny", signing.NamespaceDenial, queue.Denial{Version: 1, Kind: queue.KindDenial,
+		RequestID: v.ID, Target: v.Target, StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: *reason}, &out); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -369,9 +369,9 @@ func runSwitch(e *env, args []string) int {
 	if fs.NArg() != 2 || fs.Arg(0) != "tier-b" || (fs.Arg(1) != "on" && fs.Arg(1) != "off") {
 		return e.usageErr(fs, "expected: tier-b on|off")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	var out map[string]any
 	body := map[string]any{"name": "tier_b", "target": *target, "on": fs.Arg(1) == "on"}
@@ -399,22 +399,12 @@ func runDelegationRevoke(e *env, args []string) int {
 	if fs.NArg() != 1 || *target == "" || *reason == "" {
 		return e.usageErr(fs, "expected one delegation ID, --target and --reason")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
-	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target,
-		Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)})
-	if err != nil {
-		e.errorf("%v", err)
-		return exitFail
-	}
-	sig, err := c.key.Sign(signing.NamespaceRevocation, act)
-	if err != nil {
-		e.errorf("%v", err)
-		return exitFail
-	}
-	if err := c.do(http.MethodPost, "/v1/delegations/"+fs.Arg(0)+"/revoke", "", map[string]string{"act": string(act), "signature": string(sig)}, nil); err != nil {
+	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/revoke", signing.NamespaceRevocation, queue.Revocation{Version: 1,
+		Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target, Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}

@@ -137,9 +137,9 @@ func runMarkAuditable(e *env, args []string) int {
 	if fs.NArg() != 2 || err != nil {
 		return e.usageErr(fs, "expected DELEGATION_ID RULE")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/auditable", signing.NamespaceReview,
 		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: fs.Arg(0), Rule: rule, Note: *note}, nil); err != nil {
@@ -167,9 +167,9 @@ func runSurveyorEnable(e *env, args []string) int {
 	if fs.NArg() != 3 || err != nil || (fs.Arg(2) != "on" && fs.Arg(2) != "off") {
 		return e.usageErr(fs, "expected DELEGATION_ID RULE on|off")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/surveyor", signing.NamespaceEnable,
 		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: fs.Arg(0), Rule: rule, Surveyor: *sid, Bundle: *bundle, On: fs.Arg(2) == "on"}, nil); err != nil {
@@ -192,9 +192,9 @@ func runReinstate(e *env, args []string) int {
 	if fs.NArg() != 1 || *note == "" {
 		return e.usageErr(fs, "expected DELEGATION_ID and --note")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/reinstate", signing.NamespaceEnable,
 		queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: fs.Arg(0), Note: *note}, nil); err != nil {
@@ -222,9 +222,9 @@ func runAuditList(e *env, args []string) int {
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	path := "/v1/audit?status=pending"
 	if *all {
@@ -260,9 +260,9 @@ func runAuditShow(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "expected one audit ID")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	var a audit.Audit
 	if err := c.do(http.MethodGet, "/v1/audit/"+fs.Arg(0), signing.NamespaceSession, nil, &a); err != nil {
@@ -294,9 +294,9 @@ func runAuditReview(e *env, args []string) int {
 	if fs.NArg() != 2 || (fs.Arg(1) != "right" && fs.Arg(1) != "wrong") {
 		return e.usageErr(fs, "expected ID right|wrong")
 	}
-	c, err := newHumanClient(sf.server, sf.key)
-	if err != nil {
-		return e.usageErr(fs, "%v", err)
+	c, code, ok := sf.client(e, fs)
+	if !ok {
+		return code
 	}
 	var out struct {
 		Suspended bool `json:"delegation_suspended"`

@@ -78,6 +78,12 @@ func (g *Gateway) survey(ctx context.Context, p *pilot.Pilot, req *request, d *D
 	if reh.Outcome != pilot.Rehearsed {
 		return nil, "the rehearsal inside the signed bound failed: " + strings.Join(reh.Reasons, "; "), nil
 	}
+	if reh.RowsAffected == 0 && len(reh.Rows) == 0 {
+		// Nothing inside the bound would change: there is nothing for the
+		// panel to judge, and an attempt at rows outside the read fence
+		// should reach a human rather than pass as a no-op.
+		return nil, "the statement reaches no row inside the signed bound, so there is nothing for the Surveyor to judge", nil
+	}
 	report, _ := json.Marshal(map[string]any{"rows_reached": reh.RowsAffected, "before": nonNilRows(reh.Before), "after": nonNilRows(reh.After)})
 	rule := d.Bound.Rules[*dec.Rule]
 	residual := rule.Residual
