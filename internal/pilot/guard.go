@@ -28,6 +28,9 @@ type Guarded struct {
 	Hidden bool
 	// Returning is true when the statement returns rows.
 	Returning bool
+	// ImageSQL is SQL with one more RETURNING column, to_jsonb of the new
+	// row, for a rehearsal's after images (UPDATE and INSERT).
+	ImageSQL string
 	// BeforeSQL selects the rows an UPDATE or DELETE reaches, with the same
 	// guards, as to_jsonb images: the rehearsal's before images, and what the
 	// surveyed path compares at execution.
@@ -217,6 +220,12 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 	}
 	g.SQL = sql
+	withImage := proto.Clone(stmt).(*pg.Node)
+	if _, ok := afterImageColumn(withImage); ok {
+		if g.ImageSQL, err = deparse(withImage); err != nil {
+			return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
+		}
+	}
 	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1); err != nil {
 		return nil, fmt.Errorf("%w: before images: %v", ErrGuard, err)
 	} else {

@@ -402,7 +402,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 			res.Before = nil
 		}
 	}
-	n, cols, rows, truncated, err := p.statement(ctx, tx, g)
+	n, cols, rows, truncated, images, err := p.statement(ctx, tx, g, rehearse)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
@@ -428,7 +428,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	}
 	if rehearse {
 		if g.Kind != sqlcheck.OpSelect {
-			res.After = capRows(rows, p.cfg.MaxImageRows)
+			res.After = capRows(images, p.cfg.MaxImageRows)
 		}
 		return res, nil
 	}
@@ -476,14 +476,19 @@ func (p *Pilot) pin(ctx context.Context, tx pgx.Tx) error {
 // statement runs the guarded text and collects rows: for a read, at most
 // MaxRows (one more marks truncation); for a write, every returned row is
 // read so the check guard runs on each, and the count is exact.
-func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded) (int64, []string, []map[string]any, bool, error) {
-	rows, err := tx.Query(ctx, g.SQL)
+func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded, withImages bool) (int64, []string, []map[string]any, bool, []map[string]any, error) {
+	text, extra := g.SQL, 0
+	if withImages && g.ImageSQL != "" {
+		// The rehearsal's after images come from one more RETURNING column.
+		text, extra = g.ImageSQL, 1
+	}
+	rows, err := tx.Query(ctx, text)
 	if err != nil {
-		return 0, nil, nil, false, err
+		return 0, nil, nil, false, nil, err
 	}
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
-	ncols := len(fds)
+	ncols := len(fds) - extra
 	if g.Hidden {
 		ncols--
 	}
@@ -491,7 +496,8 @@ func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded) (int64, []
 	for i := 0; i < ncols; i++ {
 		cols[i] = fds[i].Name
 	}
-	var out []map[string]any
+	collect := g.Returning || g.Kind == sqlcheck.OpSelect
+	var out, images []map[string]any
 	truncated := false
 	var count int64
 	for rows.Next() {
@@ -500,31 +506,38 @@ func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded) (int64, []
 			truncated = true
 			break
 		}
-		if !g.Returning && g.Kind != sqlcheck.OpSelect {
+		if !collect && extra == 0 {
 			continue
 		}
-		if g.Kind != sqlcheck.OpSelect && int64(len(out)) > g.MaxRows {
+		if g.Kind != sqlcheck.OpSelect && count > g.MaxRows+1 {
 			continue // over the cap: it will roll back; keep draining for the count
 		}
 		vals, err := rows.Values()
 		if err != nil {
-			return 0, nil, nil, false, err
+			return 0, nil, nil, false, nil, err
 		}
-		row := make(map[string]any, ncols)
-		for i := 0; i < ncols; i++ {
-			row[cols[i]] = jsonValue(vals[i])
+		if extra == 1 {
+			if img, ok := vals[len(vals)-1].(map[string]any); ok {
+				images = append(images, img)
+			}
 		}
-		out = append(out, row)
+		if collect {
+			row := make(map[string]any, ncols)
+			for i := 0; i < ncols; i++ {
+				row[cols[i]] = jsonValue(vals[i])
+			}
+			out = append(out, row)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, nil, nil, false, err
+		return 0, nil, nil, false, nil, err
 	}
 	n := rows.CommandTag().RowsAffected()
 	if g.Kind == sqlcheck.OpSelect {
 		n = int64(len(out))
 	}
-	return n, cols, out, truncated, nil
+	return n, cols, out, truncated, images, nil
 }
 
 func capRows(rows []map[string]any, n int) []map[string]any {

@@ -361,3 +361,29 @@ func TestTamperedDelegationRefused(t *testing.T) {
 		t.Fatalf("got %s %s", res.Outcome, res.Code)
 	}
 }
+
+// A rehearsal inside the bound shows the rows before and after, and changes
+// nothing.
+func TestRehearsalImages(t *testing.T) {
+	f := newFixture(t)
+	before := f.snapshot(t, "customers")
+	res, err := f.pilot.Rehearse(t.Context(), "UPDATE customers SET name = 'John Smith' WHERE id = 3", f.bounds["fix-name-typos.yaml"], "agent:demo", "surveyed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Rehearsed || res.RowsAffected != 1 {
+		t.Fatalf("got %s %d %v", res.Outcome, res.RowsAffected, res.Reasons)
+	}
+	if len(res.Before) != 1 || res.Before[0]["name"] != "Jonh Smith" {
+		t.Fatalf("before images %v", res.Before)
+	}
+	if len(res.After) != 1 || res.After[0]["name"] != "John Smith" {
+		t.Fatalf("after images %v", res.After)
+	}
+	if res.BeforeDigest == "" {
+		t.Fatal("no before digest")
+	}
+	if f.snapshot(t, "customers") != before {
+		t.Fatal("a rehearsal changed the table")
+	}
+}
