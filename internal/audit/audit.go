@@ -343,6 +343,21 @@ func (a *Auditor) Suspended(ctx context.Context, delegation string) (bool, strin
 	return !lifted.Valid, reason, nil
 }
 
+// Suspension reports whether a delegation is suspended, why, and since when.
+func (a *Auditor) Suspension(ctx context.Context, delegation string) (bool, string, time.Time, error) {
+	var reason string
+	var since int64
+	var lifted sql.NullInt64
+	err := a.st.ReadDB().QueryRowContext(ctx, `SELECT reason, suspended_ns, lifted_ns FROM suspensions WHERE delegation_id = ?`, delegation).Scan(&reason, &since, &lifted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", time.Time{}, nil
+	}
+	if err != nil {
+		return false, "", time.Time{}, fmt.Errorf("audit: suspension: %w", err)
+	}
+	return !lifted.Valid, reason, time.Unix(0, since), nil
+}
+
 // Reinstate lifts a suspension (a grantor's signed act, verified by the caller).
 func (a *Auditor) Reinstate(ctx context.Context, delegation, by string, act, sig []byte) error {
 	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "reinstatement",
@@ -356,7 +371,7 @@ func (a *Auditor) Reinstate(ctx context.Context, delegation, by string, act, sig
 }
 
 // Stats reports the audit queue's depth, oldest pending age, and the share
-// of reviews that found a wrong verdict.
+// of the last seven days' reviews that found a wrong verdict.
 func (a *Auditor) Stats(ctx context.Context) (pending int, oldest time.Duration, failureRate float64, err error) {
 	var oldestNS sql.NullInt64
 	if err = a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), min(created_ns) FROM audits WHERE status = 'pending'`).Scan(&pending, &oldestNS); err != nil {
@@ -366,7 +381,8 @@ func (a *Auditor) Stats(ctx context.Context) (pending int, oldest time.Duration,
 		oldest = a.cfg.Clock().Sub(time.Unix(0, oldestNS.Int64))
 	}
 	var reviewed, wrong int
-	if err = a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), coalesce(sum(verdict = 'wrong'), 0) FROM audits WHERE status = 'reviewed'`).Scan(&reviewed, &wrong); err != nil {
+	since := a.cfg.Clock().Add(-7 * 24 * time.Hour).UnixNano()
+	if err = a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), coalesce(sum(verdict = 'wrong'), 0) FROM audits WHERE status = 'reviewed' AND reviewed_ns >= ?`, since).Scan(&reviewed, &wrong); err != nil {
 		return
 	}
 	if reviewed > 0 {

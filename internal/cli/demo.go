@@ -369,6 +369,7 @@ logbook:
 	if sv.url != "" {
 		cfg += fmt.Sprintf(`surveyor:
   jurors: 3
+  timeout: 120s
   providers:
     - name: demo
       kind: %s
@@ -480,11 +481,11 @@ func demoTierB(sys *system, inf demoInfo) error {
 	}
 	e := &env{}
 	if err := e.postAct(bob, "/v1/delegations/"+typos.ID+"/auditable", signing.NamespaceReview,
-		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: typos.ID, Rule: rule,
+		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: typos.ID, Rule: rule,
 			Note: "a reviewer can tell a typo fix from the before/after names"}, nil); err != nil {
 		return err
 	}
 	return e.postAct(alice, "/v1/delegations/"+typos.ID+"/surveyor", signing.NamespaceEnable,
-		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: typos.ID, Rule: rule, Surveyor: "surveyor:default",
+		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: typos.ID, Rule: rule, Surveyor: "surveyor:default",
 			Bundle: surveyor.DefaultBundle().Version, On: true}, nil)
 }

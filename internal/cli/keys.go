@@ -14,5 +14,5 @@ func generateKey(name string) (priv, pub []byte, err error) {
 func allowedLine(name, pattern string, pub []byte) (string, error) {
 	return signing.AllowedSignersLine([]string{name + "@" + pattern},
 		[]string{signing.NamespaceDelegation, signing.NamespaceApproval, signing.NamespaceDenial, signing.NamespaceRevocation,
-			signing.NamespaceSession, signing.NamespaceSwitch}, pub)
+			signing.NamespaceSession, signing.NamespaceSwitch, signing.NamespaceReview, signing.NamespaceEnable}, pub)
 }

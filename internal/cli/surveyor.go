@@ -142,7 +142,7 @@ func runMarkAuditable(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/auditable", signing.NamespaceReview,
-		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: fs.Arg(0), Rule: rule, Note: *note}, nil); err != nil {
+		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: fs.Arg(0), Rule: rule, Note: *note}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -172,7 +172,7 @@ func runSurveyorEnable(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/surveyor", signing.NamespaceEnable,
-		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: fs.Arg(0), Rule: rule, Surveyor: *sid, Bundle: *bundle, On: fs.Arg(2) == "on"}, nil); err != nil {
+		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: fs.Arg(0), Rule: rule, Surveyor: *sid, Bundle: *bundle, On: fs.Arg(2) == "on"}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -197,7 +197,7 @@ func runReinstate(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/reinstate", signing.NamespaceEnable,
-		queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: fs.Arg(0), Note: *note}, nil); err != nil {
+		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: fs.Arg(0), Note: *note}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}

@@ -360,6 +360,12 @@ func (c *Config) Validate(getenv func(string) string) error {
 	if c.Audit.Rate < 0 || c.Audit.Rate > 1 || c.Audit.CorrelatedRate < 0 || c.Audit.CorrelatedRate > 1 {
 		bad("audit.rate", "rates must be between 0 and 1")
 	}
+	if c.Audit.Window < 0 || c.Audit.MaxWrong < 0 {
+		bad("audit.window", "window and max_wrong must not be negative")
+	}
+	if c.Audit.Webhook != "" && !strings.HasPrefix(c.Audit.Webhook, "https://") && !strings.HasPrefix(c.Audit.Webhook, "http://") {
+		bad("audit.webhook", "must be an http(s) URL")
+	}
 	if c.SwitchPoll.D() <= 0 || c.SwitchPoll.D() > time.Second {
 		bad("switch_poll", "must be between 1ms and 1s")
 	}
@@ -460,6 +466,15 @@ func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
 		}
 		if p.Model == "" {
 			bad(f+".model", "required")
+		}
+		if p.BaseURL != "" && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+			bad(f+".base_url", "must be an http(s) URL, got %q", p.BaseURL)
+		}
+		if p.Proxy != "" && !strings.HasPrefix(p.Proxy, "http://") && !strings.HasPrefix(p.Proxy, "https://") {
+			bad(f+".proxy", "must be an http(s) URL, got %q", p.Proxy)
+		}
+		if p.Timeout.D() < 0 || p.Timeout.D() > 10*time.Minute {
+			bad(f+".timeout", "must be between 0 (default 20s) and 10m")
 		}
 	}
 }

@@ -209,8 +209,12 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, g.fail(ctx, req, err)
 	}
 	req.applyResult(pres)
+	g.cfg.Metrics.PilotRefusal(pres.Code)
 	if pres.Outcome != pilot.Executed {
 		req.Status = StatusFailed
+		g.cfg.Metrics.Decision(marque.PathApproved, OutcomeReferred, g.cfg.Clock().Sub(now))
+	} else {
+		g.cfg.Metrics.Decision(marque.PathApproved, OutcomeExecuted, g.cfg.Clock().Sub(now))
 	}
 	if err := g.executed(ctx, req, pres); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"harbormaster/internal/audit"
 	"harbormaster/internal/bound"
@@ -175,6 +176,9 @@ func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	if !queue.Fresh(a.Time, g.cfg.Clock()) {
+		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, a.Time, queue.MaxActAge)
+	}
 	d, err := g.residualRule(a.DelegationID, a.Rule)
 	if err != nil {
 		return err
@@ -201,6 +205,16 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	if !queue.Fresh(e.Time, g.cfg.Clock()) {
+		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, e.Time, queue.MaxActAge)
+	}
+	signedAt, _ := time.Parse(time.RFC3339, e.Time)
+	var last int64
+	err = g.st.ReadDB().QueryRowContext(ctx, `SELECT enabled_ns FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, e.DelegationID, e.Rule).Scan(&last)
+	if err == nil && last != 0 && signedAt.Before(time.Unix(0, last)) {
+		// An older act replayed after a newer one must not undo it.
+		return fmt.Errorf("gateway: %w: a newer enable act for this rule was already applied", ErrActRefused)
+	}
 	d, err := g.residualRule(e.DelegationID, e.Rule)
 	if err != nil {
 		return err
@@ -208,6 +222,9 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	if e.On && g.cfg.Surveyor != nil && e.Bundle != g.cfg.Surveyor.Bundle().Version {
+		return fmt.Errorf("gateway: %w: the act names bundle %s; the bundle in force is %s", ErrActRefused, e.Bundle, g.cfg.Surveyor.Bundle().Version)
 	}
 	if e.On {
 		var by string
@@ -229,10 +246,11 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	if e.On {
 		on = 1
 	}
+	// enabled_ns holds the act's signing time, so older acts are refused.
 	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, enabled, enabled_by, enabled_act, surveyor, bundle, enabled_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delegation_id, rule) DO UPDATE SET enabled = excluded.enabled, enabled_by = excluded.enabled_by,
 		enabled_act = excluded.enabled_act, surveyor = excluded.surveyor, bundle = excluded.bundle, enabled_ns = excluded.enabled_ns`,
-		d.ID, e.Rule, on, signer.Name, string(act)+string(sig), e.Surveyor, e.Bundle, g.cfg.Clock().UnixNano())
+		d.ID, e.Rule, on, signer.Name, string(act)+string(sig), e.Surveyor, e.Bundle, signedAt.UnixNano())
 	return err
 }
 
@@ -280,6 +298,9 @@ func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	if !queue.Fresh(r.Time, g.cfg.Clock()) {
+		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, r.Time, queue.MaxActAge)
+	}
 	d := g.Delegation(r.DelegationID)
 	if d == nil {
 		return fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
@@ -287,6 +308,18 @@ func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
 	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+	}
+	suspended, _, since, err := g.cfg.Auditor.Suspension(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	signedAt, _ := time.Parse(time.RFC3339, r.Time)
+	if !suspended {
+		return fmt.Errorf("gateway: %w: the delegation is not suspended", ErrActRefused)
+	}
+	if signedAt.Before(since.Truncate(time.Second)) {
+		// A reinstatement signed before the suspension cannot lift it.
+		return fmt.Errorf("gateway: %w: the act was signed before the suspension it would lift", ErrActRefused)
 	}
 	return g.cfg.Auditor.Reinstate(ctx, d.ID, signer.Name, act, sig)
 }

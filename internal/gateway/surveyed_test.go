@@ -516,13 +516,13 @@ func TestSurveyedSuspendedUntilReinstated(t *testing.T) {
 	}
 	// A reinstatement signed by the approver (no enable namespace) is refused.
 	act, sig = gatewaytest.Act(t, keys.Approver, signing.NamespaceEnable,
-		queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "fixed"})
+		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "fixed"})
 	if err := f.sys.Gateway.Reinstate(ctx, act, sig); !errors.Is(err, gateway.ErrActRefused) {
 		t.Errorf("Reinstate by the approver: %v, want ErrActRefused", err)
 	}
 	f.mustRefer(t, "UPDATE customers SET name = 'Maria Garcia' WHERE id = 7", "suspended")
 	act, sig = gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable,
-		queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "prompt fixed"})
+		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "prompt fixed"})
 	if err := f.sys.Gateway.Reinstate(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +571,7 @@ func TestSurveyedEnablement(t *testing.T) {
 	f.mustRefer(t, fix, fmt.Sprintf("the Surveyor is not enabled for rule %d of this delegation", residualRule))
 
 	enable := func(signer *signing.PrivateKey, id string, on bool) error {
-		act, sig := gatewaytest.Act(t, signer, signing.NamespaceEnable, queue.Enable{Version: 1, Kind: queue.KindEnable,
+		act, sig := gatewaytest.Act(t, signer, signing.NamespaceEnable, queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable,
 			DelegationID: f.d.ID, Rule: residualRule, Surveyor: id, Bundle: f.panel.Bundle().Version, On: on})
 		return f.sys.Gateway.EnableSurveyor(ctx, act, sig)
 	}
@@ -581,7 +581,7 @@ func TestSurveyedEnablement(t *testing.T) {
 	}
 	mark := func(signer *signing.PrivateKey, rule int) error {
 		act, sig := gatewaytest.Act(t, signer, signing.NamespaceReview,
-			queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: f.d.ID, Rule: rule, Note: "judgeable from the evidence"})
+			queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: f.d.ID, Rule: rule, Note: "judgeable from the evidence"})
 		return f.sys.Gateway.MarkAuditable(ctx, act, sig)
 	}
 	if err := mark(keys.Approver, 0); !errors.Is(err, gateway.ErrActRefused) {

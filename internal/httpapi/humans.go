@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"harbormaster/internal/audit"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
@@ -147,7 +148,7 @@ func (s *Server) actError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, gateway.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked):
+	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked), errors.Is(err, audit.ErrReviewed):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, gateway.ErrNotRehearsed):
 		writeError(w, http.StatusConflict, "not_rehearsed", err.Error())

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"harbormaster/internal/signing"
@@ -30,6 +31,14 @@ func (s *Server) postAct(do func(r *http.Request, act, sig []byte) (any, error))
 	return func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.readAct(w, r)
 		if !ok {
+			return
+		}
+		// The act names its delegation; the path must name the same one.
+		var named struct {
+			DelegationID string `json:"delegation_id"`
+		}
+		if err := json.Unmarshal([]byte(b.Act), &named); err == nil && named.DelegationID != r.PathValue("id") {
+			writeError(w, http.StatusBadRequest, "bad_request", "the act names another delegation than the path")
 			return
 		}
 		out, err := do(r, []byte(b.Act), []byte(b.Signature))

@@ -171,6 +171,8 @@ type Auditable struct {
 	DelegationID string `json:"delegation_id"`
 	Rule         int    `json:"rule"`
 	Note         string `json:"note"`
+	// Time is when it was signed (RFC 3339); acts are refused when stale.
+	Time string `json:"time"`
 }
 
 // Enable turns the Surveyor on (or off) for one residual rule, naming the
@@ -183,6 +185,7 @@ type Enable struct {
 	Surveyor     string `json:"surveyor"`
 	Bundle       string `json:"bundle"`
 	On           bool   `json:"on"`
+	Time         string `json:"time"`
 }
 
 // Review is a reviewer's verdict on a sampled judgment.
@@ -200,6 +203,7 @@ type Reinstate struct {
 	Kind         string `json:"kind"`
 	DelegationID string `json:"delegation_id"`
 	Note         string `json:"note"`
+	Time         string `json:"time"`
 }
 
 // ParseAuditable, ParseEnable, ParseReview and ParseReinstate read and
@@ -209,7 +213,7 @@ func ParseAuditable(data []byte) (*Auditable, error) {
 	if err := parse(data, &a); err != nil {
 		return nil, err
 	}
-	if a.Version != 1 || a.Kind != KindAuditable || a.DelegationID == "" || a.Rule < 0 {
+	if a.Version != 1 || a.Kind != KindAuditable || a.DelegationID == "" || a.Rule < 0 || !validTime(a.Time) {
 		return nil, fmt.Errorf("%w: not a valid version 1 auditable mark", ErrInvalid)
 	}
 	return &a, nil
@@ -221,7 +225,7 @@ func ParseEnable(data []byte) (*Enable, error) {
 	if err := parse(data, &e); err != nil {
 		return nil, err
 	}
-	if e.Version != 1 || e.Kind != KindEnable || e.DelegationID == "" || e.Rule < 0 || e.Surveyor == "" || e.Bundle == "" {
+	if e.Version != 1 || e.Kind != KindEnable || e.DelegationID == "" || e.Rule < 0 || e.Surveyor == "" || e.Bundle == "" || !validTime(e.Time) {
 		return nil, fmt.Errorf("%w: not a valid version 1 enable act", ErrInvalid)
 	}
 	return &e, nil
@@ -245,8 +249,29 @@ func ParseReinstate(data []byte) (*Reinstate, error) {
 	if err := parse(data, &r); err != nil {
 		return nil, err
 	}
-	if r.Version != 1 || r.Kind != KindReinstate || r.DelegationID == "" {
+	if r.Version != 1 || r.Kind != KindReinstate || r.DelegationID == "" || !validTime(r.Time) {
 		return nil, fmt.Errorf("%w: not a valid version 1 reinstatement", ErrInvalid)
 	}
 	return &r, nil
+}
+
+// Stamp renders a signing time for an act.
+func Stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// MaxActAge is how far from now a time-stamped act may be signed.
+const MaxActAge = 10 * time.Minute
+
+// Fresh reports whether a stamped act was signed within MaxActAge of now.
+func Fresh(stamp string, now time.Time) bool {
+	t, err := time.Parse(time.RFC3339, stamp)
+	if err != nil {
+		return false
+	}
+	d := now.Sub(t)
+	return d <= MaxActAge && d >= -MaxActAge
+}
+
+func validTime(s string) bool {
+	_, err := time.Parse(time.RFC3339, s)
+	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"harbormaster/internal/queue"
 )
@@ -41,15 +42,15 @@ var kinds = []struct {
 	{"approval", goodApproval(), func(b []byte) (any, error) { return deref(queue.ParseApproval(b)) }},
 	{"denial", goodDenial(), func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
 	{"revocation", goodRevocation(), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
-	{"auditable", queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Note: "judgeable from the images"},
+	{"auditable", queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Note: "judgeable from the images"},
 		func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
-	{"enable", queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Surveyor: "panel-v1", Bundle: "bundle-2030", On: true},
+	{"enable", queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Surveyor: "panel-v1", Bundle: "bundle-2030", On: true},
 		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
-	{"enable off", queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 0, Surveyor: "panel-v1", Bundle: "bundle-2030", On: false},
+	{"enable off", queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 0, Surveyor: "panel-v1", Bundle: "bundle-2030", On: false},
 		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
 	{"review", queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_abcdefghijkl", Verdict: "wrong", Note: "a real name change, not a typo"},
 		func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
-	{"reinstate", queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: "dlg_abcdefghijkl", Note: "reviewed"},
+	{"reinstate", queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: "dlg_abcdefghijkl", Note: "reviewed"},
 		func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
 }
 
@@ -246,11 +247,11 @@ func TestNonCanonicalRefused(t *testing.T) {
 		{"revocation without a delegation", canon(t, r2), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
 		{"review with another verdict", canon(t, queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_x", Verdict: "maybe"}),
 			func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
-		{"auditable with a negative rule", canon(t, queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_x", Rule: -1}),
+		{"auditable with a negative rule", canon(t, queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_x", Rule: -1}),
 			func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
-		{"enable without a bundle", canon(t, queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_x", Surveyor: "s", On: true}),
+		{"enable without a bundle", canon(t, queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_x", Surveyor: "s", On: true}),
 			func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
-		{"reinstate without a delegation", canon(t, queue.Reinstate{Version: 1, Kind: queue.KindReinstate}),
+		{"reinstate without a delegation", canon(t, queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate}),
 			func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
 	}
 	for _, c := range others {

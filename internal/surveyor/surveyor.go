@@ -33,8 +33,10 @@ const (
 var framingOrder = []Framing{Certify, Refute, Shape}
 
 // Bundle is a versioned set of prompts embedded in the binary. The version
-// in force is recorded in each delegation at signing (provenance) and in
-// each judgment; it is deliberately not pinned per delegation.
+// in force is recorded in each judgment and named by the signed act that
+// enables the Surveyor for a rule; it is deliberately not pinned per
+// delegation. (A delegation's own provenance records "none" for now: see
+// docs/security.md, known limits.)
 type Bundle struct {
 	Version  string
 	systems  map[Framing]string

@@ -477,12 +477,12 @@ func (s *System) EnableTierB(t testing.TB, d *gateway.Delegation, rule int, surv
 		}
 	}
 	act, sig := Act(t, s.Opts.Keys.Approver, signing.NamespaceReview,
-		queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: "auditable from the evidence"})
+		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: "auditable from the evidence"})
 	if err := s.Gateway.MarkAuditable(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
 	act, sig = Act(t, s.Opts.Keys.Grantor, signing.NamespaceEnable,
-		queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: surveyorID, Bundle: bundle, On: true})
+		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: surveyorID, Bundle: bundle, On: true})
 	if err := s.Gateway.EnableSurveyor(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
