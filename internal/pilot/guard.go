@@ -3,6 +3,7 @@ package pilot
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,11 @@ var ErrGuard = errors.New("cannot build guards")
 //   - an INSERT or UPDATE with a check returns one more column that raises
 //     on any new row that fails the check;
 //   - a SELECT is limited to max_rows+1 rows (the extra row marks truncation).
-func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat *sqlcheck.Catalog) (*Guarded, error) {
+func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat *sqlcheck.Catalog, opts ...GuardOption) (*Guarded, error) {
+	var o guardOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if d.Outcome != sqlcheck.Conforms && d.Outcome != sqlcheck.Survey {
 		return nil, fmt.Errorf("%w: the statement does not conform", ErrGuard)
 	}
@@ -83,14 +88,14 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if !ok {
 			return nil, fmt.Errorf("%w: table %s left the catalog", ErrGuard, t)
 		}
-		e, reasons := sqlcheck.CompileExpr(expr, tbl, cat)
-		if len(reasons) > 0 {
-			return nil, fmt.Errorf("%w: the signed expression %q no longer compiles: %s", ErrGuard, expr, reasons[0].Message)
+		node, err := o.cache.compile(expr, tbl, cat)
+		if err != nil {
+			return nil, err
 		}
 		if alias != "" {
-			qualify(e.Node.ProtoReflect(), alias)
+			qualify(node.ProtoReflect(), alias)
 		}
-		return e.Node, nil
+		return node, nil
 	}
 
 	// Reads: every reference to a table outside the write target.
@@ -220,6 +225,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 	}
 	g.SQL = sql
+	if !o.evidence {
+		return g, nil
+	}
 	withImage := proto.Clone(stmt).(*pg.Node)
 	if _, ok := afterImageColumn(withImage); ok {
 		if g.ImageSQL, err = deparse(withImage); err != nil {
@@ -295,4 +303,62 @@ func qualify(m protoreflect.Message, alias string) {
 		}
 		return true
 	})
+}
+
+// GuardOption tunes BuildGuards.
+type GuardOption func(*guardOptions)
+
+type guardOptions struct {
+	evidence bool
+	cache    *ExprCache
+}
+
+// WithEvidence also builds the rehearsal's image queries (ImageSQL,
+// BeforeSQL), which only rehearsals and the surveyed path need.
+func WithEvidence() GuardOption { return func(o *guardOptions) { o.evidence = true } }
+
+// WithExprCache reuses compiled fences and checks across statements.
+func WithExprCache(c *ExprCache) GuardOption { return func(o *guardOptions) { o.cache = c } }
+
+// ExprCache holds signed fences and checks compiled against one catalog, so
+// each statement clones a parsed tree instead of parsing the text again. It
+// is safe for concurrent use; a nil cache compiles every time.
+type ExprCache struct {
+	mu sync.Mutex
+	m  map[exprKey]*pg.Node
+}
+
+type exprKey struct {
+	cat   *sqlcheck.Catalog
+	table sqlcheck.TableName
+	expr  string
+}
+
+// maxCachedExprs bounds the cache; it is cleared when full.
+const maxCachedExprs = 4096
+
+// compile returns a fresh copy of the expression's tree, owned by the caller.
+func (c *ExprCache) compile(expr string, tbl *sqlcheck.Table, cat *sqlcheck.Catalog) (*pg.Node, error) {
+	k := exprKey{cat, tbl.Name, expr}
+	if c != nil {
+		c.mu.Lock()
+		n, ok := c.m[k]
+		c.mu.Unlock()
+		if ok {
+			return proto.Clone(n).(*pg.Node), nil
+		}
+	}
+	e, reasons := sqlcheck.CompileExpr(expr, tbl, cat)
+	if len(reasons) > 0 {
+		return nil, fmt.Errorf("%w: the signed expression %q no longer compiles: %s", ErrGuard, expr, reasons[0].Message)
+	}
+	if c != nil {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= maxCachedExprs {
+			c.m = map[exprKey]*pg.Node{}
+		}
+		c.m[k] = proto.Clone(e.Node).(*pg.Node)
+		c.mu.Unlock()
+	}
+	return e.Node, nil
 }

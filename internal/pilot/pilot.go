@@ -97,7 +97,23 @@ type Pilot struct {
 
 	mu      sync.RWMutex
 	catalog *sqlcheck.Catalog
+
+	exprs ExprCache
+
+	sigMu sync.Mutex
+	sigOK map[[32]byte]sigEntry // verified (bound, signature) pairs
 }
+
+// sigEntry is a grantor signature verified against the signers file.
+type sigEntry struct {
+	signer string
+	until  time.Time
+}
+
+// sigCacheFor is how long a verified grantor signature is trusted without
+// checking it again (the signers file is read once; only validity windows
+// can change the answer).
+const sigCacheFor = time.Minute
 
 // New connects to the target and reads its catalog.
 func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *signing.AllowedSigners) (*Pilot, error) {
@@ -242,7 +258,7 @@ func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
 	if res != nil {
 		return nil, nil, res
 	}
-	g, res := p.guard(req.SQL, b, claims.Path)
+	g, res := p.guard(req.SQL, b, claims.Path, req.ExpectBefore != "")
 	if res != nil {
 		return nil, nil, res
 	}
@@ -259,12 +275,12 @@ func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string
 	if bound.ID(canonical) != auth.DelegationID {
 		return nil, refused(RefusedBound, "the delegation bytes do not match the marque's delegation id")
 	}
-	signer, err := p.signers.Verify(canonical, []byte(auth.Signature), signing.NamespaceDelegation, p.cfg.Target, now)
+	name, err := p.verifyGrantor(canonical, []byte(auth.Signature), now)
 	if err != nil {
 		return nil, refused(RefusedSignature, "the grantor's signature does not verify: %v", err)
 	}
-	if signer.Name != auth.Signer {
-		return nil, refused(RefusedSignature, "the delegation was signed by %s, not %s", signer.Name, auth.Signer)
+	if name != auth.Signer {
+		return nil, refused(RefusedSignature, "the delegation was signed by %s, not %s", name, auth.Signer)
 	}
 	b, err := bound.ParseCanonical(canonical)
 	if err != nil {
@@ -282,9 +298,37 @@ func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string
 	return b, nil
 }
 
+// verifyGrantor verifies a grantor's signature over canonical bound bytes
+// with the signers file, remembering a success for a minute.
+func (p *Pilot) verifyGrantor(canonical, sig []byte, now time.Time) (string, error) {
+	h := sha256.New()
+	h.Write(canonical)
+	h.Write([]byte{0})
+	h.Write(sig)
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	p.sigMu.Lock()
+	e, ok := p.sigOK[key]
+	p.sigMu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.signer, nil
+	}
+	signer, err := p.signers.Verify(canonical, sig, signing.NamespaceDelegation, p.cfg.Target, now)
+	if err != nil {
+		return "", err
+	}
+	p.sigMu.Lock()
+	if p.sigOK == nil || len(p.sigOK) > 4096 {
+		p.sigOK = map[[32]byte]sigEntry{}
+	}
+	p.sigOK[key] = sigEntry{signer: signer.Name, until: now.Add(sigCacheFor)}
+	p.sigMu.Unlock()
+	return signer.Name, nil
+}
+
 // guard re-runs the static check against the bound and builds the guards.
 // The compiled path needs conforms; the surveyed path may also be survey.
-func (p *Pilot) guard(sql string, b *bound.Bound, path string) (*Guarded, *Result) {
+func (p *Pilot) guard(sql string, b *bound.Bound, path string, evidence bool) (*Guarded, *Result) {
 	rules, err := b.CheckRules()
 	if err != nil {
 		return nil, refused(RefusedBound, "%v", err)
@@ -304,7 +348,11 @@ func (p *Pilot) guard(sql string, b *bound.Bound, path string) (*Guarded, *Resul
 		}
 		return nil, r
 	}
-	g, err := BuildGuards(a, d, b, cat)
+	opts := []GuardOption{WithExprCache(&p.exprs)}
+	if evidence {
+		opts = append(opts, WithEvidence())
+	}
+	g, err := BuildGuards(a, d, b, cat, opts...)
 	if err != nil {
 		return nil, refused(RefusedCheck, "%v", err)
 	}
@@ -333,7 +381,7 @@ func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte,
 	if b.Grantee != principal || b.Target != p.cfg.Target {
 		return refused(RefusedBound, "the delegation does not cover %s on %s", principal, p.cfg.Target), nil
 	}
-	g, res := p.guard(sql, b, path)
+	g, res := p.guard(sql, b, path, true)
 	if res != nil {
 		return res, nil
 	}
