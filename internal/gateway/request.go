@@ -94,12 +94,10 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
 		"reasons": nonNil(req.Reasons), "evaluated": evals, "judgment_id": req.JudgmentID,
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload}); err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
-	}
-	if req.Outcome == "run" {
+	agentOutcome := req.Outcome
+	if agentOutcome == "run" {
 		// The agent sees executed or referred, never "run".
-		req.Outcome = OutcomeReferred
+		agentOutcome = OutcomeReferred
 	}
 	req.Updated = req.Created
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
@@ -107,13 +105,18 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	if req.Rule != nil {
 		rule = sql.NullInt64{Int64: int64(*req.Rule), Valid: true}
 	}
-	_, err := g.st.OpsDB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
-		delegation_id, rule, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.Path,
-		req.DelegationID, rule, string(reasons), req.Created.UnixNano(), req.Updated.UnixNano())
-	if err != nil {
-		return fmt.Errorf("gateway: record request: %w", err)
+	// The request row commits with its decision entry, in one group commit.
+	insert := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+			delegation_id, rule, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, agentOutcome, req.Status, req.Path,
+			req.DelegationID, rule, string(reasons), req.Created.UnixNano(), req.Updated.UnixNano())
+		return err
 	}
+	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload, With: insert}); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	req.Outcome = agentOutcome
 	return nil
 }
 
@@ -127,16 +130,16 @@ func nonNil(s []string) []string {
 // executing records the transaction id just before COMMIT, durably, so a
 // crash after COMMIT is reconciled from the receipt, never re-executed.
 func (g *Gateway) executing(ctx context.Context, req *request, txid string) error {
+	update := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
+			req.MarqueID, txid, g.cfg.Clock().UnixNano(), req.ID)
+		return err
+	}
 	_, err := g.append(ctx, logbook.Record{Kind: "execution.pending",
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
-		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "txid": txid}})
+		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "txid": txid}, With: update})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
-	}
-	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
-		req.MarqueID, txid, g.cfg.Clock().UnixNano(), req.ID)
-	if err != nil {
-		return fmt.Errorf("gateway: record execution: %w", err)
 	}
 	return nil
 }
@@ -157,17 +160,17 @@ func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]a
 		// value is an invalid record.
 		subjects["marque"] = req.MarqueID
 	}
-	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload})
+	reasons, _ := json.Marshal(nonNil(req.Reasons))
+	update := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
+			txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`,
+			req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
+		return err
+	}
+	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload, With: update})
 	if err != nil {
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
-	}
-	reasons, _ := json.Marshal(nonNil(req.Reasons))
-	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
-		txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`,
-		req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
-	if err != nil {
-		return fmt.Errorf("gateway: record execution: %w", err)
 	}
 	return nil
 }

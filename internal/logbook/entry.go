@@ -1,7 +1,9 @@
 package logbook
 
 import (
+	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -43,6 +45,11 @@ type Record struct {
 	// json.RawMessage is taken as the JSON it holds). A nil Payload is JSON
 	// null. At most Config.MaxPayloadBytes once canonical.
 	Payload any
+	// With, when set, runs inside the transaction that commits the entry, so
+	// state the entry records (a request row, say) commits atomically with
+	// it, in the same group commit. If it fails, the whole batch rolls back
+	// and every Append in it fails: keep it to simple statements.
+	With func(ctx context.Context, tx *sql.Tx) error
 }
 
 // Entry is one record in the logbook, as stored and as exported (one JSON
@@ -80,6 +87,7 @@ type prepared struct {
 	subjects map[string]string
 	subjJSON []byte // canonical JSON of subjects
 	payload  []byte // canonical JSON
+	with     func(ctx context.Context, tx *sql.Tx) error
 }
 
 func prepare(r Record, maxPayload int) (prepared, error) {
@@ -110,7 +118,7 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload}, nil
+	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With}, nil
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

@@ -538,6 +538,13 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	if err := w.insert(ctx, tx, w.insSubject, 3, subjectArgs); err != nil {
 		return out, fmt.Errorf("%w: insert subjects: %w", ErrUnavailable, err)
 	}
+	for _, r := range reqs {
+		if r.rec.with != nil {
+			if err := r.rec.with(ctx, tx); err != nil {
+				return out, fmt.Errorf("%w: a record's own statements failed: %w", ErrUnavailable, err)
+			}
+		}
+	}
 
 	switch {
 	case headSeq == 0:
