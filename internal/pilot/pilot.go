@@ -403,14 +403,18 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return nil, err
 	}
 	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL}
+	var txid string
 	if rehearse {
 		res.Outcome = Rehearsed
 	} else {
 		res.MarqueID = claims.ID
 		// The receipt goes first: a second execution of the same marque
 		// blocks on, then fails at, this primary key before running anything.
-		_, err := tx.Exec(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path) VALUES ($1, $2, $3, $4, $5, $6)`,
-			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path)
+		// Its txid column defaults to this transaction's id: the id the
+		// gateway records before COMMIT, read back here in the same trip.
+		err := tx.QueryRow(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING txid::text`,
+			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path).Scan(&txid)
 		if err != nil {
 			if isUniqueViolation(err) {
 				return refused(RefusedReplay, "marque %s was already executed", claims.ID), nil
@@ -489,10 +493,6 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		// The receipt was written before the transaction went read-only.
 	} else if _, err := tx.Exec(ctx, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`, claims.ID, n); err != nil {
 		return nil, fmt.Errorf("pilot: receipt: %w", err)
-	}
-	var txid string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&txid); err != nil {
-		return nil, fmt.Errorf("pilot: txid: %w", err)
 	}
 	res.TxID = txid
 	if req.BeforeCommit != nil {
