@@ -113,12 +113,17 @@ type Gateway struct {
 	minter  *marque.Minter
 	signers *signing.AllowedSigners
 	targets map[string]*pilot.Pilot
+	checks  *checkMemo
 
 	mu          sync.RWMutex
 	delegations []*Delegation // every stored delegation, oldest first
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // request id -> closed on its next change
+
+	pendMu   sync.Mutex
+	pending  map[string]chan struct{} // request id -> closed once its execution entry is written
+	inflight sync.WaitGroup           // execution entries being written after the answer
 
 	quota        *quota.Limiter
 	http         *http.Client
@@ -133,7 +138,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{},
-		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}}
+		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo()}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
 			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
@@ -222,8 +227,16 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 	req := &request{ID: newID("req_"), Principal: principal, Target: target, SQL: sql, Created: now}
 
+	delegs := g.activeDelegations(principal, target, now)
+	var open *opening
+	if len(delegs) > 0 {
+		// The transaction a marque would run in opens meanwhile.
+		open = openTxn(ctx, p)
+		defer open.discard()
+	}
+
 	// 2 parse with the real Postgres parser.
-	a := sqlcheck.Analyze(sql, p.Catalog(), g.cfg.Limits)
+	a, key := g.analyze(sql, p.Catalog())
 	req.Canonical = a.Canonical
 	if a.Unparseable() {
 		r := a.Reasons[0]
@@ -239,9 +252,10 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	var chosen *Delegation
 	var decision sqlcheck.Decision
 	var evals []evaluation
-	for _, d := range g.activeDelegations(principal, target, now) {
-		dec := sqlcheck.Check(a, d.Rules)
-		evals = append(evals, evaluation{Delegation: d.ID, Decision: string(dec.Outcome), Rule: dec.Rule, Reasons: dec.ReasonStrings()})
+	for _, d := range delegs {
+		c := g.check(a, key, d)
+		dec := c.dec
+		evals = append(evals, evaluation{Delegation: d.ID, Decision: string(dec.Outcome), Rule: dec.Rule, Reasons: c.reasons})
 		better := chosen == nil && dec.Outcome != sqlcheck.Refer ||
 			chosen != nil && decision.Outcome == sqlcheck.Survey && dec.Outcome == sqlcheck.Conforms
 		if better {
@@ -256,6 +270,8 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	case chosen == nil:
 		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
 	case decision.Outcome == sqlcheck.Survey:
+		// The panel takes seconds: no transaction waits open for it.
+		open.discard()
 		req.Outcome, req.DelegationID, req.Rule = OutcomeReferred, chosen.ID, decision.Rule
 		why, err := g.surveyReady(ctx, target, chosen, decision)
 		if err != nil {
@@ -297,6 +313,28 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
+	// The target transaction is open before the decision, so the decision
+	// entry carries its id: durable before COMMIT, for crash
+	// reconciliation, with no logbook append of its own.
+	var txn *pilot.Txn
+	if req.Path != "" {
+		if txn, err = open.take(ctx, p); err != nil {
+			g.cfg.Logger.Error("target transaction", "request", req.ID, "target", target, "err", err)
+			req.Outcome, req.Path = OutcomeReferred, ""
+			req.Reasons = []string{"the target could not be reached, so a human decides: " + err.Error()}
+		} else {
+			defer txn.Close()
+			req.TxID = txn.ID()
+		}
+	}
+	if req.Path != "" {
+		// The marque's id is recorded with the decision too: a restart
+		// finds its receipt by it.
+		if req.MarqueID, err = g.minter.NewID(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
+
 	// 6 logbook: the decision is durable before any marque exists.
 	if err := g.decide(ctx, req, evals, chosen); err != nil {
 		return nil, err
@@ -314,16 +352,14 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 			Signer: chosen.Signer, Signature: string(chosen.Signature)},
 		JudgmentID: req.JudgmentID,
 	}
-	tok, claims, err := g.minter.Mint(claims)
+	tok, _, err := g.minter.MintID(req.MarqueID, claims)
 	if err != nil {
 		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", err))
 	}
-	req.MarqueID = claims.ID
 
-	// 8 the Pilot verifies everything again and executes under guards; the
-	// transaction id is recorded durably before COMMIT.
-	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical,
-		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }}
+	// 8 the Pilot verifies everything again and executes under guards, in
+	// the transaction whose id the decision recorded.
+	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical, Txn: txn}
 	if survey != nil {
 		// The statement must reach exactly what the panel was shown.
 		preq.ExpectBefore = survey.rehearsal.BeforeDigest
@@ -331,13 +367,24 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		preq.ExpectRows = &rows
 	}
 	res, err := p.Execute(ctx, preq)
+	if errors.Is(err, pilot.ErrCommitUnknown) {
+		// Only the receipt can tell whether it committed: the request
+		// stays running, and Reconcile resolves it.
+		g.cfg.Logger.Error("statement path: commit outcome unknown", "request", req.ID, "err", err)
+		return nil, fmt.Errorf("gateway: request %s: %w", req.ID, err)
+	}
 	if err != nil {
 		return nil, g.fail(ctx, req, err)
 	}
 
-	// 9 logbook: the execution's outcome.
+	// 9 logbook: the execution's outcome. A statement executed on the
+	// compiled path is answered while its entry group-commits: the receipt
+	// that committed with it already proves the outcome, and if this
+	// process stops first, Reconcile records it from that receipt.
 	req.applyResult(res)
-	if err := g.executed(ctx, req, res); err != nil {
+	if res.Outcome == pilot.Executed && survey == nil {
+		g.recordLater(ctx, req, res)
+	} else if err := g.executed(ctx, req, res); err != nil {
 		return nil, err
 	}
 	if res.Outcome == pilot.Executed {

@@ -156,6 +156,9 @@ func TestDecisionBeforeExecution(t *testing.T) {
 		t.Fatalf("unknown target: %v", err)
 	}
 
+	// Executed statements were answered while their execution entries
+	// group-committed; wait for those.
+	gw.Drain()
 	// Every stored request is one of ours, and every one of ours is stored.
 	stored := storedRequestIDs(t, f.sys)
 	if len(stored) != len(wants) {
@@ -204,11 +207,16 @@ func TestDecisionBeforeExecution(t *testing.T) {
 				t.Errorf("%s: decision path %v for a referral", id, d["path"])
 			}
 		case "executed":
-			if len(pending) != 1 || len(execs) != 1 {
-				t.Fatalf("%s: %d pending and %d execution entries, want one each", id, len(pending), len(execs))
+			// The compiled path records the transaction id in the decision
+			// (the transaction is open before it): no pending entry.
+			if len(pending) != 0 || len(execs) != 1 {
+				t.Fatalf("%s: %d pending and %d execution entries, want none and one", id, len(pending), len(execs))
 			}
-			if !(ds[0].Seq < pending[0].Seq && pending[0].Seq < execs[0].Seq) {
-				t.Errorf("%s: decision %d, pending %d, execution %d: not in that order", id, ds[0].Seq, pending[0].Seq, execs[0].Seq)
+			if !(ds[0].Seq < execs[0].Seq) {
+				t.Errorf("%s: decision %d, execution %d: not in that order", id, ds[0].Seq, execs[0].Seq)
+			}
+			if d["txid"] == nil || d["txid"] == "" || d["txid"] != payload(t, execs[0])["txid"] {
+				t.Errorf("%s: decision txid %v, execution txid %v: want the same, recorded", id, d["txid"], payload(t, execs[0])["txid"])
 			}
 			if d["outcome"] != "run" || d["path"] != "compiled" {
 				t.Errorf("%s: decision %v/%v, want run on the compiled path", id, d["outcome"], d["path"])
@@ -217,7 +225,7 @@ func TestDecisionBeforeExecution(t *testing.T) {
 			if x["outcome"] != string(pilot.Executed) || int64(x["rows_affected"].(float64)) != view.RowsAffected {
 				t.Errorf("%s: execution entry %v, request %+v", id, x, view)
 			}
-			if execs[0].Subjects["marque"] != view.MarqueID || view.MarqueID == "" || payload(t, pending[0])["txid"] == "" {
+			if execs[0].Subjects["marque"] != view.MarqueID || view.MarqueID == "" {
 				t.Errorf("%s: execution entries do not name marque %s and a txid", id, view.MarqueID)
 			}
 			found, rows, err := f.sys.Pilot.Receipt(ctx, view.MarqueID)
@@ -392,10 +400,12 @@ func (f *fixture) submitAsync(sql string) chan submitted {
 
 const crashSQL = "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3"
 
-// TestCrashBeforeExecution: the logbook goes away after the decision but
-// before the execution was recorded as pending. The Pilot must not commit;
-// the request is left running with no transaction id, as after a crash,
-// and a restarted gateway reconciles it as not run.
+// TestCrashBeforeExecution: the process dies after the decision, while
+// its statement waits inside the target (the logbook stops and the
+// transaction's backend is terminated, as when the process and its
+// connections go away). The decision recorded the open transaction's id;
+// a restarted gateway finds no receipt, asks the target about that id
+// (aborted), and reconciles the request as not run.
 func TestCrashBeforeExecution(t *testing.T) {
 	t.Parallel()
 	f := newCrashFixture(t)
@@ -411,19 +421,31 @@ func TestCrashBeforeExecution(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM orders WHERE id = 3 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
+	admin := f.conn(t)
 	done := f.submitAsync(crashSQL)
-	waitFor(t, "the decision", func() bool { return f.count(t, "decision") == 1 })
+	var pid int32
+	waitFor(t, "the statement to wait on the row", func() bool {
+		err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND wait_event = 'transactionid' AND datname = current_database()`).Scan(&pid)
+		return err == nil
+	})
 	id := f.lastRequest(t)
+	if decisionTxID(t, f, id) == "" {
+		t.Fatal("the decision does not record the transaction id")
+	}
 	f.sys.StopLogbook(t)
-	if err := tx.Rollback(ctx); err != nil {
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
-		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	if res.err == nil {
+		t.Fatalf("Submit: %+v; want an error (the logbook is gone)", res.resp)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
-		t.Fatal("the statement committed although its execution could not be recorded")
+		t.Fatal("the statement committed")
 	}
 	v, err := f.sys.Gateway.Request(ctx, id, "")
 	if err != nil {
@@ -454,8 +476,20 @@ func TestCrashBeforeExecution(t *testing.T) {
 	checkReconciled(t, f, id, "not_executed")
 }
 
+// decisionTxID is the transaction id request id's decision entry recorded.
+func decisionTxID(t *testing.T, f *fixture, id string) string {
+	t.Helper()
+	ds := ofKind(entries(t, f.sys.Logbook, id), "decision")
+	if len(ds) != 1 {
+		t.Fatalf("%s: %d decision entries", id, len(ds))
+	}
+	txid, _ := payload(t, ds[0])["txid"].(string)
+	return txid
+}
+
 // TestCrashAfterCommit: the statement commits, then the logbook goes away
-// before the execution entry. A restarted gateway reconciles it from the
+// before the execution entry. The agent is told it executed (it did); the
+// request stays running, and a restarted gateway reconciles it from the
 // receipt as executed, with its row count, and runs nothing again.
 func TestCrashAfterCommit(t *testing.T) {
 	t.Parallel()
@@ -467,17 +501,17 @@ func TestCrashAfterCommit(t *testing.T) {
 
 	done := f.submitAsync(crashSQL)
 	committingBackend(t, admin)
-	if n := f.count(t, "execution.pending"); n != 1 {
-		t.Fatalf("%d pending entries while the Pilot waits at COMMIT, want 1", n)
-	}
 	id := f.lastRequest(t)
+	if decisionTxID(t, f, id) == "" {
+		t.Fatal("the decision does not record the transaction id")
+	}
 	f.sys.StopLogbook(t)
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
-		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	if res.err != nil || res.resp.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("Submit: %+v, %v; want executed (it committed)", res.resp, res.err)
 	}
 	after := gatewaytest.Snapshot(t, f.dsn, "orders")
 	if after == before || gatewaytest.Receipts(t, f.dsn) != 1 {
@@ -513,9 +547,10 @@ func TestCrashAfterCommit(t *testing.T) {
 }
 
 // TestCrashDuringCommit: the process dies while COMMIT is in flight (its
-// backend is terminated), after execution.pending recorded the
-// transaction id. The transaction aborted; a restarted gateway finds no
-// receipt, asks the target about the transaction id, and refers.
+// backend is terminated). The decision recorded the transaction id; the
+// Pilot cannot know whether COMMIT took, so the request stays running.
+// The transaction aborted: a restarted gateway finds no receipt, asks the
+// target about the transaction id, and refers.
 func TestCrashDuringCommit(t *testing.T) {
 	t.Parallel()
 	f := newCrashFixture(t)
@@ -532,8 +567,8 @@ func TestCrashDuringCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := <-done
-	if !errors.Is(res.err, gateway.ErrLogUnavailable) {
-		t.Fatalf("Submit: %+v, %v; want ErrLogUnavailable", res.resp, res.err)
+	if !errors.Is(res.err, pilot.ErrCommitUnknown) {
+		t.Fatalf("Submit: %+v, %v; want ErrCommitUnknown", res.resp, res.err)
 	}
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
 		t.Fatal(err)

@@ -373,6 +373,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			g.Drain()
 			return nil
 		case <-t.C:
 			if err := g.expireWaiting(ctx); err != nil && ctx.Err() == nil {

@@ -94,6 +94,11 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
 		"reasons": nonNil(req.Reasons), "evaluated": evals, "judgment_id": req.JudgmentID,
 	}
+	if req.TxID != "" {
+		// The target transaction the marque will run in, open already,
+		// and the id the marque will carry.
+		payload["txid"], payload["marque_id"] = req.TxID, req.MarqueID
+	}
 	agentOutcome := req.Outcome
 	if agentOutcome == "run" {
 		// The agent sees executed or referred, never "run".
@@ -108,9 +113,9 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	// The request row commits with its decision entry, in one group commit.
 	insert := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
-			delegation_id, rule, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			delegation_id, rule, reasons, txid, marque_id, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, agentOutcome, req.Status, req.Path,
-			req.DelegationID, rule, string(reasons), req.Created.UnixNano(), req.Updated.UnixNano())
+			req.DelegationID, rule, string(reasons), req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
 		return err
 	}
 	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload, With: insert}); err != nil {
@@ -144,15 +149,68 @@ func (g *Gateway) executing(ctx context.Context, req *request, txid string) erro
 	return nil
 }
 
-// executed records the execution's outcome (step 9).
-func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result) error {
-	payload := map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
-		"code": res.Code, "rows_affected": res.RowsAffected, "reasons": nonNil(res.Reasons), "txid": res.TxID,
-		"executed_sql": res.ExecutedSQL}
-	return g.finish(ctx, req, payload)
+// recordLater records an executed statement's outcome (step 9) while the
+// agent is answered. Request waits for it, so a read after the answer sees
+// the final state; Drain waits for all of them.
+func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Result) {
+	done := make(chan struct{})
+	g.pendMu.Lock()
+	if g.pending == nil {
+		g.pending = map[string]chan struct{}{}
+	}
+	g.pending[req.ID] = done
+	g.pendMu.Unlock()
+	g.inflight.Add(1)
+	go func() {
+		defer g.inflight.Done()
+		if err := g.record(context.WithoutCancel(ctx), req, executedPayload(req, res), true); err != nil {
+			// The request stays running; Reconcile resolves it from the receipt.
+			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
+		}
+		g.pendMu.Lock()
+		delete(g.pending, req.ID)
+		g.pendMu.Unlock()
+		close(done)
+	}()
 }
 
+// settled waits until request id's execution entry, if one is being
+// written, is written (or ctx ends).
+func (g *Gateway) settled(ctx context.Context, id string) {
+	g.pendMu.Lock()
+	done, ok := g.pending[id]
+	g.pendMu.Unlock()
+	if ok {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Drain waits until every execution entry written after its answer is
+// written. The control plane calls it before it stops its logbook.
+func (g *Gateway) Drain() { g.inflight.Wait() }
+
+// executed records the execution's outcome (step 9).
+func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result) error {
+	return g.finish(ctx, req, executedPayload(req, res))
+}
+
+func executedPayload(req *request, res *pilot.Result) map[string]any {
+	return map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
+		"code": res.Code, "rows_affected": res.RowsAffected, "reasons": nonNil(res.Reasons), "txid": res.TxID,
+		"executed_sql": res.ExecutedSQL}
+}
+
+// finish records a request's outcome with its execution entry.
 func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]any) error {
+	return g.record(ctx, req, payload, false)
+}
+
+// record writes the execution entry and the request's final state; a
+// lazy one shares the next decision's commit (logbook.Record.Lazy).
+func (g *Gateway) record(ctx context.Context, req *request, payload map[string]any, lazy bool) error {
 	subjects := map[string]string{"request": req.ID, "target": req.Target}
 	if req.MarqueID != "" {
 		// No marque id when minting failed, or when a crash came before the
@@ -167,7 +225,7 @@ func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]a
 			req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
-	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload, With: update})
+	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
 	if err != nil {
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -216,6 +274,7 @@ type RequestView struct {
 
 // Request returns one request. A principal other than "" may only see its own.
 func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestView, error) {
+	g.settled(ctx, id)
 	rows, err := g.queryRequests(ctx, `WHERE id = ?`, id)
 	if err != nil {
 		return nil, err

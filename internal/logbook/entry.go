@@ -50,6 +50,13 @@ type Record struct {
 	// it, in the same group commit. If it fails, the whole batch rolls back
 	// and every Append in it fails: keep it to simple statements.
 	With func(ctx context.Context, tx *sql.Tx) error
+	// Lazy lets the writer hold the entry for up to Config.LazyWait, so it
+	// commits with the next entry that is not lazy and shares its fsync.
+	// Append still returns only once the entry is durable. It is for
+	// records whose content is provable elsewhere until they land (an
+	// execution, whose receipt committed in the target) and that no caller
+	// is waiting on.
+	Lazy bool
 }
 
 // Entry is one record in the logbook, as stored and as exported (one JSON
@@ -88,6 +95,7 @@ type prepared struct {
 	subjJSON []byte // canonical JSON of subjects
 	payload  []byte // canonical JSON
 	with     func(ctx context.Context, tx *sql.Tx) error
+	lazy     bool
 }
 
 func prepare(r Record, maxPayload int) (prepared, error) {
@@ -118,7 +126,7 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With}, nil
+	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With, lazy: r.Lazy}, nil
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

@@ -61,6 +61,10 @@ type Config struct {
 	// MaxPayloadBytes bounds one entry's canonical payload. Defaults to
 	// 1 MiB.
 	MaxPayloadBytes int
+	// LazyWait is the longest the writer holds lazy records (Record.Lazy)
+	// waiting for an entry that is not lazy to commit with. Defaults to
+	// 5 milliseconds.
+	LazyWait time.Duration
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -83,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = 1 << 20
 	}
+	if c.LazyWait == 0 {
+		c.LazyWait = 5 * time.Millisecond
+	}
 	return c
 }
 
@@ -92,6 +99,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("logbook: config: Origin %q must be one non-empty line", c.Origin)
 	case c.CheckpointEvery < 1:
 		return fmt.Errorf("logbook: config: CheckpointEvery %d must be at least 1", c.CheckpointEvery)
+	case c.LazyWait < 0:
+		return fmt.Errorf("logbook: config: LazyWait %v must not be negative", c.LazyWait)
 	case c.CheckpointInterval <= 0:
 		return fmt.Errorf("logbook: config: CheckpointInterval %v must be positive", c.CheckpointInterval)
 	case c.MaxBatch < 1:
@@ -272,10 +281,27 @@ func (l *Logbook) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(l.cfg.CheckpointInterval)
 	defer ticker.Stop()
+	// Lazy records wait in batch (up to LazyWait) for an eager one.
 	batch := make([]*request, 0, l.cfg.MaxBatch)
+	eager := 0
+	lazy := time.NewTimer(time.Hour)
+	lazy.Stop()
+	defer lazy.Stop()
+	flush := func() {
+		lazy.Stop()
+		if len(batch) == 0 {
+			return
+		}
+		// A batch the writer has taken commits or fails on its own
+		// merits, not because Run's ctx ended halfway.
+		w.commit(context.WithoutCancel(ctx), batch)
+		clear(batch)
+		batch, eager = batch[:0], 0
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			flush()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if _, err := w.write(fctx, nil, cpIfNew); err != nil {
 				l.log.Warn("logbook: final checkpoint failed", "err", err)
@@ -283,7 +309,8 @@ func (l *Logbook) Run(ctx context.Context) error {
 			cancel()
 			return nil
 		case r := <-l.reqs:
-			batch = append(batch[:0], r)
+			held := len(batch)
+			batch = append(batch, r)
 		fill:
 			for len(batch) < l.cfg.MaxBatch {
 				select {
@@ -293,11 +320,21 @@ func (l *Logbook) Run(ctx context.Context) error {
 					break fill
 				}
 			}
-			// A batch the writer has taken commits or fails on its own
-			// merits, not because Run's ctx ended halfway.
-			w.commit(context.WithoutCancel(ctx), batch)
-			clear(batch)
+			for _, r := range batch[held:] {
+				if r.checkpoint || !r.rec.lazy {
+					eager++
+				}
+			}
+			switch {
+			case eager > 0 || len(batch) >= l.cfg.MaxBatch || l.cfg.LazyWait == 0:
+				flush()
+			case held == 0:
+				lazy.Reset(l.cfg.LazyWait)
+			}
+		case <-lazy.C:
+			flush()
 		case <-ticker.C:
+			flush()
 			if _, err := w.write(ctx, nil, cpIfNew); err != nil {
 				l.log.Warn("logbook: timed checkpoint failed", "err", err)
 			}

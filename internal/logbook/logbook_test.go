@@ -655,3 +655,72 @@ func TestParseCheckpointBody(t *testing.T) {
 		}
 	}
 }
+
+// TestLazyRecordsShareACommit: a lazy record waits for the next eager one
+// and commits in its transaction (one batch: one time stamp); alone, it
+// commits after LazyWait; and a stopping writer commits what it holds.
+func TestLazyRecordsShareACommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, Config{LazyWait: time.Hour})
+	lazyDone := make(chan Entry, 1)
+	go func() {
+		e, err := f.lb.Append(ctx, Record{Kind: "execution", Subjects: map[string]string{"request": "r-1"}, Payload: 1, Lazy: true})
+		if err != nil {
+			t.Error(err)
+		}
+		lazyDone <- e
+	}()
+	select {
+	case <-lazyDone:
+		t.Fatal("a lazy record committed alone before its wait was over")
+	case <-time.After(200 * time.Millisecond):
+	}
+	eager, err := f.lb.Append(ctx, Record{Kind: "decision", Subjects: map[string]string{"request": "r-2"}, Payload: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy := <-lazyDone
+	if lazy.Seq != eager.Seq-1 || !lazy.Time.Equal(eager.Time) {
+		t.Fatalf("lazy %d at %v, eager %d at %v: want one batch, lazy first", lazy.Seq, lazy.Time, eager.Seq, eager.Time)
+	}
+
+	// Alone, with a short wait.
+	g := newFixture(t, Config{LazyWait: 20 * time.Millisecond})
+	start := time.Now()
+	if _, err := g.lb.Append(ctx, Record{Kind: "execution", Subjects: map[string]string{"request": "r-3"}, Payload: 3, Lazy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Fatalf("a lone lazy record committed after %v, before LazyWait", waited)
+	}
+
+	// A writer that stops commits the lazy records it holds.
+	h := newFixture(t, Config{LazyWait: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.lb.Append(ctx, Record{Kind: "execution", Subjects: map[string]string{"request": "r-4"}, Payload: 4, Lazy: true})
+		done <- err
+	}()
+	waitHeld(t, h)
+	h.stop()
+	if err := <-done; err != nil {
+		t.Fatalf("a held lazy record was lost at stop: %v", err)
+	}
+	if es, err := h.lb.Find(ctx, Query{Kind: "execution"}); err != nil || len(es) != 1 {
+		t.Fatalf("after stop: %d execution entries, %v; want the held one", len(es), err)
+	}
+}
+
+// waitHeld waits until the writer has taken the queued append.
+func waitHeld(t *testing.T, f *fixture) {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond) // the appender has queued it
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.lb.reqs) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take the append")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // it is in the batch, not yet committed
+}

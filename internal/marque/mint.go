@@ -121,6 +121,16 @@ func NewMinter(cfg MinterConfig) (*Minter, error) {
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// NewID reserves a fresh marque id, for a caller that records the id
+// (in the decision entry) before it mints the marque with MintID.
+func (m *Minter) NewID() (string, error) {
+	id, err := m.newID()
+	if err != nil {
+		return "", fmt.Errorf("marque: id: %w", err)
+	}
+	return id, nil
+}
+
 // Mint signs a marque for the claims. It fills ID, Issuer, IssuedAt, NotBefore
 // (= IssuedAt) and Expiry (= IssuedAt + TTL), replacing whatever the caller put
 // there, validates the result, and returns the token with the claims exactly
@@ -130,6 +140,15 @@ func (m *Minter) Mint(c Claims) (string, Claims, error) {
 	id, err := m.newID()
 	if err != nil {
 		return "", Claims{}, fmt.Errorf("marque: mint: id: %w", err)
+	}
+	return m.MintID(id, c)
+}
+
+// MintID is Mint with an id reserved by NewID. Each id is minted once: the
+// receipt's primary key in the target executes at most one marque per id.
+func (m *Minter) MintID(id string, c Claims) (string, Claims, error) {
+	if id == "" {
+		return "", Claims{}, fmt.Errorf("marque: mint: %w: empty id", ErrClaims)
 	}
 	now := m.clock()
 	c.ID = id

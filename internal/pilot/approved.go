@@ -83,14 +83,12 @@ func (p *Pilot) RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte
 		return nil, nil, err
 	}
 	rep := &Rehearsal{Kind: string(a.Facts.Kind), Before: []map[string]any{}, After: []map[string]any{}, ExecutedSQL: text}
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{})
+	t, err := p.begin(ctx, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := p.pin(ctx, tx); err != nil {
-		return nil, nil, err
-	}
+	defer t.Close() // always rolls back: nothing commits
+	tx := t.conn
 	if a.Facts.Kind == sqlcheck.OpSelect {
 		if _, err := tx.Exec(ctx, `SET LOCAL transaction_read_only = on`); err != nil {
 			return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
@@ -154,7 +152,7 @@ type imageSet struct {
 	more bool
 }
 
-func images(ctx context.Context, tx pgx.Tx, sql string, max int) (imageSet, error) {
+func images(ctx context.Context, tx querier, sql string, max int) (imageSet, error) {
 	rows, err := tx.Query(ctx, sql)
 	if err != nil {
 		return imageSet{}, err
@@ -241,6 +239,11 @@ func afterImageColumn(stmt *pg.Node) (string, bool) {
 		return a, true
 	}
 	return "", false
+}
+
+// querier runs statements in a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // ApprovedRequest is an approved statement to execute.

@@ -19,6 +19,7 @@ import (
 
 	"harbormaster/internal/bound"
 	"harbormaster/internal/marque"
+	"harbormaster/internal/memo"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 )
@@ -102,7 +103,31 @@ type Pilot struct {
 
 	sigMu sync.Mutex
 	sigOK map[[32]byte]sigEntry // verified (bound, signature) pairs
+
+	bounds memo.Map[[32]byte, *parsedBound] // by the SHA-256 of the canonical bytes
+	guards memo.Map[guardKey, *Guarded]     // statements this Pilot checked and guarded
 }
+
+// parsedBound is a canonical bound parsed and validated, with its rules.
+type parsedBound struct {
+	b     *bound.Bound
+	rules []sqlcheck.Rule
+	sum   [32]byte
+}
+
+// guardKey is everything the static check and the guards depend on: the
+// statement text, the bound's bytes, the catalog, the path and whether the
+// rehearsal's image queries are wanted.
+type guardKey struct {
+	cat      *sqlcheck.Catalog
+	sql      [32]byte
+	bound    [32]byte
+	path     string
+	evidence bool
+}
+
+// maxMemo bounds the Pilot's memos of parsed bounds and guarded statements.
+const maxMemo = 4096
 
 // sigEntry is a grantor signature verified against the signers file.
 type sigEntry struct {
@@ -136,7 +161,8 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	if err != nil {
 		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
 	}
-	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers}
+	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers,
+		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo}}
 	if err := p.RefreshCatalog(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -185,6 +211,9 @@ type Request struct {
 	// statement reaches exactly the rows the panel was shown.
 	ExpectBefore string
 	ExpectRows   *int64
+	// Txn, when set, is the transaction opened with Begin whose id the
+	// caller recorded; the statement runs in it. Nil opens one.
+	Txn *Txn
 	// BeforeCommit, when set, is called with the transaction id just before
 	// COMMIT; if it fails the transaction rolls back and nothing runs. The
 	// gateway records the id durably here for crash reconciliation.
@@ -254,11 +283,11 @@ func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
 	if claims.Auth.Kind != marque.AuthDelegation {
 		return nil, nil, refused(RefusedMarque, "marques resting on %q are not executed by this Pilot", claims.Auth.Kind)
 	}
-	b, res := p.verifyBound(req.Bound, claims.Auth, claims.Principal, now)
+	pb, res := p.verifyBound(req.Bound, claims.Auth, claims.Principal, now)
 	if res != nil {
 		return nil, nil, res
 	}
-	g, res := p.guard(req.SQL, b, claims.Path, req.ExpectBefore != "")
+	g, res := p.guard(req.SQL, pb, claims.Path, req.ExpectBefore != "")
 	if res != nil {
 		return nil, nil, res
 	}
@@ -267,7 +296,7 @@ func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
 
 // verifyBound checks the signed bound bytes against the marque's auth block
 // and the signers file, and that the delegation is in force for principal.
-func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string, now time.Time) (*bound.Bound, *Result) {
+func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string, now time.Time) (*parsedBound, *Result) {
 	sum := sha256.Sum256(canonical)
 	if hex.EncodeToString(sum[:]) != auth.BoundSHA256 {
 		return nil, refused(RefusedBound, "the delegation bytes do not match the marque's bound hash")
@@ -282,10 +311,11 @@ func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string
 	if name != auth.Signer {
 		return nil, refused(RefusedSignature, "the delegation was signed by %s, not %s", name, auth.Signer)
 	}
-	b, err := bound.ParseCanonical(canonical)
+	pb, err := p.parseBound(canonical, sum)
 	if err != nil {
 		return nil, refused(RefusedBound, "%v", err)
 	}
+	b := pb.b
 	if b.Target != p.cfg.Target {
 		return nil, refused(RefusedBound, "the delegation is for target %s, not %s", b.Target, p.cfg.Target)
 	}
@@ -295,7 +325,26 @@ func (p *Pilot) verifyBound(canonical []byte, auth marque.Auth, principal string
 	if !b.ActiveAt(now) {
 		return nil, refused(RefusedBound, "the delegation is not in force now (not_before %s, expires %s)", b.NotBefore, b.Expires)
 	}
-	return b, nil
+	return pb, nil
+}
+
+// parseBound parses and validates canonical bound bytes whose SHA-256 is
+// sum, once per distinct bytes.
+func (p *Pilot) parseBound(canonical []byte, sum [32]byte) (*parsedBound, error) {
+	if pb, ok := p.bounds.Get(sum); ok {
+		return pb, nil
+	}
+	b, err := bound.ParseCanonical(canonical)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := b.CheckRules()
+	if err != nil {
+		return nil, err
+	}
+	pb := &parsedBound{b: b, rules: rules, sum: sum}
+	p.bounds.Put(sum, pb)
+	return pb, nil
 }
 
 // verifyGrantor verifies a grantor's signature over canonical bound bytes
@@ -328,14 +377,17 @@ func (p *Pilot) verifyGrantor(canonical, sig []byte, now time.Time) (string, err
 
 // guard re-runs the static check against the bound and builds the guards.
 // The compiled path needs conforms; the surveyed path may also be survey.
-func (p *Pilot) guard(sql string, b *bound.Bound, path string, evidence bool) (*Guarded, *Result) {
-	rules, err := b.CheckRules()
-	if err != nil {
-		return nil, refused(RefusedBound, "%v", err)
-	}
+// A statement the Pilot has already checked and guarded against the same
+// bound bytes and catalog is not parsed again: the result is a function of
+// exactly those inputs, and only successes are remembered.
+func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (*Guarded, *Result) {
 	cat := p.Catalog()
+	key := guardKey{cat: cat, sql: sha256.Sum256([]byte(sql)), bound: pb.sum, path: path, evidence: evidence}
+	if g, ok := p.guards.Get(key); ok {
+		return g, nil
+	}
 	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
-	d := sqlcheck.Check(a, rules)
+	d := sqlcheck.Check(a, pb.rules)
 	switch {
 	case d.Outcome == sqlcheck.Conforms:
 	case d.Outcome == sqlcheck.Survey && path == marque.PathSurveyed:
@@ -352,10 +404,11 @@ func (p *Pilot) guard(sql string, b *bound.Bound, path string, evidence bool) (*
 	if evidence {
 		opts = append(opts, WithEvidence())
 	}
-	g, err := BuildGuards(a, d, b, cat, opts...)
+	g, err := BuildGuards(a, d, pb.b, cat, opts...)
 	if err != nil {
 		return nil, refused(RefusedCheck, "%v", err)
 	}
+	p.guards.Put(key, g)
 	return g, nil
 }
 
@@ -374,14 +427,14 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 // collects before/after images and counts, and rolls back. It writes no
 // receipt and needs no marque: it is evidence, never authority.
 func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal string, path string) (*Result, error) {
-	b, err := bound.ParseCanonical(canonicalBound)
+	pb, err := p.parseBound(canonicalBound, sha256.Sum256(canonicalBound))
 	if err != nil {
 		return refused(RefusedBound, "%v", err), nil
 	}
-	if b.Grantee != principal || b.Target != p.cfg.Target {
+	if pb.b.Grantee != principal || pb.b.Target != p.cfg.Target {
 		return refused(RefusedBound, "the delegation does not cover %s on %s", principal, p.cfg.Target), nil
 	}
-	g, res := p.guard(sql, b, path, true)
+	g, res := p.guard(sql, pb, path, true)
 	if res != nil {
 		return res, nil
 	}
@@ -389,85 +442,107 @@ func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte,
 }
 
 func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, rehearse bool) (*Result, error) {
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return nil, fmt.Errorf("pilot: begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+	t := req.Txn
+	if t == nil {
+		var err error
+		if t, err = p.begin(ctx, !rehearse); err != nil {
+			return nil, err
 		}
-	}()
-	if err := p.pin(ctx, tx); err != nil {
-		return nil, err
+	} else if !t.take() {
+		return nil, errors.New("pilot: a transaction runs one statement, and this one was used or closed")
 	}
+	defer t.Close() // rolls back unless committed
 	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL}
-	var txid string
 	if rehearse {
 		res.Outcome = Rehearsed
 	} else {
 		res.MarqueID = claims.ID
+	}
+	// Before images need a round trip of their own ahead of the statement;
+	// otherwise the statement joins the first batch.
+	evidence := g.BeforeSQL != "" && (rehearse || req.ExpectBefore != "")
+	withImages := rehearse && g.ImageSQL != ""
+
+	// One round trip: the receipt, the session state, and the statement.
+	b := &pgx.Batch{}
+	if !rehearse {
 		// The receipt goes first: a second execution of the same marque
-		// blocks on, then fails at, this primary key before running anything.
-		// Its txid column defaults to this transaction's id: the id the
-		// gateway records before COMMIT, read back here in the same trip.
-		err := tx.QueryRow(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING txid::text`,
-			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path).Scan(&txid)
-		if err != nil {
+		// blocks on, then fails at, this primary key before running
+		// anything. Its txid column defaults to this transaction's id.
+		b.Queue(`INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
+			VALUES ($1, $2, $3, $4, $5, $6)`,
+			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path)
+	}
+	if g.Kind == sqlcheck.OpSelect {
+		b.Queue(`SET LOCAL transaction_read_only = on`)
+	}
+	if p.cfg.Role != "" {
+		b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
+	}
+	if !evidence {
+		b.Queue(g.text(withImages))
+	}
+	var out stmtResult
+	var err error
+	br := t.conn.SendBatch(ctx, b)
+	if !rehearse {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
 			if isUniqueViolation(err) {
 				return refused(RefusedReplay, "marque %s was already executed", claims.ID), nil
 			}
 			return nil, fmt.Errorf("pilot: receipt: %w", err)
 		}
 	}
-	if g.Kind == sqlcheck.OpSelect {
-		if _, err := tx.Exec(ctx, `SET LOCAL transaction_read_only = on`); err != nil {
-			return nil, fmt.Errorf("pilot: read only: %w", err)
+	for _, what := range []bool{g.Kind == sqlcheck.OpSelect, p.cfg.Role != ""} {
+		if !what {
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("pilot: session settings: %w", err)
 		}
 	}
-	if p.cfg.Role != "" {
-		if _, err := tx.Exec(ctx, `SELECT set_config('role', $1, true)`, p.cfg.Role); err != nil {
-			return nil, fmt.Errorf("pilot: set role: %w", err)
+	if !evidence {
+		if rows, qerr := br.Query(); qerr != nil {
+			err = qerr
+		} else {
+			out, err = p.statement(rows, g, withImages)
 		}
-	}
-	if g.BeforeSQL != "" && (rehearse || req.ExpectBefore != "") {
-		imgs, err := images(ctx, tx, g.BeforeSQL, int(g.MaxRows)+1)
-		if err != nil {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		if err := br.Close(); err != nil {
+			return nil, fmt.Errorf("pilot: session settings: %w", err)
+		}
+		imgs, ierr := images(ctx, t.conn, g.BeforeSQL, int(g.MaxRows)+1)
+		if ierr != nil {
 			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == ViolationSQLState {
+			if errors.As(ierr, &pgErr) && pgErr.Code == ViolationSQLState {
 				return refused(RefusedFence, "the statement reaches a row outside the rule's fence: rolled back"), nil
 			}
-			return nil, fmt.Errorf("pilot: before images: %w", err)
+			return nil, fmt.Errorf("pilot: before images: %w", ierr)
 		}
 		js, _ := json.Marshal(imgs.rows)
 		res.BeforeDigest = Digest(js)
-		res.Before = capRows(imgs.rows, p.cfg.MaxImageRows)
 		if req.ExpectBefore != "" && res.BeforeDigest != req.ExpectBefore {
 			return refused(RefusedDrift, "the rows the statement reaches differ from its rehearsal: rolled back"), nil
 		}
 		if rehearse {
 			// The panel sees only what the rehearsal shows; keep it bounded.
 			res.Before = capRows(imgs.rows, p.cfg.MaxImageRows)
+		}
+		if rows, qerr := t.conn.Query(ctx, g.text(withImages)); qerr != nil {
+			err = qerr
 		} else {
-			res.Before = nil
+			out, err = p.statement(rows, g, withImages)
 		}
 	}
-	n, cols, rows, truncated, images, err := p.statement(ctx, tx, g, rehearse)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			if pgErr.Code == ViolationSQLState {
-				if strings.Contains(pgErr.Message, "check") {
-					return refused(RefusedCheckRow, "a new or changed row does not satisfy the rule's check: rolled back"), nil
-				}
-				return refused(RefusedFence, "the statement reached a row outside the rule's fence: rolled back"), nil
-			}
-			return refused(RefusedDatabase, "the target refused the statement: %s (SQLSTATE %s): rolled back", pgErr.Message, pgErr.Code), nil
-		}
-		return nil, fmt.Errorf("pilot: execute: %w", err)
+		return statementRefusal(err)
 	}
+	n := out.n
 	res.RowsAffected = n
 	if g.Kind != sqlcheck.OpSelect && n > g.MaxRows {
 		return refused(RefusedMaxRows, "the statement would affect %d rows, over the rule's max_rows of %d: rolled back", n, g.MaxRows), nil
@@ -476,82 +551,136 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return refused(RefusedDrift, "the statement affects %d rows, its rehearsal %d: rolled back", n, *req.ExpectRows), nil
 	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
-		res.Columns, res.Rows, res.Truncated = cols, rows, truncated
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	if rehearse {
 		if g.Kind != sqlcheck.OpSelect {
-			res.After = capRows(images, p.cfg.MaxImageRows)
+			res.After = capRows(out.images, p.cfg.MaxImageRows)
 		}
 		return res, nil
 	}
-	if p.cfg.Role != "" {
-		if _, err := tx.Exec(ctx, `RESET ROLE`); err != nil {
-			return nil, fmt.Errorf("pilot: reset role: %w", err)
+	res.TxID = t.id
+	if err := p.commit(ctx, t, claims.ID, g, n, req.BeforeCommit); err != nil {
+		var rf *refusal
+		if errors.As(err, &rf) {
+			return rf.res, nil
 		}
+		return nil, err
 	}
-	if g.Kind == sqlcheck.OpSelect {
-		// The receipt was written before the transaction went read-only.
-	} else if _, err := tx.Exec(ctx, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`, claims.ID, n); err != nil {
-		return nil, fmt.Errorf("pilot: receipt: %w", err)
-	}
-	res.TxID = txid
-	if req.BeforeCommit != nil {
-		if err := req.BeforeCommit(ctx, txid); err != nil {
-			return refused(RefusedLogbook, "the execution could not be recorded, so nothing ran: %v", err), nil
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pilot: commit: %w", err)
-	}
-	committed = true
 	return res, nil
 }
 
-func (p *Pilot) pin(ctx context.Context, tx pgx.Tx) error {
-	path := make([]string, len(p.cfg.SearchPath))
-	for i, s := range p.cfg.SearchPath {
-		path[i] = sqlcheck.QuoteIdent(s)
+// refusal carries a Refused result out of commit.
+type refusal struct{ res *Result }
+
+func (r *refusal) Error() string { return strings.Join(r.res.Reasons, "; ") }
+
+// commit resets the role, writes the receipt's count and commits, in one
+// round trip. With beforeCommit, COMMIT waits until it has recorded the
+// transaction id.
+func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded, n int64, beforeCommit func(context.Context, string) error) error {
+	b := &pgx.Batch{}
+	if p.cfg.Role != "" {
+		b.Queue(`RESET ROLE`)
 	}
-	_, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
-		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`,
-		strings.Join(path, ", "), fmt.Sprintf("%dms", p.cfg.StatementTimeout.Milliseconds()), fmt.Sprintf("%dms", p.cfg.LockTimeout.Milliseconds()))
-	if err != nil {
-		return fmt.Errorf("pilot: pin settings: %w", err)
+	if g.Kind != sqlcheck.OpSelect {
+		// A read's receipt was written before the transaction went read-only.
+		b.Queue(`UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`, marqueID, n)
 	}
-	return nil
+	if beforeCommit == nil {
+		b.Queue(`COMMIT`)
+	}
+	var tag pgconn.CommandTag
+	var err error
+	if b.Len() > 0 {
+		br := t.conn.SendBatch(ctx, b)
+		for i := 0; i < b.Len(); i++ {
+			tag, err = br.Exec()
+			if err != nil {
+				break
+			}
+		}
+		cerr := br.Close()
+		if beforeCommit == nil {
+			// COMMIT is last: its tag and error (or the first one before
+			// it, which leaves the transaction aborted) decide.
+			if err == nil && cerr != nil {
+				err = cerr
+			}
+			return checkCommit(tag, err)
+		}
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("pilot: receipt: %w", err)
+		}
+	}
+	if err := beforeCommit(ctx, t.id); err != nil {
+		return &refusal{refused(RefusedLogbook, "the execution could not be recorded, so nothing ran: %v", err)}
+	}
+	return checkCommit(t.conn.Exec(ctx, `COMMIT`))
 }
 
-// statement runs the guarded text and collects rows: for a read, at most
+// statementRefusal maps an error from running the guarded statement: a
+// guard's error or the target's refusal refers; anything else is an error.
+func statementRefusal(err error) (*Result, error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if pgErr.Code == ViolationSQLState {
+			if strings.Contains(pgErr.Message, "check") {
+				return refused(RefusedCheckRow, "a new or changed row does not satisfy the rule's check: rolled back"), nil
+			}
+			return refused(RefusedFence, "the statement reached a row outside the rule's fence: rolled back"), nil
+		}
+		return refused(RefusedDatabase, "the target refused the statement: %s (SQLSTATE %s): rolled back", pgErr.Message, pgErr.Code), nil
+	}
+	return nil, fmt.Errorf("pilot: execute: %w", err)
+}
+
+// text is the statement to send: with the after-image column for a
+// rehearsal that collects images.
+func (g *Guarded) text(withImages bool) string {
+	if withImages {
+		return g.ImageSQL
+	}
+	return g.SQL
+}
+
+// stmtResult is what running the guarded statement returned.
+type stmtResult struct {
+	n         int64
+	cols      []string
+	rows      []map[string]any
+	truncated bool
+	images    []map[string]any
+}
+
+// statement reads the guarded statement's rows: for a read, at most
 // MaxRows (one more marks truncation); for a write, every returned row is
-// read so the check guard runs on each, and the count is exact.
-func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded, withImages bool) (int64, []string, []map[string]any, bool, []map[string]any, error) {
-	text, extra := g.SQL, 0
-	if withImages && g.ImageSQL != "" {
-		// The rehearsal's after images come from one more RETURNING column.
-		text, extra = g.ImageSQL, 1
-	}
-	rows, err := tx.Query(ctx, text)
-	if err != nil {
-		return 0, nil, nil, false, nil, err
-	}
+// read so the check guard runs on each, and the count is exact. With
+// images, the last column is the rehearsal's after image.
+func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResult, error) {
 	defer rows.Close()
+	extra := 0
+	if withImages {
+		extra = 1
+	}
 	fds := rows.FieldDescriptions()
 	ncols := len(fds) - extra
 	if g.Hidden {
 		ncols--
 	}
-	cols := make([]string, ncols)
+	out := stmtResult{cols: make([]string, ncols)}
 	for i := 0; i < ncols; i++ {
-		cols[i] = fds[i].Name
+		out.cols[i] = fds[i].Name
 	}
 	collect := g.Returning || g.Kind == sqlcheck.OpSelect
-	var out, images []map[string]any
-	truncated := false
 	var count int64
 	for rows.Next() {
 		count++
 		if g.Kind == sqlcheck.OpSelect && count > g.MaxRows {
-			truncated = true
+			out.truncated = true
 			break
 		}
 		if !collect && extra == 0 {
@@ -562,30 +691,30 @@ func (p *Pilot) statement(ctx context.Context, tx pgx.Tx, g *Guarded, withImages
 		}
 		vals, err := rows.Values()
 		if err != nil {
-			return 0, nil, nil, false, nil, err
+			return stmtResult{}, err
 		}
 		if extra == 1 {
 			if img, ok := vals[len(vals)-1].(map[string]any); ok {
-				images = append(images, img)
+				out.images = append(out.images, img)
 			}
 		}
 		if collect {
 			row := make(map[string]any, ncols)
 			for i := 0; i < ncols; i++ {
-				row[cols[i]] = jsonValue(vals[i])
+				row[out.cols[i]] = jsonValue(vals[i])
 			}
-			out = append(out, row)
+			out.rows = append(out.rows, row)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, nil, nil, false, nil, err
+		return stmtResult{}, err
 	}
-	n := rows.CommandTag().RowsAffected()
+	out.n = rows.CommandTag().RowsAffected()
 	if g.Kind == sqlcheck.OpSelect {
-		n = int64(len(out))
+		out.n = int64(len(out.rows))
 	}
-	return n, cols, out, truncated, images, nil
+	return out, nil
 }
 
 func capRows(rows []map[string]any, n int) []map[string]any {

@@ -97,22 +97,28 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(p.Close)
 	f := &fixture{dsn: dsn, pilot: p, minter: minter, alice: alice, signers: signers, bounds: map[string][]byte{}, sigs: map[string][]byte{}, pilotVerifier: verifier}
 	for _, name := range []string{"unstick-orders.yaml", "fix-name-typos.yaml"} {
-		d, err := bound.Parse(readExample(t, name), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, rep := bound.Compile(d, p.Catalog(), bound.Options{})
-		if !rep.Signable {
-			t.Fatalf("%s: %v", name, rep.Problems)
-		}
-		canon, _ := b.Canonical()
-		sig, err := alice.Sign(signing.NamespaceDelegation, canon)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.bounds[name], f.sigs[name] = canon, sig
+		f.addBound(t, name, readExample(t, name))
 	}
 	return f
+}
+
+// addBound compiles a delegation and has alice sign it, under name.
+func (f *fixture) addBound(t *testing.T, name string, yaml []byte) {
+	t.Helper()
+	d, err := bound.Parse(yaml, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rep := bound.Compile(d, f.pilot.Catalog(), bound.Options{})
+	if !rep.Signable {
+		t.Fatalf("%s: %v", name, rep.Problems)
+	}
+	canon, _ := b.Canonical()
+	sig, err := f.alice.Sign(signing.NamespaceDelegation, canon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.bounds[name], f.sigs[name] = canon, sig
 }
 
 // request checks sql against the example delegation and mints a marque for
@@ -385,5 +391,95 @@ func TestRehearsalImages(t *testing.T) {
 	}
 	if f.snapshot(t, "customers") != before {
 		t.Fatal("a rehearsal changed the table")
+	}
+}
+
+// TestRememberedChecksFollowTheBound: the Pilot remembers statements it has
+// checked and guarded, keyed by the bound's bytes too, so the same text
+// under another delegation gets that delegation's fences, not the first's.
+func TestRememberedChecksFollowTheBound(t *testing.T) {
+	f := newFixture(t)
+	const narrow = `sentence: Read the first ten orders.
+grantee: agent:demo
+target: shop
+expires: 2099-01-01T00:00:00Z
+allow:
+  - op: select
+    table: public.orders
+    columns: [id, status]
+    fence: id <= 10
+    max_rows: 100
+`
+	f.addBound(t, "narrow.yaml", []byte(narrow))
+	const sql = "SELECT id, status FROM orders WHERE id BETWEEN 1 AND 20"
+	for _, c := range []struct {
+		bound string
+		rows  int
+	}{{"unstick-orders.yaml", 20}, {"narrow.yaml", 10}, {"unstick-orders.yaml", 20}, {"narrow.yaml", 10}} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, c.bound, sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) != c.rows {
+			t.Fatalf("under %s: %s %v with %d rows, want executed with %d", c.bound, res.Outcome, res.Reasons, len(res.Rows), c.rows)
+		}
+	}
+}
+
+// TestTxnOpenedAhead: a transaction opened with Begin carries its id; the
+// statement runs in it and its receipt names that id; it runs one
+// statement only; one closed unused aborts and leaves nothing.
+func TestTxnOpenedAhead(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	txn, err := f.pilot.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txn.ID() == "" {
+		t.Fatal("Begin returned no transaction id")
+	}
+	req := f.request(t, "unstick-orders.yaml", "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = 3")
+	req.Txn = txn
+	res, err := f.pilot.Execute(ctx, req)
+	if err != nil || res.Outcome != pilot.Executed || res.TxID != txn.ID() {
+		t.Fatalf("execute in the opened transaction: %+v, %v; want executed in %s", res, err, txn.ID())
+	}
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var txid string
+	if err := conn.QueryRow(ctx, "SELECT txid::text FROM harbormaster.receipts WHERE marque_id IS NOT NULL").Scan(&txid); err != nil || txid != txn.ID() {
+		t.Fatalf("receipt txid %q, %v; want %s", txid, err, txn.ID())
+	}
+	if st, err := f.pilot.XactStatus(ctx, txn.ID()); err != nil || st != "committed" {
+		t.Fatalf("status of the used transaction: %q, %v", st, err)
+	}
+
+	// A used transaction runs nothing more.
+	again := f.request(t, "unstick-orders.yaml", "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = 4")
+	again.Txn = txn
+	before := f.snapshot(t, "orders")
+	if res, err := f.pilot.Execute(ctx, again); err == nil {
+		t.Fatalf("a second statement in one transaction: %+v", res)
+	}
+	if f.snapshot(t, "orders") != before {
+		t.Fatal("a second statement in a used transaction changed the table")
+	}
+
+	// One opened and closed unused aborts.
+	unused, err := f.pilot.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused.Close()
+	unused.Close() // idempotent
+	if st, err := f.pilot.XactStatus(ctx, unused.ID()); err != nil || st != "aborted" {
+		t.Fatalf("status of an unused, closed transaction: %q, %v; want aborted", st, err)
+	}
+	if f.receipts(t) != 1 {
+		t.Fatalf("%d receipts, want 1", f.receipts(t))
 	}
 }

@@ -294,6 +294,7 @@ func Start(t testing.TB, opt Options) *System {
 func (s *System) StopLogbook(t testing.TB) {
 	t.Helper()
 	s.stopOnce.Do(func() {
+		s.Gateway.Drain()
 		s.stopLB()
 		if err := <-s.lbDone; err != nil {
 			t.Errorf("gatewaytest: logbook run: %v", err)

@@ -1,0 +1,145 @@
+package pilot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"harbormaster/internal/sqlcheck"
+)
+
+// Txn is a target transaction the Pilot has opened with its settings
+// pinned (DESIGN.md section 6 step 2) before any statement or marque for it
+// exists. Opening it first gives the gateway the transaction id to record
+// in the decision entry itself, so the id is durable before COMMIT without
+// a logbook append of its own (crash reconciliation asks the target about
+// it with pg_xact_status). A Txn holds a pooled connection; it runs at most
+// one statement, and Close rolls back and releases one Execute did not use.
+type Txn struct {
+	conn *pgxpool.Conn
+	id   string
+
+	mu     sync.Mutex
+	taken  bool
+	closed bool
+}
+
+// ID is the transaction id (pg_current_xact_id), or "" for a transaction
+// opened without one (rehearsals).
+func (t *Txn) ID() string { return t.id }
+
+// Begin opens a transaction for one marque's statement and returns it
+// with its id.
+func (p *Pilot) Begin(ctx context.Context) (*Txn, error) { return p.begin(ctx, true) }
+
+// begin opens a READ COMMITTED transaction with the pinned settings in one
+// round trip, assigning it a transaction id when withID.
+func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pilot: begin: %w", err)
+	}
+	t := &Txn{conn: conn}
+	sel, args := p.pinSQL()
+	if withID {
+		sel += `, pg_current_xact_id()::text`
+	}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(sel, args...)
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		dst := []any{nil, nil, nil, nil}
+		if withID {
+			dst = append(dst, &t.id)
+		}
+		err = br.QueryRow().Scan(dst...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("pilot: begin: %w", err)
+	}
+	return t, nil
+}
+
+// pinSQL selects the pinned settings (set_config(..., true) is SET LOCAL).
+func (p *Pilot) pinSQL() (string, []any) {
+	path := make([]string, len(p.cfg.SearchPath))
+	for i, s := range p.cfg.SearchPath {
+		path[i] = sqlcheck.QuoteIdent(s)
+	}
+	return `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
+		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`,
+		[]any{strings.Join(path, ", "), fmt.Sprintf("%dms", p.cfg.StatementTimeout.Milliseconds()),
+			fmt.Sprintf("%dms", p.cfg.LockTimeout.Milliseconds())}
+}
+
+// take claims the transaction for its one statement.
+func (t *Txn) take() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.taken || t.closed {
+		return false
+	}
+	t.taken = true
+	return true
+}
+
+// Close rolls back whatever has not committed and releases the connection.
+// It is safe to call more than once. A connection whose state is unknown
+// (busy, broken, or still in a transaction after the rollback) is
+// discarded by the pool, never reused.
+func (t *Txn) Close() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.closed = true
+	pc := t.conn.Conn().PgConn()
+	if !pc.IsClosed() && !pc.IsBusy() && pc.TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = t.conn.Exec(ctx, `ROLLBACK`)
+		cancel()
+	}
+	t.conn.Release()
+}
+
+// ErrCommitUnknown wraps a failure of COMMIT itself: the transaction may
+// or may not have committed. Only the receipt in the target can tell (the
+// gateway leaves such a request for reconciliation).
+var ErrCommitUnknown = errors.New("the outcome of COMMIT is unknown")
+
+// checkCommit interprets the result of COMMIT.
+func checkCommit(tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC" {
+			// The server refused COMMIT (a deferred constraint, say): it
+			// did not commit. A FATAL (the backend was terminated) can
+			// come after the commit record is written, so it proves
+			// nothing.
+			return fmt.Errorf("pilot: commit: %w", err)
+		}
+		return fmt.Errorf("pilot: commit: %w: %w", ErrCommitUnknown, err)
+	}
+	if tag.String() != "COMMIT" {
+		// COMMIT of a failed transaction answers ROLLBACK.
+		return fmt.Errorf("pilot: commit: the transaction rolled back (%s)", tag.String())
+	}
+	return nil
+}
