@@ -114,6 +114,7 @@ type Gateway struct {
 	signers *signing.AllowedSigners
 	targets map[string]*pilot.Pilot
 	checks  *checkMemo
+	stmts   *requestStmts
 
 	mu          sync.RWMutex
 	delegations []*Delegation // every stored delegation, oldest first
@@ -139,6 +140,10 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{},
 		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo()}
+	var err error
+	if g.stmts, err = prepareRequestStmts(ctx, st.DB()); err != nil {
+		return nil, err
+	}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
 			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
@@ -149,7 +154,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, err
 	}
 	// Expiries already recorded by an earlier run are not recorded again.
-	err := lb.Iterate(ctx, logbook.Query{Kind: "delegation.expired"}, func(e logbook.Entry) error {
+	err = lb.Iterate(ctx, logbook.Query{Kind: "delegation.expired"}, func(e logbook.Entry) error {
 		g.expiryLogged[e.Subjects["delegation"]] = true
 		return nil
 	})

@@ -112,8 +112,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	}
 	// The request row commits with its decision entry, in one group commit.
 	insert := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
-			delegation_id, rule, reasons, txid, marque_id, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.StmtContext(ctx, g.stmts.insertRequest).ExecContext(ctx,
 			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, agentOutcome, req.Status, req.Path,
 			req.DelegationID, rule, string(reasons), req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
 		return err
@@ -220,8 +219,7 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 	}
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
 	update := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, rows_affected = ?,
-			txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`,
+		_, err := tx.StmtContext(ctx, g.stmts.finishRequest).ExecContext(ctx,
 			req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
@@ -524,4 +522,28 @@ func (g *Gateway) reconcileDeciding(ctx context.Context) (int, error) {
 		}
 	}
 	return len(deciding), nil
+}
+
+// requestStmts are the request-row statements that commit inside logbook
+// records (logbook.Record.With), prepared once on the store's writer
+// connection: a record's transaction holds that connection, so they could
+// not be prepared from inside it.
+type requestStmts struct {
+	insertRequest, finishRequest *sql.Stmt
+}
+
+func prepareRequestStmts(ctx context.Context, db *sql.DB) (*requestStmts, error) {
+	var s requestStmts
+	var err error
+	if s.insertRequest, err = db.PrepareContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome,
+		status, path, delegation_id, rule, reasons, txid, marque_id, created_ns, updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		return nil, fmt.Errorf("gateway: prepare: %w", err)
+	}
+	if s.finishRequest, err = db.PrepareContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?,
+		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`); err != nil {
+		_ = s.insertRequest.Close()
+		return nil, fmt.Errorf("gateway: prepare: %w", err)
+	}
+	return &s, nil
 }

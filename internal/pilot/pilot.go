@@ -106,6 +106,8 @@ type Pilot struct {
 
 	bounds memo.Map[[32]byte, *parsedBound] // by the SHA-256 of the canonical bytes
 	guards memo.Map[guardKey, *Guarded]     // statements this Pilot checked and guarded
+
+	pins []any // the pinned settings' values
 }
 
 // parsedBound is a canonical bound parsed and validated, with its rules.
@@ -161,7 +163,7 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	if err != nil {
 		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
 	}
-	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers,
+	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers, pins: pinArgs(cfg),
 		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo}}
 	if err := p.RefreshCatalog(ctx); err != nil {
 		pool.Close()

@@ -75,14 +75,18 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 
 // pinSQL selects the pinned settings (set_config(..., true) is SET LOCAL).
 func (p *Pilot) pinSQL() (string, []any) {
-	path := make([]string, len(p.cfg.SearchPath))
-	for i, s := range p.cfg.SearchPath {
+	return `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
+		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`, p.pins
+}
+
+// pinArgs are pinSQL's arguments for cfg, computed once.
+func pinArgs(cfg Config) []any {
+	path := make([]string, len(cfg.SearchPath))
+	for i, s := range cfg.SearchPath {
 		path[i] = sqlcheck.QuoteIdent(s)
 	}
-	return `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
-		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`,
-		[]any{strings.Join(path, ", "), fmt.Sprintf("%dms", p.cfg.StatementTimeout.Milliseconds()),
-			fmt.Sprintf("%dms", p.cfg.LockTimeout.Milliseconds())}
+	return []any{strings.Join(path, ", "), fmt.Sprintf("%dms", cfg.StatementTimeout.Milliseconds()),
+		fmt.Sprintf("%dms", cfg.LockTimeout.Milliseconds())}
 }
 
 // take claims the transaction for its one statement.
