@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,8 +115,15 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 	b.ReportMetric(float64((p(gLat, 0.5)-p(dLat, 0.5)).Microseconds())/1000, "added-p50-ms")
 	b.ReportMetric(float64((p(gLat, 0.99)-p(dLat, 0.99)).Microseconds())/1000, "added-p99-ms")
 
-	// Sixteen clients, each for a fixed time.
+	// Sixteen clients, each for a fixed time. Alongside: the whole
+	// machine's CPU time per statement (every process: PostgreSQL, the
+	// control plane, the benchmark's own clients), which is what bounds
+	// throughput when they share the machine's cores.
+	var cpuPer [2]float64
+	phase := 0
 	through := func(f func(int) error) float64 {
+		busy0, ok0 := machineBusy()
+		defer func() { phase++ }()
 		var n atomic.Int64
 		var wg sync.WaitGroup
 		stop := time.Now().Add(3 * time.Second)
@@ -132,6 +142,9 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 			}(c)
 		}
 		wg.Wait()
+		if busy1, ok1 := machineBusy(); ok0 && ok1 && n.Load() > 0 {
+			cpuPer[phase] = float64((busy1 - busy0).Microseconds()) / float64(n.Load())
+		}
 		return float64(n.Load()) / 3
 	}
 	d16 := through(direct)
@@ -139,6 +152,36 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 	b.ReportMetric(d16, "direct-16c-stmt/s")
 	b.ReportMetric(g16, "governed-16c-stmt/s")
 	b.ReportMetric(g16/d16, "throughput-ratio-16c")
+	if cpuPer[0] > 0 && cpuPer[1] > 0 {
+		b.ReportMetric(cpuPer[0], "direct-machine-cpu-µs/stmt")
+		b.ReportMetric(cpuPer[1], "governed-machine-cpu-µs/stmt")
+	}
+}
+
+// machineBusy is the CPU time all processes on the machine have spent so
+// far (Linux /proc/stat: every state but idle and iowait), false elsewhere.
+func machineBusy() (time.Duration, bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	// USER_HZ is 100 on Linux.
+	return time.Duration(busy) * 10 * time.Millisecond, true
 }
 
 func pgtmptestDatabase(b *testing.B) string {

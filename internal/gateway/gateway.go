@@ -482,7 +482,10 @@ func referReasons(a *sqlcheck.Analysis, evals []evaluation) []string {
 func (g *Gateway) append(ctx context.Context, rec logbook.Record) (logbook.Entry, error) {
 	start := time.Now()
 	e, err := g.lb.Append(ctx, rec)
-	g.cfg.Metrics.LogbookAppend(time.Since(start))
+	if !rec.Lazy {
+		// A lazy record waits for company on purpose: not a latency.
+		g.cfg.Metrics.LogbookAppend(time.Since(start))
+	}
 	return e, err
 }
 

@@ -159,6 +159,7 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	// Only the extended protocol: one statement per Parse, no simple-query
 	// batches, even if a text ever slipped past the checker.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pc.AfterConnect = prepareFixed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
@@ -471,8 +472,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		// The receipt goes first: a second execution of the same marque
 		// blocks on, then fails at, this primary key before running
 		// anything. Its txid column defaults to this transaction's id.
-		b.Queue(`INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
-			VALUES ($1, $2, $3, $4, $5, $6)`,
+		b.Queue(stmtReceipt,
 			claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path)
 	}
 	if g.Kind == sqlcheck.OpSelect {
@@ -587,7 +587,7 @@ func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded,
 	}
 	if g.Kind != sqlcheck.OpSelect {
 		// A read's receipt was written before the transaction went read-only.
-		b.Queue(`UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`, marqueID, n)
+		b.Queue(stmtReceiptN, marqueID, n)
 	}
 	if beforeCommit == nil {
 		b.Queue(`COMMIT`)

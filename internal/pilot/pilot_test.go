@@ -483,3 +483,15 @@ func TestTxnOpenedAhead(t *testing.T) {
 		t.Fatalf("%d receipts, want 1", f.receipts(t))
 	}
 }
+
+// TestUninitializedTargetRefused: a target without Harbormaster's schema
+// (no `target init`) is refused when the Pilot starts, with the command
+// that fixes it, not at the first marque.
+func TestUninitializedTargetRefused(t *testing.T) {
+	f := newFixture(t)
+	bare := pgtmptest.NewDatabase(t, shared.Server(t))
+	_, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: bare}, f.pilotVerifier, f.signers)
+	if err == nil || !strings.Contains(err.Error(), "harbormaster target init") {
+		t.Fatalf("a Pilot on an uninitialized target: %v; want an error naming target init", err)
+	}
+}

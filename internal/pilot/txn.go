@@ -47,10 +47,7 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 		return nil, fmt.Errorf("pilot: begin: %w", err)
 	}
 	t := &Txn{conn: conn}
-	sel, args := p.pinSQL()
-	if withID {
-		sel += `, pg_current_xact_id()::text`
-	}
+	sel, args := p.pinSQL(withID)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 	b.Queue(sel, args...)
@@ -73,10 +70,45 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 	return t, nil
 }
 
-// pinSQL selects the pinned settings (set_config(..., true) is SET LOCAL).
-func (p *Pilot) pinSQL() (string, []any) {
-	return `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
-		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`, p.pins
+// The Pilot's own fixed statements are prepared once on every connection
+// (named, through the extended protocol) so the target does not parse and
+// plan them for every marque. The agent's statement never is: each one runs
+// as an unnamed statement.
+const (
+	stmtPin       = "harbormaster_pin"
+	stmtPinID     = "harbormaster_pin_id"
+	stmtReceipt   = "harbormaster_receipt"
+	stmtReceiptN  = "harbormaster_receipt_rows"
+	pinSelectBody = `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
+		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`
+)
+
+var fixedStatements = []struct{ name, sql string }{
+	{stmtPin, pinSelectBody},
+	{stmtPinID, pinSelectBody + `, pg_current_xact_id()::text`},
+	{stmtReceipt, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
+		VALUES ($1, $2, $3, $4, $5, $6)`},
+	{stmtReceiptN, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`},
+}
+
+// prepareFixed prepares the fixed statements on a new connection. A target
+// without Harbormaster's schema fails here, before any marque.
+func prepareFixed(ctx context.Context, conn *pgx.Conn) error {
+	for _, s := range fixedStatements {
+		if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
+			return fmt.Errorf("pilot: prepare %s (has `harbormaster target init` run on this target?): %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// pinSQL names the prepared select of the pinned settings (set_config(...,
+// true) is SET LOCAL), with its arguments.
+func (p *Pilot) pinSQL(withID bool) (string, []any) {
+	if withID {
+		return stmtPinID, p.pins
+	}
+	return stmtPin, p.pins
 }
 
 // pinArgs are pinSQL's arguments for cfg, computed once.
