@@ -318,6 +318,12 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
+	if req.Path == "" {
+		// Nothing will run: the transaction goes back now, not after the
+		// referral's rehearsal, which needs a connection of its own.
+		open.discard()
+	}
+
 	// The target transaction is open before the decision, so the decision
 	// entry carries its id: durable before COMMIT, for crash
 	// reconciliation, with no logbook append of its own.

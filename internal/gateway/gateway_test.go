@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -625,4 +626,33 @@ func kinds(es []logbook.Entry) []string {
 		out[i] = e.Kind
 	}
 	return out
+}
+
+// TestReferralsDoNotStarveThePool: the transaction opened while a statement
+// is checked goes back before a referral is rehearsed (which needs a
+// connection of its own), so more concurrent referrals than the Pilot has
+// connections all finish.
+func TestReferralsDoNotStarveThePool(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *gatewaytest.Options) { o.Pilot.MaxConns = 2 })
+	const n = 8
+	results := make([]chan submitted, n)
+	for i := range results {
+		results[i] = f.submitAsync(fmt.Sprintf("DELETE FROM orders WHERE id = %d", 100+i))
+	}
+	deadline := time.After(time.Minute)
+	for i, ch := range results {
+		select {
+		case r := <-ch:
+			if r.err != nil || r.resp.Outcome != gateway.OutcomeReferred {
+				t.Fatalf("referral %d: %+v, %v", i, r.resp, r.err)
+			}
+			v, err := f.sys.Gateway.Request(t.Context(), r.resp.RequestID, "")
+			if err != nil || len(v.Rehearsal) == 0 {
+				t.Fatalf("referral %d has no rehearsal (its rehearsal found no connection in time): %v", i, err)
+			}
+		case <-deadline:
+			t.Fatalf("referral %d did not finish: the Pilot's pool is starved", i)
+		}
+	}
 }

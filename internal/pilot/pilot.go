@@ -481,11 +481,19 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	if p.cfg.Role != "" {
 		b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
 	}
+	// A read commits in the same round trip: it changes nothing but its
+	// receipt, and its row cap truncates rather than rolls back.
+	readCommit := g.Kind == sqlcheck.OpSelect && !rehearse && !evidence && req.BeforeCommit == nil && req.ExpectRows == nil
 	if !evidence {
 		b.Queue(g.text(withImages))
+		if readCommit {
+			b.Queue(`COMMIT`)
+		}
 	}
 	var out stmtResult
 	var err error
+	var commitTag pgconn.CommandTag
+	var commitErr error
 	br := t.conn.SendBatch(ctx, b)
 	if !rehearse {
 		if _, err := br.Exec(); err != nil {
@@ -511,7 +519,10 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		} else {
 			out, err = p.statement(rows, g, withImages)
 		}
-		if cerr := br.Close(); err == nil {
+		if readCommit && err == nil {
+			commitTag, commitErr = br.Exec()
+		}
+		if cerr := br.Close(); err == nil && commitErr == nil {
 			err = cerr
 		}
 	} else {
@@ -562,6 +573,12 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return res, nil
 	}
 	res.TxID = t.id
+	if readCommit {
+		if err := checkCommit(commitTag, commitErr); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	if err := p.commit(ctx, t, claims.ID, g, n, req.BeforeCommit); err != nil {
 		var rf *refusal
 		if errors.As(err, &rf) {
