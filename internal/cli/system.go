@@ -134,7 +134,7 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	}
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
 		Surveyor: panel, Auditor: auditor,
-		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
+		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err

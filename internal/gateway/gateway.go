@@ -36,6 +36,11 @@ type Config struct {
 	Clock func() time.Time
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
+	// ReconcileAfter is how long a request may stay running (a marque
+	// minted, no outcome recorded) before Run resolves it from the target's
+	// receipt, when this node is not still working on it. Defaults to one
+	// minute; serve uses twice the marque lifetime.
+	ReconcileAfter time.Duration
 	// QueueTTL is how long a referred request waits for a human before it
 	// expires. Defaults to 24h.
 	QueueTTL time.Duration
@@ -75,6 +80,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.QueueTTL <= 0 {
 		c.QueueTTL = 24 * time.Hour
+	}
+	if c.ReconcileAfter <= 0 {
+		c.ReconcileAfter = time.Minute
 	}
 	if c.ApprovalTTL <= 0 {
 		c.ApprovalTTL = 15 * time.Minute
@@ -124,6 +132,7 @@ type Gateway struct {
 
 	pendMu   sync.Mutex
 	pending  map[string]chan struct{} // request id -> closed once its execution entry is written
+	flights  map[string]int           // request id -> holders: decided here, outcome not yet recorded
 	inflight sync.WaitGroup           // execution entries being written after the answer
 
 	quota        *quota.Limiter
@@ -347,6 +356,10 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 
 	// 6 logbook: the decision is durable before any marque exists.
+	if req.Path != "" {
+		g.flying(req.ID)
+		defer g.landed(req.ID)
+	}
 	if err := g.decide(ctx, req, evals, chosen); err != nil {
 		return nil, err
 	}

@@ -656,3 +656,55 @@ func TestReferralsDoNotStarveThePool(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommitReconciledWhileRunning: COMMIT's outcome is unknown
+// (the backend died during it) while the node and its logbook stay up.
+// The request is left running; the node's periodic reconciliation finds
+// no receipt, asks the target about the transaction id the decision
+// recorded (aborted), and refers it, without a restart and without
+// running anything.
+func TestUnknownCommitReconciledWhileRunning(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *gatewaytest.Options) {
+		o.Pilot.LockTimeout = time.Minute
+		o.Pilot.StatementTimeout = time.Minute
+		o.Gateway.ReconcileAfter = time.Millisecond
+	})
+	ctx := t.Context()
+	admin, holder := f.conn(t), f.conn(t)
+	holdCommit(t, admin, holder)
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+
+	done := f.submitAsync(crashSQL)
+	pid := committingBackend(t, admin)
+	id := f.lastRequest(t)
+	// While the statement is in flight, reconciliation leaves it alone.
+	time.Sleep(1500 * time.Millisecond)
+	if v, err := f.sys.Gateway.Request(ctx, id, ""); err != nil || v.Status != gateway.StatusRunning {
+		t.Fatalf("a request in flight was reconciled: %+v, %v", v, err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; !errors.Is(res.err, pilot.ErrCommitUnknown) {
+		t.Fatalf("Submit: %+v, %v; want ErrCommitUnknown", res.resp, res.err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the periodic reconciliation", func() bool {
+		v, err := f.sys.Gateway.Request(ctx, id, "")
+		return err == nil && v.Status != gateway.StatusRunning
+	})
+	v, err := f.sys.Gateway.Request(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
+		t.Fatalf("reconciled as %+v, want referred: did not run", v)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("the statement ran")
+	}
+	checkReconciled(t, f, id, "not_executed")
+}

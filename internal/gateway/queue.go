@@ -187,6 +187,8 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if n, _ := res.RowsAffected(); n != 1 {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
+	g.flying(id) // running now; periodic reconciliation waits for us
+	defer g.landed(id)
 	req := &request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
 	if _, err := g.append(ctx, logbook.Record{Kind: "approval",
 		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
@@ -381,6 +383,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 			if err := g.logExpiries(ctx); err != nil && ctx.Err() == nil {
 				g.cfg.Logger.Warn("logging expiries", "err", err)
+			}
+			if n, err := g.reconcileRunning(ctx, g.cfg.ReconcileAfter); err != nil && ctx.Err() == nil {
+				g.cfg.Logger.Warn("reconciling running requests", "err", err)
+			} else if n > 0 {
+				g.cfg.Logger.Warn("reconciled requests whose outcome was not recorded", "count", n)
 			}
 		}
 	}

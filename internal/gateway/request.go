@@ -160,8 +160,10 @@ func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Resu
 	g.pending[req.ID] = done
 	g.pendMu.Unlock()
 	g.inflight.Add(1)
+	g.flying(req.ID)
 	go func() {
 		defer g.inflight.Done()
+		defer g.landed(req.ID)
 		if err := g.record(context.WithoutCancel(ctx), req, executedPayload(req, res), true); err != nil {
 			// The request stays running; Reconcile resolves it from the receipt.
 			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
@@ -171,6 +173,33 @@ func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Resu
 		g.pendMu.Unlock()
 		close(done)
 	}()
+}
+
+// flying marks request id as in flight on this node (between its decision
+// and its execution entry), so periodic reconciliation leaves it alone;
+// landed undoes one flying. The marks nest: Submit and recordLater each
+// hold one.
+func (g *Gateway) flying(id string) {
+	g.pendMu.Lock()
+	defer g.pendMu.Unlock()
+	if g.flights == nil {
+		g.flights = map[string]int{}
+	}
+	g.flights[id]++
+}
+
+func (g *Gateway) landed(id string) {
+	g.pendMu.Lock()
+	defer g.pendMu.Unlock()
+	if g.flights[id]--; g.flights[id] <= 0 {
+		delete(g.flights, id)
+	}
+}
+
+func (g *Gateway) isInFlight(id string) bool {
+	g.pendMu.Lock()
+	defer g.pendMu.Unlock()
+	return g.flights[id] > 0
 }
 
 // settled waits until request id's execution entry, if one is being
@@ -336,6 +365,18 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 	if err != nil {
 		return resolved, err
 	}
+	n, err = g.reconcileRunning(ctx, grace)
+	return resolved + n, err
+}
+
+// reconcileRunning resolves requests left running (a marque was minted)
+// whose last update is older than grace, from the receipt and the
+// transaction's status. Run calls it periodically too: a request this node
+// still has in flight is skipped, so it only ever meets requests whose
+// outcome could not be recorded (the logbook failed after COMMIT, or
+// COMMIT's outcome was unknown), or that a stopped node left.
+func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (int, error) {
+	resolved := 0
 	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
 	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
 	if err != nil {
@@ -343,7 +384,7 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 	}
 	for _, v := range running {
 		p, ok := g.targets[v.Target]
-		if !ok {
+		if !ok || g.isInFlight(v.ID) {
 			continue
 		}
 		req := &request{ID: v.ID, Target: v.Target, MarqueID: v.MarqueID, Principal: v.Principal}
