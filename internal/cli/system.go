@@ -139,16 +139,17 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	if err != nil {
 		return nil, err
 	}
-	bctx, bcancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopBackground = bcancel
-	s.background.Add(2)
-	go func() { defer s.background.Done(); _ = s.switches.Run(bctx) }()
-	go func() { defer s.background.Done(); _ = s.gateway.Run(bctx) }()
+	// What a previous stop left is reconciled before anything else runs.
 	if n, err := s.gateway.Reconcile(ctx, 2*cfg.MarqueTTL.D()); err != nil {
 		return nil, err
 	} else if n > 0 {
 		log.Warn("reconciled requests left running by a previous stop", "count", n)
 	}
+	bctx, bcancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBackground = bcancel
+	s.background.Add(2)
+	go func() { defer s.background.Done(); _ = s.switches.Run(bctx) }()
+	go func() { defer s.background.Done(); _ = s.gateway.Run(bctx) }()
 	if cfg.Delegations != "" {
 		if err := s.loadDelegationDir(ctx, cfg.Path(cfg.Delegations)); err != nil {
 			return nil, err

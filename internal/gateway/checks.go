@@ -96,21 +96,27 @@ type openResult struct {
 func openTxn(ctx context.Context, p *pilot.Pilot) *opening {
 	o := &opening{ch: make(chan openResult, 1)}
 	go func() {
-		t, err := p.Begin(context.WithoutCancel(ctx))
+		t, err := p.Begin(ctx)
 		o.ch <- openResult{t, err}
 	}()
 	return o
 }
 
 // take returns the transaction being opened, or opens one now if there is
-// none (or it was discarded); the caller then owns it.
+// none (or it was discarded); the caller then owns it. It gives up when
+// ctx ends (the transaction, if it opens, is rolled back).
 func (o *opening) take(ctx context.Context, p *pilot.Pilot) (*pilot.Txn, error) {
 	if o == nil || o.taken {
 		return p.Begin(ctx)
 	}
-	o.taken = true
-	r := <-o.ch
-	return r.txn, r.err
+	select {
+	case r := <-o.ch:
+		o.taken = true
+		return r.txn, r.err
+	case <-ctx.Done():
+		o.discard()
+		return nil, ctx.Err()
+	}
 }
 
 // discard rolls back a transaction nobody took; safe on nil.

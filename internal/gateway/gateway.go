@@ -133,7 +133,10 @@ type Gateway struct {
 	pendMu   sync.Mutex
 	pending  map[string]chan struct{} // request id -> closed once its execution entry is written
 	flights  map[string]int           // request id -> holders: decided here, outcome not yet recorded
-	inflight sync.WaitGroup           // execution entries being written after the answer
+	draining bool                     // Drain has begun: record before answering
+
+	reconcileMu sync.Mutex
+	inflight    sync.WaitGroup // execution entries being written after the answer
 
 	quota        *quota.Limiter
 	http         *http.Client
@@ -391,6 +394,10 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		preq.ExpectRows = &rows
 	}
 	res, err := p.Execute(ctx, preq)
+	// Whatever happened, the transaction is finished with: a refusal that
+	// came before it was used gives its connection back now, before the
+	// referral's rehearsal needs one.
+	txn.Close()
 	if errors.Is(err, pilot.ErrCommitUnknown) {
 		// Only the receipt can tell whether it committed: the request
 		// stays running, and Reconcile resolves it.

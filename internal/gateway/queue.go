@@ -207,6 +207,12 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	req.MarqueID = claims.ID
 	pres, err := p.ExecuteApproved(ctx, pilot.ApprovedRequest{Marque: tok, SQL: v.CanonicalSQL, Approval: approval,
 		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }})
+	if errors.Is(err, pilot.ErrCommitUnknown) {
+		// It may have run: it stays running (so the approval cannot be
+		// used again) until reconciliation reads the receipt.
+		g.cfg.Logger.Error("approval: commit outcome unknown", "request", id, "err", err)
+		return nil, fmt.Errorf("gateway: request %s: %w", id, err)
+	}
 	if err != nil {
 		return nil, g.fail(ctx, req, err)
 	}

@@ -736,3 +736,59 @@ func TestDelegationExpiry(t *testing.T) {
 	}
 	f.sys.Verify(t)
 }
+
+// TestApprovalWithUnknownCommitStaysRunning: COMMIT of an approved
+// statement fails in a way that cannot say whether it took (the backend
+// died during it). The request stays running, so the same signed approval
+// cannot run the statement a second time; reconciliation then reads the
+// target and finds it did not run.
+func TestApprovalWithUnknownCommitStaysRunning(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *gatewaytest.Options) {
+		o.Pilot.LockTimeout = time.Minute
+		o.Pilot.StatementTimeout = time.Minute
+		o.Gateway.ReconcileAfter = time.Hour // reconciled by hand below
+	})
+	ctx := t.Context()
+	v := f.referred(t, "UPDATE orders SET total_cents = 1 WHERE id = 45")
+	act, err := f.sys.Gateway.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+	admin, holder := f.conn(t), f.conn(t)
+	holdCommit(t, admin, holder)
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.sys.Gateway.Approve(context.Background(), v.ID, act, sig)
+		done <- err
+	}()
+	pid := committingBackend(t, admin)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, pilot.ErrCommitUnknown) {
+		t.Fatalf("Approve: %v; want ErrCommitUnknown", err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.view(t, v.ID); got.Status != gateway.StatusRunning {
+		t.Fatalf("after an unknown COMMIT the request is %s, want running", got.Status)
+	}
+	if _, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig); !errors.Is(err, gateway.ErrNotWaiting) {
+		t.Fatalf("the same approval again: %v, want ErrNotWaiting", err)
+	}
+	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v", n, err)
+	}
+	if got := f.view(t, v.ID); got.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(got.Reasons, " "), "did not run") {
+		t.Fatalf("reconciled as %+v, want waiting: did not run", got)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatal("the statement ran")
+	}
+	f.sys.Verify(t)
+}

@@ -154,12 +154,20 @@ func (g *Gateway) executing(ctx context.Context, req *request, txid string) erro
 func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Result) {
 	done := make(chan struct{})
 	g.pendMu.Lock()
+	if g.draining {
+		// Stopping: record it now, before the answer.
+		g.pendMu.Unlock()
+		if err := g.record(ctx, req, executedPayload(req, res), false); err != nil {
+			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
+		}
+		return
+	}
 	if g.pending == nil {
 		g.pending = map[string]chan struct{}{}
 	}
 	g.pending[req.ID] = done
-	g.pendMu.Unlock()
 	g.inflight.Add(1)
+	g.pendMu.Unlock()
 	g.flying(req.ID)
 	go func() {
 		defer g.inflight.Done()
@@ -217,8 +225,14 @@ func (g *Gateway) settled(ctx context.Context, id string) {
 }
 
 // Drain waits until every execution entry written after its answer is
-// written. The control plane calls it before it stops its logbook.
-func (g *Gateway) Drain() { g.inflight.Wait() }
+// written; from then on they are written before the answer. The control
+// plane calls it before it stops its logbook.
+func (g *Gateway) Drain() {
+	g.pendMu.Lock()
+	g.draining = true
+	g.pendMu.Unlock()
+	g.inflight.Wait()
+}
 
 // executed records the execution's outcome (step 9).
 func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result) error {
@@ -376,6 +390,9 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 // outcome could not be recorded (the logbook failed after COMMIT, or
 // COMMIT's outcome was unknown), or that a stopped node left.
 func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (int, error) {
+	// One reconciler at a time: the one at start and Run's.
+	g.reconcileMu.Lock()
+	defer g.reconcileMu.Unlock()
 	resolved := 0
 	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
 	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
@@ -389,11 +406,26 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 		}
 		req := &request{ID: v.ID, Target: v.Target, MarqueID: v.MarqueID, Principal: v.Principal}
 		var txid string
-		_ = g.st.ReadDB().QueryRowContext(ctx, `SELECT txid FROM requests WHERE id = ?`, v.ID).Scan(&txid)
-		req.TxID = txid
-		found, rows, err := p.Receipt(ctx, v.MarqueID)
-		if err != nil {
+		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT txid FROM requests WHERE id = ?`, v.ID).Scan(&txid); err != nil {
 			return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+		}
+		req.TxID = txid
+		// The transaction's status first: once it is final (not in
+		// progress), whether the receipt exists is final too.
+		if txid != "" {
+			st, err := p.XactStatus(ctx, txid)
+			if err != nil {
+				return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+			}
+			if st == "in progress" {
+				continue
+			}
+		}
+		found, rows := false, int64(0)
+		if v.MarqueID != "" {
+			if found, rows, err = p.Receipt(ctx, v.MarqueID); err != nil {
+				return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+			}
 		}
 		payload := map[string]any{"request_id": v.ID, "marque_id": v.MarqueID, "txid": txid, "reconciled": true}
 		switch {
@@ -401,15 +433,6 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 			req.Outcome, req.Status, req.RowsAffected = OutcomeExecuted, StatusExecuted, rows
 			payload["outcome"], payload["rows_affected"] = string(pilot.Executed), rows
 		default:
-			if txid != "" {
-				st, err := p.XactStatus(ctx, txid)
-				if err != nil {
-					return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
-				}
-				if st == "in progress" {
-					continue
-				}
-			}
 			req.Outcome, req.Status = OutcomeReferred, StatusWaiting
 			req.Reasons = []string{"the control plane stopped before this statement committed; it did not run"}
 			payload["outcome"], payload["reasons"] = "not_executed", req.Reasons

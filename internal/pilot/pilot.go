@@ -522,7 +522,15 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		if readCommit && err == nil {
 			commitTag, commitErr = br.Exec()
 		}
-		if cerr := br.Close(); err == nil && commitErr == nil {
+		cerr := br.Close()
+		switch {
+		case readCommit && err == nil && commitErr == nil && commitTag.String() == "COMMIT":
+			// Committed: whatever Close says now changes nothing.
+		case readCommit && err != nil && !isServerError(err):
+			// COMMIT was sent behind the statement; a failure on this side
+			// (decoding, a cancelled context) cannot tell whether it ran.
+			return nil, fmt.Errorf("pilot: read: %w: %w", ErrCommitUnknown, err)
+		case err == nil && commitErr == nil:
 			err = cerr
 		}
 	} else {
@@ -579,7 +587,9 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		}
 		return res, nil
 	}
-	if err := p.commit(ctx, t, claims.ID, g, n, req.BeforeCommit); err != nil {
+	// From here the outcome must not hang on the caller's context: a
+	// cancelled COMMIT is one whose outcome nobody knows.
+	if err := p.commit(context.WithoutCancel(ctx), t, claims.ID, g, n, req.BeforeCommit); err != nil {
 		var rf *refusal
 		if errors.As(err, &rf) {
 			return rf.res, nil
@@ -741,6 +751,13 @@ func capRows(rows []map[string]any, n int) []map[string]any {
 		return rows[:n]
 	}
 	return rows
+}
+
+// isServerError reports an error the target sent (the statement failed
+// there), as opposed to one on this side of the connection.
+func isServerError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
 }
 
 func isUniqueViolation(err error) bool {

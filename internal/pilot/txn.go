@@ -160,11 +160,20 @@ func (t *Txn) Close() {
 // gateway leaves such a request for reconciliation).
 var ErrCommitUnknown = errors.New("the outcome of COMMIT is unknown")
 
+// fatal reports an error that ended the session (whatever lc_messages is).
+func fatal(e *pgconn.PgError) bool {
+	sev := e.SeverityUnlocalized
+	if sev == "" {
+		sev = e.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
+}
+
 // checkCommit interprets the result of COMMIT.
 func checkCommit(tag pgconn.CommandTag, err error) error {
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC" {
+		if errors.As(err, &pgErr) && !fatal(pgErr) {
 			// The server refused COMMIT (a deferred constraint, say): it
 			// did not commit. A FATAL (the backend was terminated) can
 			// come after the commit record is written, so it proves
