@@ -36,6 +36,18 @@ type Guarded struct {
 	// guards, as to_jsonb images: the rehearsal's before images, and what the
 	// surveyed path compares at execution.
 	BeforeSQL string
+	// Views are the fence views the statement reads through, which must
+	// exist in the target before it runs (Pilot.ensureViews).
+	Views []FenceView
+}
+
+func (g *Guarded) addView(v FenceView) {
+	for _, have := range g.Views {
+		if have.Name == v.Name {
+			return
+		}
+	}
+	g.Views = append(g.Views, v)
 }
 
 // ErrGuard is wrapped by errors building guards; the statement refers.
@@ -45,12 +57,14 @@ var ErrGuard = errors.New("cannot build guards")
 // statement that the static check decided conforms or survey. It mutates
 // a's tree, which must be a fresh parse owned by the caller.
 //
-//   - every FROM/JOIN/USING reference to a table is replaced by
-//     (SELECT * FROM table WHERE <select-rule fence>) AS alias, so reads only
-//     ever see rows inside the read fence;
-//   - the WHERE of an UPDATE or DELETE gets the read fence of the target (its
-//     WHERE reads rows) and the write fence as a guard that raises on any row
-//     the statement's own WHERE matched but the fence does not admit:
+//   - every FROM/JOIN/USING reference to a fenced table, anywhere in the
+//     tree, is replaced by the Pilot's security-barrier view of its
+//     select-rule fence (views.go), aliased as the reference was, so
+//     nothing the agent wrote is evaluated on a row outside the read fence;
+//   - the target of an UPDATE or DELETE goes through the view of its read
+//     fence (or, when the statement reads nothing of it, of its write
+//     fence), and the write fence is a guard that raises on any row the
+//     statement's own WHERE matched but the fence does not admit:
 //     (w) AND CASE WHEN (w) THEN CASE WHEN (fence) THEN true ELSE
 //     harbormaster.fence_violation('fence') END ELSE false END;
 //   - an INSERT or UPDATE with a check returns one more column that raises
@@ -98,7 +112,26 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		return node, nil
 	}
 
-	// Reads: every reference to a table outside the write target.
+	// Reads: every reference to a fenced table goes through the Pilot's
+	// security-barrier view of that fence (DESIGN.md section 6 step 3): the
+	// planner evaluates the view's fence before anything the agent wrote,
+	// and pushes below it only leakproof operators (an index on id = 3
+	// still serves). The reference keeps its name as the alias, so the
+	// agent's column references resolve unchanged.
+	useView := func(rv *pg.RangeVar, t sqlcheck.TableName, expr string) error {
+		v, err := o.cache.view(expr, t, rv.Inh, cat)
+		if err != nil {
+			return err
+		}
+		alias := rv.Relname
+		if rv.Alias != nil && rv.Alias.Aliasname != "" {
+			alias = rv.Alias.Aliasname
+		}
+		rv.Catalogname, rv.Schemaname, rv.Relname, rv.Inh = "", ViewSchema, v.Name, true
+		rv.Alias = &pg.Alias{Aliasname: alias}
+		g.addView(v)
+		return nil
+	}
 	for _, ref := range a.Facts.References {
 		if ref.Role != sqlcheck.RoleRead {
 			continue
@@ -110,29 +143,12 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if r.Fence == "" {
 			continue
 		}
-		if ref.Item == nil || ref.Item.GetRangeVar() != ref.RangeVar {
+		if ref.RangeVar == nil {
 			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
 		}
-		f, err := fence(r.Fence, ref.Table, "")
-		if err != nil {
+		if err := useView(ref.RangeVar, ref.Table, r.Fence); err != nil {
 			return nil, err
 		}
-		alias := ref.RangeVar.Relname
-		if ref.RangeVar.Alias != nil && ref.RangeVar.Alias.Aliasname != "" {
-			alias = ref.RangeVar.Alias.Aliasname
-		}
-		inner := &pg.RangeVar{Schemaname: ref.Table.Schema, Relname: ref.Table.Name, Inh: ref.RangeVar.Inh, Relpersistence: "p"}
-		sub := &pg.SelectStmt{
-			TargetList:  []*pg.Node{pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode([]*pg.Node{pg.MakeAStarNode()}, -1), -1)},
-			FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: inner}}},
-			WhereClause: f,
-			LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
-			Op:          pg.SetOperation_SETOP_NONE,
-		}
-		ref.Item.Node = &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
-			Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}},
-			Alias:    &pg.Alias{Aliasname: alias},
-		}}
 	}
 
 	switch s := stmt.GetNode().(type) {
@@ -168,14 +184,22 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 			alias = rel.Alias.Aliasname
 		}
 		w := *where
-		if r, ok := readRule[target]; ok && r.Fence != "" {
-			f, err := fence(r.Fence, target, alias)
-			if err != nil {
+		// The rows the statement can reach go through a barrier too: the
+		// read fence when the statement reads the target (its WHERE, SET or
+		// RETURNING name columns), so nothing it wrote sees a row it may not
+		// read; the write fence when it reads nothing of the target, so it
+		// reaches only rows it may write. A row it can see but may not write
+		// raises the fence guard below.
+		barrier := writeRule.Fence
+		if r, ok := readRule[target]; ok {
+			barrier = r.Fence
+		}
+		if barrier != "" {
+			if err := useView(rel, target, barrier); err != nil {
 				return nil, err
 			}
-			w = and(w, f)
 		}
-		if writeRule.Fence != "" {
+		if writeRule.Fence != "" && writeRule.Fence != barrier {
 			f, err := fence(writeRule.Fence, target, alias)
 			if err != nil {
 				return nil, err
@@ -324,8 +348,9 @@ func WithExprCache(c *ExprCache) GuardOption { return func(o *guardOptions) { o.
 // each statement clones a parsed tree instead of parsing the text again. It
 // is safe for concurrent use; a nil cache compiles every time.
 type ExprCache struct {
-	mu sync.Mutex
-	m  map[exprKey]*pg.Node
+	mu    sync.Mutex
+	m     map[exprKey]*pg.Node
+	views map[viewKey]FenceView
 }
 
 type exprKey struct {

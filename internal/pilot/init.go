@@ -11,7 +11,10 @@ import (
 // (whose primary key makes each marque single-use, across any number of
 // Pilots) and the guard function. The planner cannot fold a volatile
 // function call away, so a guard arm that is never taken never raises.
-// It is idempotent.
+// The Pilot creates its fence views in the same schema as statements need
+// them (views.go); harbormaster.drop_fence_views() drops them all, for a
+// migration that alters a fenced table (a view depends on its table's
+// columns), and the Pilot recreates them on next use. It is idempotent.
 const InitSQL = `
 CREATE SCHEMA IF NOT EXISTS harbormaster;
 REVOKE ALL ON SCHEMA harbormaster FROM PUBLIC;
@@ -33,6 +36,19 @@ CREATE OR REPLACE FUNCTION harbormaster.fence_violation(reason text) RETURNS boo
     AS $$ BEGIN RAISE EXCEPTION 'harbormaster guard: % violated', reason USING ERRCODE = 'HM001'; END $$;
 REVOKE ALL ON FUNCTION harbormaster.fence_violation(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION harbormaster.fence_violation(text) TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.drop_fence_views() RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    AS $$
+DECLARE v record; n integer := 0;
+BEGIN
+    FOR v IN SELECT c.relname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+             WHERE s.nspname = 'harbormaster' AND c.relkind = 'v' AND c.relname LIKE 'fence\_%' LOOP
+        EXECUTE format('DROP VIEW harbormaster.%I', v.relname);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+REVOKE ALL ON FUNCTION harbormaster.drop_fence_views() FROM PUBLIC;
 `
 
 // InitTarget runs InitSQL against dsn.

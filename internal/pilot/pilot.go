@@ -108,6 +108,9 @@ type Pilot struct {
 	guards memo.Map[guardKey, *Guarded]     // statements this Pilot checked and guarded
 
 	pins []any // the pinned settings' values
+
+	views sync.Map   // names of fence views known to exist in the target
+	ddlMu sync.Mutex // one fence-view creation at a time
 }
 
 // parsedBound is a canonical bound parsed and validated, with its rules.
@@ -254,6 +257,10 @@ type Result struct {
 	After  []map[string]any `json:"after,omitempty"`
 	// BeforeDigest is the digest of every before image (up to max_rows+1).
 	BeforeDigest string `json:"before_digest,omitempty"`
+	// Detail is what a refusal's class does not say: the target's own
+	// error text and SQLSTATE, the counts. For humans only (the queue, the
+	// logbook); never shown to the agent.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Refusal codes.
@@ -267,8 +274,22 @@ const (
 	RefusedMaxRows   = "max_rows_exceeded"
 	RefusedReplay    = "marque_replayed"
 	RefusedDatabase  = "database_error"
+	RefusedTimeout   = "timeout"
 	RefusedLogbook   = "logbook_unavailable"
 	RefusedDrift     = "rows_differ_from_rehearsal"
+)
+
+// The messages of the refusal classes whose cause lies in the target's
+// rows. Each is fixed: a refusal tells the agent its class and nothing of
+// the data behind it (the target's own error text is in Result.Detail,
+// for humans).
+const (
+	MessageFence    = "the statement reaches a row inside what its rule lets it read but outside the rule's write fence: rolled back"
+	MessageCheckRow = "a new or changed row does not satisfy the rule's check: rolled back"
+	MessageMaxRows  = "the statement affects more rows than the rule's max_rows: rolled back"
+	MessageDatabase = "the target refused the statement: rolled back"
+	MessageTimeout  = "the statement ran past the target's statement or lock timeout: rolled back"
+	MessageDrift    = "the rows the statement reaches differ from its rehearsal: rolled back"
 )
 
 func refused(code, format string, args ...any) *Result {
@@ -455,6 +476,9 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return nil, errors.New("pilot: a transaction runs one statement, and this one was used or closed")
 	}
 	defer t.Close() // rolls back unless committed
+	if err := p.ensureViews(ctx, g.Views); err != nil {
+		return nil, err
+	}
 	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL}
 	if rehearse {
 		res.Outcome = Rehearsed
@@ -540,15 +564,16 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		imgs, ierr := images(ctx, t.conn, g.BeforeSQL, int(g.MaxRows)+1)
 		if ierr != nil {
 			var pgErr *pgconn.PgError
-			if errors.As(ierr, &pgErr) && pgErr.Code == ViolationSQLState {
-				return refused(RefusedFence, "the statement reaches a row outside the rule's fence: rolled back"), nil
+			if errors.As(ierr, &pgErr) {
+				p.forgetViews(ierr)
+				return statementRefusal(ierr)
 			}
 			return nil, fmt.Errorf("pilot: before images: %w", ierr)
 		}
 		js, _ := json.Marshal(imgs.rows)
 		res.BeforeDigest = Digest(js)
 		if req.ExpectBefore != "" && res.BeforeDigest != req.ExpectBefore {
-			return refused(RefusedDrift, "the rows the statement reaches differ from its rehearsal: rolled back"), nil
+			return refused(RefusedDrift, MessageDrift), nil
 		}
 		if rehearse {
 			// The panel sees only what the rehearsal shows; keep it bounded.
@@ -561,15 +586,20 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		}
 	}
 	if err != nil {
+		p.forgetViews(err)
 		return statementRefusal(err)
 	}
 	n := out.n
 	res.RowsAffected = n
 	if g.Kind != sqlcheck.OpSelect && n > g.MaxRows {
-		return refused(RefusedMaxRows, "the statement would affect %d rows, over the rule's max_rows of %d: rolled back", n, g.MaxRows), nil
+		r := refused(RefusedMaxRows, MessageMaxRows)
+		r.Detail = fmt.Sprintf("it would affect %d rows; max_rows is %d", n, g.MaxRows)
+		return r, nil
 	}
 	if req.ExpectRows != nil && n != *req.ExpectRows {
-		return refused(RefusedDrift, "the statement affects %d rows, its rehearsal %d: rolled back", n, *req.ExpectRows), nil
+		r := refused(RefusedDrift, MessageDrift)
+		r.Detail = fmt.Sprintf("it affects %d rows, its rehearsal %d", n, *req.ExpectRows)
+		return r, nil
 	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
 		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
@@ -653,18 +683,31 @@ func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded,
 
 // statementRefusal maps an error from running the guarded statement: a
 // guard's error or the target's refusal refers; anything else is an error.
+// The agent sees the class only (DESIGN.md invariant 10): the target's
+// own message and SQLSTATE go to Detail, for the queue and the logbook.
 func statementRefusal(err error) (*Result, error) {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		if pgErr.Code == ViolationSQLState {
-			if strings.Contains(pgErr.Message, "check") {
-				return refused(RefusedCheckRow, "a new or changed row does not satisfy the rule's check: rolled back"), nil
-			}
-			return refused(RefusedFence, "the statement reached a row outside the rule's fence: rolled back"), nil
-		}
-		return refused(RefusedDatabase, "the target refused the statement: %s (SQLSTATE %s): rolled back", pgErr.Message, pgErr.Code), nil
+	if !errors.As(err, &pgErr) {
+		return nil, fmt.Errorf("pilot: execute: %w", err)
 	}
-	return nil, fmt.Errorf("pilot: execute: %w", err)
+	var r *Result
+	switch {
+	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, "check"):
+		r = refused(RefusedCheckRow, MessageCheckRow)
+	case pgErr.Code == ViolationSQLState:
+		r = refused(RefusedFence, MessageFence)
+	case pgErr.Code == "57014" || pgErr.Code == "55P03":
+		// query_canceled (statement_timeout) and lock_not_available
+		// (lock_timeout).
+		r = refused(RefusedTimeout, MessageTimeout)
+	default:
+		r = refused(RefusedDatabase, MessageDatabase)
+	}
+	r.Detail = fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	if pgErr.Detail != "" {
+		r.Detail += "; " + pgErr.Detail
+	}
+	return r, nil
 }
 
 // text is the statement to send: with the after-image column for a
