@@ -28,6 +28,10 @@ import (
 	"harbormaster/internal/surveyor"
 )
 
+// demoCheckpointEvery is the demo config's logbook.checkpoint_every, which
+// the printed logbook verify command repeats.
+const demoCheckpointEvery = 100
+
 // demoInfo is what --info writes once the demo is ready.
 type demoInfo struct {
 	APIURL       string `json:"api_url"`
@@ -211,7 +215,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
 	failed := runTour(ctx, out, inf.APIURL, inf.AgentToken, sv.tierB)
 	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
-	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s'\n", inf.Store, inf.VerifierKey)
+	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
 	if once {
 		stop()
 		<-served
@@ -363,9 +367,9 @@ agents:
   - principal: agent:demo
     token_sha256: %s
 logbook:
-  checkpoint_every: 100
+  checkpoint_every: %d
   checkpoint_interval: 5s
-`, storePath, cpPath, signersPath, dels, dsn, tokenHash)
+`, storePath, cpPath, signersPath, dels, dsn, tokenHash, demoCheckpointEvery)
 	if sv.url != "" {
 		cfg += fmt.Sprintf(`surveyor:
   jurors: 3

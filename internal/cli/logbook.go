@@ -21,21 +21,30 @@ func runLogbook(e *env, args []string) int {
 }
 
 func runLogbookVerify(e *env, args []string) int {
-	fs := e.flags("harbormaster logbook verify --store PATH (--vkey KEY | --key FILE --name NAME) [--checkpoints FILE]",
+	fs := e.flags("harbormaster logbook verify --store PATH (--vkey KEY | --key FILE --name NAME) [--checkpoints FILE] [--checkpoint-every N] [--allow-unsigned-tail]",
 		"Recomputes every entry's hash, every link and every signed checkpoint, and reports\n"+
 			"the first bad sequence number on any change, deletion or reordering. Checkpoints\n"+
-			"exported earlier (--checkpoints) also reveal a log cut short.\n"+
-			"Exit 0 when intact, 1 when not.")
+			"exported earlier (--checkpoints) also reveal a log cut short. Prints how far the\n"+
+			"chain is signed: entries after the last checkpoint only chain to it, so more of\n"+
+			"them than the checkpoint interval (the config's logbook.checkpoint_every), or\n"+
+			"entries and no checkpoint at all, fail unless --allow-unsigned-tail.\n"+
+			"Exit 0 when intact and signed, 1 when not.")
 	storePath := fs.String("store", "", "the control store `PATH`")
 	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
 	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
 	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else harbormaster")
 	cps := fs.String("checkpoints", "", "checkpoints exported earlier, JSON lines `FILE`")
+	every := fs.Int64("checkpoint-every", logbook.Config{}.WithDefaults().CheckpointEvery,
+		"the checkpoint interval `N`: the config's logbook.checkpoint_every; a longer unsigned tail fails")
+	allowTail := fs.Bool("allow-unsigned-tail", false, "exit 0 for an intact chain however much of it is unsigned")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if *storePath == "" || (*vkey == "") == (*keyFile == "") {
 		return e.usageErr(fs, "--store and one of --vkey or --key are required")
+	}
+	if *every < 1 {
+		return e.usageErr(fs, "--checkpoint-every must be at least 1")
 	}
 	var v note.Verifier
 	var err error
@@ -87,7 +96,7 @@ func runLogbookVerify(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath, *name)
+	st, lb, err := openLogbook(e.ctx, *storePath, *name, *every)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -99,7 +108,17 @@ func runLogbookVerify(e *env, args []string) int {
 		return exitFail
 	}
 	fmt.Fprintln(e.stdout, rep.String())
-	if !rep.OK {
+	switch {
+	case !rep.OK:
+		return exitFail
+	case rep.TailTooLong && !*allowTail:
+		if rep.SignedThrough == 0 {
+			e.errorf("no checkpoint signs any of the %d entries: whoever can write the store could have written them", rep.HeadSeq)
+		} else {
+			e.errorf("%d entries follow the last checkpoint (entry %d), more than the checkpoint interval (%d): checkpoints may have been deleted and the entries after them rewritten",
+				rep.Unsigned, rep.SignedThrough, rep.MaxUnsigned)
+		}
+		e.hintf("give --checkpoint-every the config's logbook.checkpoint_every if it is not %d; --checkpoints FILE with checkpoints exported earlier; or --allow-unsigned-tail to accept the chain as it is", rep.MaxUnsigned)
 		return exitFail
 	}
 	return exitOK
@@ -115,7 +134,7 @@ func runLogbookTail(e *env, args []string) int {
 	if *storePath == "" {
 		return e.usageErr(fs, "--store is required")
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster")
+	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster", 0)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -145,7 +164,7 @@ func runLogbookExport(e *env, args []string) int {
 	if *storePath == "" {
 		return e.usageErr(fs, "--store is required")
 	}
-	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster")
+	st, lb, err := openLogbook(e.ctx, *storePath, "harbormaster", 0)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail

@@ -94,13 +94,15 @@ func runTarget(e *env, args []string) int {
 }
 
 // openLogbook opens a store's logbook read-only (for verify, tail, export).
-// name is the control plane's name, whose logbook origin is NAME/logbook.
-func openLogbook(ctx context.Context, path, name string) (*store.Store, *logbook.Logbook, error) {
+// name is the control plane's name, whose logbook origin is NAME/logbook;
+// every is the config's logbook.checkpoint_every (0: the default), which
+// verify holds the unsigned tail to.
+func openLogbook(ctx context.Context, path, name string, every int64) (*store.Store, *logbook.Logbook, error) {
 	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	lb, err := logbook.New(st, nil, nil, nil, logbook.Config{Origin: name + "/logbook"})
+	lb, err := logbook.New(st, nil, nil, nil, logbook.Config{Origin: name + "/logbook", CheckpointEvery: every})
 	if err != nil {
 		st.Close()
 		return nil, nil, err

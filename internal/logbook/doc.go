@@ -96,7 +96,13 @@
 //     its size) reveals it. Export checkpoints regularly to somewhere the
 //     control plane cannot write.
 //   - that entries written after the last checkpoint are the ones the writer
-//     wrote: they are chained but not yet signed (Report.SignedThrough).
+//     wrote: they are chained but not yet signed (Report.SignedThrough,
+//     Report.Unsigned). The writer signs in the same transaction as the
+//     batch that brings the unsigned tail to CheckpointEvery entries, so an
+//     intact log never has a longer tail; Verify sets Report.TailTooLong
+//     when it does, or when there are entries and no checkpoint at all:
+//     what deleting checkpoints and rewriting the entries after them leaves.
+//     The command refuses such a log unless told otherwise.
 //   - whether the subject index (logbook_subjects) is complete. It is
 //     derived data, not covered by the chain: an attacker could hide an
 //     entry from "entries about request X" without breaking the chain. The

@@ -58,6 +58,22 @@ type Report struct {
 	// verified and matched: entries up to it are proven as signed, entries
 	// after it only chain to it.
 	SignedThrough int64
+	// Unsigned is how many intact entries follow SignedThrough: they chain
+	// to it, but no checkpoint signs them.
+	Unsigned int64
+	// MaxUnsigned is the longest unsigned tail the writer leaves: the
+	// logbook's CheckpointEvery. The writer signs a checkpoint in the same
+	// transaction as the batch that brings the tail to CheckpointEvery
+	// entries, so an intact log never has a longer one.
+	MaxUnsigned int64
+	// TailTooLong is true, when OK, if the chain holds entries that no
+	// checkpoint vouches for beyond what the writer leaves: entries but no
+	// checkpoint at all, or more than MaxUnsigned entries after the last
+	// one. That is what deleting checkpoints and rewriting the entries
+	// after them (hashes recomputed) leaves behind; the chain alone cannot
+	// tell such a tail from the real one. (A CheckpointEvery lowered since
+	// the tail was written also shows here, until the next checkpoint.)
+	TailTooLong bool
 	// FirstBad is the first seq at which something is wrong, when !OK.
 	FirstBad int64
 	// Problem and Detail say what, when !OK.
@@ -66,12 +82,19 @@ type Report struct {
 }
 
 func (r Report) String() string {
-	if r.OK {
-		return fmt.Sprintf("ok: %d entries, head %d %s, %d checkpoints, signed through %d",
-			r.Entries, r.HeadSeq, r.HeadHash, r.Checkpoints, r.SignedThrough)
+	if !r.OK {
+		return fmt.Sprintf("bad at seq %d: %s: %s (intact through %d, signed through %d)",
+			r.FirstBad, r.Problem, r.Detail, r.HeadSeq, r.SignedThrough)
 	}
-	return fmt.Sprintf("bad at seq %d: %s: %s (intact through %d, signed through %d)",
-		r.FirstBad, r.Problem, r.Detail, r.HeadSeq, r.SignedThrough)
+	status, why := "ok", ""
+	switch {
+	case r.TailTooLong && r.SignedThrough == 0:
+		status, why = "unsigned", ", and no checkpoint signs any entry"
+	case r.TailTooLong:
+		status, why = "unsigned tail", fmt.Sprintf(", more than the checkpoint interval (%d)", r.MaxUnsigned)
+	}
+	return fmt.Sprintf("%s: %d entries, head %d %s, %d checkpoints; signed through entry %d of %d; %d entries unsigned%s",
+		status, r.Entries, r.HeadSeq, r.HeadHash, r.Checkpoints, r.SignedThrough, r.HeadSeq, r.Unsigned, why)
 }
 
 // cpCheck is one checkpoint to hold the chain against.
@@ -93,7 +116,10 @@ const reorderWindow = 64
 // the signed hash against the chain at that size. external are checkpoints
 // exported earlier (ReadCheckpoints) and kept elsewhere; they are held to the
 // same checks, and one that signs more entries than the log now holds
-// reveals a truncated log. The Report names the first bad seq.
+// reveals a truncated log. The Report names the first bad seq, and says how
+// much of the chain is signed: an intact chain whose unsigned tail is longer
+// than the writer leaves is OK with TailTooLong set, for the caller to
+// refuse.
 func (l *Logbook) Verify(ctx context.Context, v note.Verifier, external ...Checkpoint) (Report, error) {
 	if v == nil {
 		return Report{}, fmt.Errorf("logbook: verify: nil verifier")
@@ -119,6 +145,15 @@ func (l *Logbook) Verify(ctx context.Context, v note.Verifier, external ...Check
 		return Report{}, fmt.Errorf("logbook: verify: %w", err)
 	}
 	return rep, nil
+}
+
+// judgeTail fills in how much of rep's intact chain is unsigned, and
+// whether that is more than the writer leaves.
+func (l *Logbook) judgeTail(rep Report) Report {
+	rep.Unsigned = max(rep.HeadSeq-rep.SignedThrough, 0)
+	rep.MaxUnsigned = l.cfg.CheckpointEvery
+	rep.TailTooLong = rep.OK && rep.HeadSeq > 0 && (rep.SignedThrough == 0 || rep.Unsigned > rep.MaxUnsigned)
+	return rep
 }
 
 // loadChecks opens every stored and external checkpoint, sorted by the seq
@@ -202,7 +237,7 @@ func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external 
 	if len(checks) > 0 {
 		rep.SignedThrough = checks[len(checks)-1].at
 	}
-	return rep, true, nil
+	return l.judgeTail(rep), true, nil
 }
 
 // segment is what verifyRange learned about a range a..b.
@@ -304,7 +339,7 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 	fail := func(seq int64, p Problem, format string, args ...any) (Report, error) {
 		finish()
 		rep.FirstBad, rep.Problem, rep.Detail = seq, p, fmt.Sprintf(format, args...)
-		return rep, nil
+		return l.judgeTail(rep), nil
 	}
 
 	rows, err := tx.QueryContext(ctx, "SELECT seq, time_ns, kind, subjects, payload, prev_hash, hash FROM logbook_entries ORDER BY seq")
@@ -408,5 +443,5 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 	}
 	finish()
 	rep.OK = true
-	return rep, nil
+	return l.judgeTail(rep), nil
 }

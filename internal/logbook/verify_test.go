@@ -365,3 +365,88 @@ func TestHashEntryMatchesDocumentedEncoding(t *testing.T) {
 		t.Fatal("HashEntry accepted a malformed prev hash")
 	}
 }
+
+// TestVerifyUnsignedTail: an intact chain is only as good as its signed
+// part. Deleting checkpoints (and perhaps rewriting the entries after them)
+// leaves a chain that still links; Verify reports how far it is signed and
+// flags a tail longer than the writer leaves, or no checkpoint at all.
+func TestVerifyUnsignedTail(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		stmts    func(t *testing.T, f *fixture) []string
+		external bool
+		signed   int64
+		tooLong  bool
+		says     string
+	}{
+		{name: "untouched", stmts: sqlOf(), signed: 40,
+			says: "ok: 40 entries, head 40 "},
+		{name: "tail as long as the interval", stmts: sqlOf(`DELETE FROM logbook_checkpoints WHERE size = 40`), signed: 30,
+			says: "; signed through entry 30 of 40; 10 entries unsigned"},
+		{name: "tail longer than the interval", stmts: sqlOf(`DELETE FROM logbook_checkpoints WHERE size > 20`), signed: 20, tooLong: true,
+			says: "unsigned tail: 40 entries, head 40 "},
+		{
+			name: "checkpoints deleted and the tail rewritten",
+			stmts: func(t *testing.T, f *fixture) []string {
+				return append([]string{`DELETE FROM logbook_checkpoints WHERE size > 20`},
+					rehash(t, f, 25, 40, `{"i":25,"sql":"DELETE FROM orders"}`)...)
+			},
+			signed: 20, tooLong: true,
+			says: "; signed through entry 20 of 40; 20 entries unsigned, more than the checkpoint interval (10)",
+		},
+		{name: "no checkpoint left", stmts: sqlOf(`DELETE FROM logbook_checkpoints`), signed: 0, tooLong: true,
+			says: "unsigned: 40 entries, head 40 "},
+		{name: "no checkpoint left but exports kept", stmts: sqlOf(`DELETE FROM logbook_checkpoints`), external: true, signed: 40,
+			says: "; signed through entry 40 of 40; 0 entries unsigned"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, exported := tamperFixture(t)
+			f.tamper(tt.stmts(t, f)...)
+			var ext []Checkpoint
+			if tt.external {
+				ext = exported
+			}
+			rep := f.verify(ext...)
+			if !rep.OK || rep.HeadSeq != 40 || rep.SignedThrough != tt.signed || rep.Unsigned != 40-tt.signed ||
+				rep.MaxUnsigned != 10 || rep.TailTooLong != tt.tooLong {
+				t.Fatalf("Verify = %+v\nwant intact through 40, signed through %d, tail too long %v", rep, tt.signed, tt.tooLong)
+			}
+			if !strings.Contains(rep.String(), tt.says) {
+				t.Errorf("report %q does not say %q", rep, tt.says)
+			}
+		})
+	}
+}
+
+// A live logbook's tail within the interval is fine; entries with no
+// checkpoint at all are not, however few.
+func TestVerifyUnsignedTailLive(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		entries  int
+		signed   int64
+		tooLong  bool
+		unsigned string
+	}{
+		{entries: 0, signed: 0, unsigned: "signed through entry 0 of 0; 0 entries unsigned"},
+		{entries: 3, signed: 0, tooLong: true, unsigned: "signed through entry 0 of 3; 3 entries unsigned, and no checkpoint signs any entry"},
+		{entries: 13, signed: 10, unsigned: "signed through entry 10 of 13; 3 entries unsigned"},
+		{entries: 20, signed: 20, unsigned: "signed through entry 20 of 20; 0 entries unsigned"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.entries), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Config{CheckpointEvery: 10, CheckpointInterval: time.Hour})
+			for i := range tt.entries {
+				f.append(Record{Kind: "decision", Payload: map[string]any{"i": i}})
+			}
+			rep := f.verify()
+			if !rep.OK || rep.SignedThrough != tt.signed || rep.TailTooLong != tt.tooLong || !strings.HasSuffix(rep.String(), tt.unsigned) {
+				t.Fatalf("Verify = %v (%+v)\nwant signed through %d, tail too long %v", rep, rep, tt.signed, tt.tooLong)
+			}
+		})
+	}
+}
