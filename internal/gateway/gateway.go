@@ -64,6 +64,16 @@ type Config struct {
 	// Auditor samples surveyed conforms for review. Tier B does not run
 	// without one.
 	Auditor *audit.Auditor
+	// RehearsalWorkers run referred statements' rehearsals in the
+	// background, after the agent has its answer. Defaults to 2.
+	RehearsalWorkers int
+	// RehearsalQueue is how many referred requests may wait for a
+	// rehearsal worker; past it a request is rehearsed when an approver
+	// asks. Defaults to 256.
+	RehearsalQueue int
+	// RehearsalTimeout bounds one rehearsal (the Pilot's statement timeout
+	// applies as well). Defaults to 10s.
+	RehearsalTimeout time.Duration
 }
 
 // WithDefaults fills unset fields.
@@ -89,6 +99,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 5 * time.Second}
+	}
+	if c.RehearsalWorkers <= 0 {
+		c.RehearsalWorkers = 2
+	}
+	if c.RehearsalQueue <= 0 {
+		c.RehearsalQueue = 256
+	}
+	if c.RehearsalTimeout <= 0 {
+		c.RehearsalTimeout = 10 * time.Second
 	}
 	return c
 }
@@ -139,6 +158,7 @@ type Gateway struct {
 	inflight    sync.WaitGroup // execution entries being written after the answer
 
 	quota        *quota.Limiter
+	rehearsals   *rehearsals
 	http         *http.Client
 	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under mu)
 }
@@ -151,7 +171,8 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{},
-		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo()}
+		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo(),
+		rehearsals: newRehearsals(cfg.RehearsalQueue)}
 	var err error
 	if g.stmts, err = prepareRequestStmts(ctx, st.DB()); err != nil {
 		return nil, err
@@ -306,7 +327,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		sv, why, err := g.survey(ctx, p, req, chosen, decision)
 		switch {
 		case err != nil:
-			req.Reasons = []string{"the statement could not be rehearsed for the Surveyor: " + err.Error()}
+			req.Reasons, req.Detail = []string{ReasonNotRehearsed}, err.Error()
 		case why != "":
 			req.Reasons = []string{why}
 		default:
@@ -344,7 +365,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		if txn, err = open.take(ctx, p); err != nil {
 			g.cfg.Logger.Error("target transaction", "request", req.ID, "target", target, "err", err)
 			req.Outcome, req.Path = OutcomeReferred, ""
-			req.Reasons = []string{"the target could not be reached, so a human decides: " + err.Error()}
+			req.Reasons, req.Detail = []string{ReasonUnreachable}, err.Error()
 		} else {
 			defer txn.Close()
 			req.TxID = txn.ID()
@@ -367,8 +388,9 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		return nil, err
 	}
 	if req.Path == "" {
-		g.referred(ctx, p, req)
-		return req.response(), nil
+		resp = req.response()
+		g.referred(p, req)
+		return resp, nil
 	}
 
 	// 7 mint the marque naming the delegation and its grantor signature.
@@ -422,7 +444,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		g.cfg.Metrics.FastPath(req.Path, chosen.ID)
 	}
 	if res.Outcome != pilot.Executed {
-		g.referred(ctx, p, req)
+		g.referred(p, req)
 	} else if survey != nil {
 		g.sampleAudit(ctx, req, chosen, survey)
 	}

@@ -27,30 +27,11 @@ var (
 	ErrAlreadyRevoked = errors.New("the delegation is already revoked")
 )
 
-// rehearse runs a referred statement in a rolled-back transaction and
-// stores the report, so approvers (and later jurors) see what it would do.
-// A statement that cannot be rehearsed keeps its reasons and no report.
-func (g *Gateway) rehearse(ctx context.Context, p *pilot.Pilot, req *request) {
-	rep, js, err := p.RehearseRaw(ctx, req.Canonical)
-	if err != nil {
-		g.cfg.Logger.Info("not rehearsed", "request", req.ID, "why", err)
-		return
-	}
-	req.Rehearsal, req.RehearsalSHA256 = js, pilot.Digest(js)
-	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ?`, string(js), req.RehearsalSHA256, req.ID)
-	if err != nil {
-		g.cfg.Logger.Error("storing rehearsal", "request", req.ID, "err", err)
-		return
-	}
-	_ = rep
-}
-
-// referred is called once a request is waiting: it rehearses it and tells
-// the webhook. Neither may hold up or fail the statement path.
-func (g *Gateway) referred(ctx context.Context, p *pilot.Pilot, req *request) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	g.rehearse(rctx, p, req)
+// referred is called once a request is waiting and its answer is ready:
+// it queues the rehearsal (rehearsals.go) and tells the webhook. Neither
+// may hold up, fail or shape the agent's answer.
+func (g *Gateway) referred(p *pilot.Pilot, req *request) {
+	g.enqueueRehearsal(p, req)
 	if g.cfg.Webhook != "" {
 		go g.postWebhook(req)
 	}
@@ -125,6 +106,16 @@ func (g *Gateway) ProposeApproval(ctx context.Context, id string) ([]byte, error
 	}
 	if v.Status != StatusWaiting {
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
+	}
+	if v.RehearsalSHA256 == "" {
+		// Not rehearsed yet (the pool is behind, or the node restarted):
+		// a human is asking, so rehearse it now.
+		if p, ok := g.targets[v.Target]; ok {
+			g.rehearse(ctx, p, v.ID, v.CanonicalSQL)
+			if v, err = g.Request(ctx, id, ""); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if v.RehearsalSHA256 == "" {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
@@ -376,6 +367,9 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 // Run does the gateway's periodic work until ctx ends: expiring waiting
 // requests and logging delegation expiries, once a second.
 func (g *Gateway) Run(ctx context.Context) error {
+	workers := make(chan struct{})
+	go func() { defer close(workers); g.runRehearsals(ctx) }()
+	defer func() { <-workers }()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -84,7 +84,7 @@ func (f *fixture) referred(t *testing.T, sql string) *gateway.RequestView {
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%q: %+v, want referred", sql, resp)
 	}
-	v := f.view(t, resp.RequestID)
+	v := f.rehearsed(t, resp.RequestID)
 	if v.Status != gateway.StatusWaiting || v.RehearsalSHA256 == "" || len(v.Rehearsal) == 0 {
 		t.Fatalf("%q: %+v, want waiting with a rehearsal", sql, v)
 	}

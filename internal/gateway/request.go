@@ -37,6 +37,8 @@ type request struct {
 	DelegationID string
 	Rule         *int
 	Reasons      []string
+	// Detail is for humans only: the target's error text, counts.
+	Detail       string
 	MarqueID     string
 	TxID         string
 	RowsAffected int64
@@ -58,7 +60,7 @@ func (r *request) response() *Response {
 }
 
 func (r *request) applyResult(res *pilot.Result) {
-	r.TxID = res.TxID
+	r.TxID, r.Detail = res.TxID, res.Detail
 	switch res.Outcome {
 	case pilot.Executed:
 		r.Outcome, r.Status, r.RowsAffected = OutcomeExecuted, StatusExecuted, res.RowsAffected
@@ -69,6 +71,16 @@ func (r *request) applyResult(res *pilot.Result) {
 		r.Reasons = append([]string(nil), res.Reasons...)
 	}
 }
+
+// Reasons the agent reads when its statement is referred for a cause on
+// the target's side. Each is fixed (DESIGN.md invariant 10): the error
+// behind it, which can quote the target's rows, goes to Detail, which only
+// humans see.
+const (
+	ReasonNotExecuted  = "the statement could not be executed, so a human decides"
+	ReasonUnreachable  = "the target could not be reached, so a human decides"
+	ReasonNotRehearsed = "the statement could not be rehearsed for the Surveyor, so a human decides"
+)
 
 // decide records the decision (step 6): durably in the logbook first, then
 // the request row. If the logbook cannot be written, nothing executes.
@@ -94,6 +106,9 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
 		"reasons": nonNil(req.Reasons), "evaluated": evals, "judgment_id": req.JudgmentID,
 	}
+	if req.Detail != "" {
+		payload["detail"] = req.Detail
+	}
 	if req.TxID != "" {
 		// The target transaction the marque will run in, open already,
 		// and the id the marque will carry.
@@ -114,7 +129,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	insert := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.StmtContext(ctx, g.stmts.insertRequest).ExecContext(ctx,
 			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, agentOutcome, req.Status, req.Path,
-			req.DelegationID, rule, string(reasons), req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
+			req.DelegationID, rule, string(reasons), req.Detail, req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
 		return err
 	}
 	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload, With: insert}); err != nil {
@@ -242,7 +257,7 @@ func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result)
 func executedPayload(req *request, res *pilot.Result) map[string]any {
 	return map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
 		"code": res.Code, "rows_affected": res.RowsAffected, "reasons": nonNil(res.Reasons), "txid": res.TxID,
-		"executed_sql": res.ExecutedSQL}
+		"executed_sql": res.ExecutedSQL, "detail": res.Detail}
 }
 
 // finish records a request's outcome with its execution entry.
@@ -263,7 +278,7 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
 	update := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.StmtContext(ctx, g.stmts.finishRequest).ExecContext(ctx,
-			req.Outcome, req.Status, string(reasons), req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
+			req.Outcome, req.Status, string(reasons), req.Detail, req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
 	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
@@ -280,9 +295,11 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 func (g *Gateway) fail(ctx context.Context, req *request, err error) error {
 	g.cfg.Logger.Error("statement path failed", "request", req.ID, "err", err)
 	req.Outcome, req.Status = OutcomeReferred, StatusWaiting
-	req.Reasons = []string{"the statement could not be executed: " + err.Error()}
+	// The error can carry the target's text (a deferred constraint's
+	// message quotes row values): the agent gets the class, humans the text.
+	req.Reasons, req.Detail = []string{ReasonNotExecuted}, err.Error()
 	if ferr := g.finish(context.WithoutCancel(ctx), req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
-		"outcome": "failed", "reasons": req.Reasons}); ferr != nil {
+		"outcome": "failed", "reasons": req.Reasons, "detail": req.Detail}); ferr != nil {
 		return errors.Join(err, ferr)
 	}
 	return err
@@ -290,17 +307,20 @@ func (g *Gateway) fail(ctx context.Context, req *request, err error) error {
 
 // RequestView is what GET /v1/requests/{id} shows.
 type RequestView struct {
-	ID           string    `json:"id"`
-	Principal    string    `json:"principal"`
-	Target       string    `json:"target"`
-	SQL          string    `json:"sql"`
-	CanonicalSQL string    `json:"canonical_sql"`
-	Outcome      string    `json:"outcome"`
-	Status       string    `json:"status"`
-	Path         string    `json:"path,omitempty"`
-	DelegationID string    `json:"delegation_id,omitempty"`
-	Rule         *int      `json:"rule"`
-	Reasons      []string  `json:"reasons"`
+	ID           string   `json:"id"`
+	Principal    string   `json:"principal"`
+	Target       string   `json:"target"`
+	SQL          string   `json:"sql"`
+	CanonicalSQL string   `json:"canonical_sql"`
+	Outcome      string   `json:"outcome"`
+	Status       string   `json:"status"`
+	Path         string   `json:"path,omitempty"`
+	DelegationID string   `json:"delegation_id,omitempty"`
+	Rule         *int     `json:"rule"`
+	Reasons      []string `json:"reasons"`
+	// Detail is what the reasons' class does not say (the target's own
+	// error text and SQLSTATE, counts). Humans only.
+	Detail       string    `json:"detail,omitempty"`
 	MarqueID     string    `json:"marque_id,omitempty"`
 	RowsAffected int64     `json:"rows_affected"`
 	Created      time.Time `json:"created"`
@@ -324,16 +344,18 @@ func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestVi
 		return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
 	}
 	if principal != "" {
-		// The rehearsal holds row images the agent may not be allowed to
-		// read; it is for humans only.
-		rows[0].Rehearsal = nil
+		// What only humans see (DESIGN.md invariant 10): the rehearsal
+		// holds row images the agent may not read, and whether it ran, what
+		// it counted and its digest depend on rows outside the bound; the
+		// detail holds the target's own error text.
+		rows[0].Rehearsal, rows[0].RehearsalSHA256, rows[0].Detail = nil, "", ""
 	}
 	return rows[0], nil
 }
 
 func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) ([]*RequestView, error) {
 	rs, err := g.st.ReadDB().QueryContext(ctx, `SELECT id, principal, target, sql, canonical, outcome, status, path,
-		delegation_id, rule, reasons, marque_id, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
+		delegation_id, rule, reasons, detail, marque_id, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
 		FROM requests `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: requests: %w", err)
@@ -347,7 +369,7 @@ func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) 
 		var created, updated int64
 		var rehearsal string
 		if err := rs.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.CanonicalSQL, &v.Outcome, &v.Status, &v.Path,
-			&v.DelegationID, &rule, &reasons, &v.MarqueID, &v.RowsAffected, &created, &updated, &rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
+			&v.DelegationID, &rule, &reasons, &v.Detail, &v.MarqueID, &v.RowsAffected, &created, &updated, &rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
 			return nil, fmt.Errorf("gateway: requests: %w", err)
 		}
 		if rule.Valid {
@@ -600,11 +622,11 @@ func prepareRequestStmts(ctx context.Context, db *sql.DB) (*requestStmts, error)
 	var s requestStmts
 	var err error
 	if s.insertRequest, err = db.PrepareContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome,
-		status, path, delegation_id, rule, reasons, txid, marque_id, created_ns, updated_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
 		return nil, fmt.Errorf("gateway: prepare: %w", err)
 	}
-	if s.finishRequest, err = db.PrepareContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?,
+	if s.finishRequest, err = db.PrepareContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
 		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`); err != nil {
 		_ = s.insertRequest.Close()
 		return nil, fmt.Errorf("gateway: prepare: %w", err)

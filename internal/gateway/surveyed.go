@@ -77,6 +77,8 @@ func (g *Gateway) survey(ctx context.Context, p *pilot.Pilot, req *request, d *D
 		return nil, "", err
 	}
 	if reh.Outcome != pilot.Rehearsed {
+		// The Pilot's reasons are fixed per class; its detail is for humans.
+		req.Detail = reh.Detail
 		return nil, "the rehearsal inside the signed bound failed: " + strings.Join(reh.Reasons, "; "), nil
 	}
 	if reh.RowsAffected == 0 && len(reh.Rows) == 0 {

@@ -124,6 +124,11 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 		s.actError(w, err)
 		return
 	}
+	// Proposing may have rehearsed it just now: show what the approval signs.
+	if v, err = s.gw.Request(r.Context(), id, ""); err != nil {
+		s.actError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"approval": string(ap), "request": v})
 }
 

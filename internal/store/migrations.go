@@ -194,4 +194,13 @@ CREATE INDEX audits_status ON audits (status, created_ns);
 CREATE INDEX audits_delegation ON audits (delegation_id, created_ns);
 `,
 	},
+	{
+		Version: 5,
+		Name:    "request details for humans",
+		SQL: `
+-- What a refusal's class does not tell the agent: the target's own error
+-- text and SQLSTATE, counts. Shown to humans only (DESIGN.md invariant 10).
+ALTER TABLE requests ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+`,
+	},
 }
