@@ -32,7 +32,9 @@ func (s *Server) registerHumanRoutes() {
 }
 
 // humanTargets verifies a signed request and returns the targets (of those
-// given) the signer may act on in namespace.
+// given) the signer may act on in namespace. VerifyRequest accepts a request
+// once per target, so a replayed header is refused (per node: the memory of
+// accepted requests is this process's).
 func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, targets []string) (signing.Signer, []string, error) {
 	if s.signers == nil {
 		return signing.Signer{}, nil, errors.New("no signers file is configured")
@@ -41,14 +43,16 @@ func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, ta
 	if err != nil {
 		return signing.Signer{}, nil, err
 	}
-	now := time.Now()
+	now := time.Now() // the Server has no clock of its own
 	var who signing.Signer
 	var ok []string
 	var lastErr error
 	for _, t := range targets {
 		sg, err := s.signers.VerifyRequest(p, namespace, r.Method, r.URL.RequestURI(), body, t, now)
 		if err != nil {
-			lastErr = err
+			if lastErr == nil || !errors.Is(lastErr, signing.ErrRequestReplayed) {
+				lastErr = err // a replay is the reason worth telling
+			}
 			continue
 		}
 		if who.Name != "" && sg.Name != who.Name {

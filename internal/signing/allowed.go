@@ -20,11 +20,14 @@ const (
 )
 
 // AllowedSigners is a parsed OpenSSH allowed-signers file that follows the
-// Harbormaster NAME@TARGET convention (see the package documentation). It is
-// immutable and safe for concurrent use.
+// Harbormaster NAME@TARGET convention (see the package documentation). The
+// parsed file is immutable; the only state that changes is the memory of
+// signed requests VerifyRequest has accepted. It is safe for concurrent use.
 type AllowedSigners struct {
 	entries []entry
 	byKey   map[string][]int // marshaled public key -> indexes into entries, in file order
+
+	requests requestMemory // VerifyRequest's, in this process
 }
 
 // entry is one line of an allowed-signers file.
