@@ -132,7 +132,12 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	if b := cfg.Surveyor.ShapeDissentBand; len(b) == 2 {
 		s.metrics.RegisterShapeBand(b[0], b[1])
 	}
+	referrals, err := cfg.Queue.Referrals()
+	if err != nil {
+		return nil, err
+	}
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
+		ReferralRate: referrals, MaxWaiting: cfg.Queue.MaxWaiting,
 		Surveyor: panel, Auditor: auditor,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
 		s.store, s.logbook, minter, signers, s.pilots)

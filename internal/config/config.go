@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"harbormaster/internal/quota"
 )
 
 // Config is the serve configuration.
@@ -158,6 +160,27 @@ type Queue struct {
 	// Webhook, when set, receives a Slack-compatible JSON message for every
 	// new referral. It never blocks the statement path.
 	Webhook string `yaml:"webhook"`
+	// ReferralRate is how many statements one agent may have referred to
+	// a human, such as "1000/hour"; past it a statement that would be
+	// referred is refused (HTTP 429), recorded and not queued. Defaults to
+	// 1000/hour; "off" turns it off.
+	ReferralRate string `yaml:"referral_rate"`
+	// MaxWaiting caps the requests one agent may have waiting for a human;
+	// past it a statement that would be referred is refused. Defaults to
+	// 1000; -1 turns it off.
+	MaxWaiting int `yaml:"max_waiting"`
+}
+
+// Referrals is the referral rate: zero for the default, a negative Count
+// for none.
+func (q Queue) Referrals() (quota.Rate, error) {
+	switch strings.ToLower(strings.TrimSpace(q.ReferralRate)) {
+	case "":
+		return quota.Rate{}, nil
+	case "off", "none":
+		return quota.Rate{Count: -1}, nil
+	}
+	return quota.ParseRate(q.ReferralRate)
 }
 
 // Logbook tunes the logbook.
@@ -374,6 +397,12 @@ func (c *Config) Validate(getenv func(string) string) error {
 	}
 	if c.Queue.Webhook != "" && !strings.HasPrefix(c.Queue.Webhook, "https://") && !strings.HasPrefix(c.Queue.Webhook, "http://") {
 		bad("queue.webhook", "must be an http(s) URL")
+	}
+	if _, err := c.Queue.Referrals(); err != nil {
+		bad("queue.referral_rate", "must look like 1000/hour (per second, minute, hour or day) or off, got %q", c.Queue.ReferralRate)
+	}
+	if c.Queue.MaxWaiting < -1 {
+		bad("queue.max_waiting", "must be positive, or -1 for no cap")
 	}
 	if c.Logbook.CheckpointEvery < 1 {
 		bad("logbook.checkpoint_every", "must be at least 1")

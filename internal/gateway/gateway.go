@@ -64,6 +64,14 @@ type Config struct {
 	// Auditor samples surveyed conforms for review. Tier B does not run
 	// without one.
 	Auditor *audit.Auditor
+	// ReferralRate is how many statements per principal may be referred
+	// to a human; past it a statement that would be referred is refused
+	// (floods.go). Defaults to 1000/hour; a negative Count turns it off.
+	ReferralRate quota.Rate
+	// MaxWaiting caps the requests one principal may have waiting for a
+	// human; past it a statement that would be referred is refused.
+	// Defaults to 1000; negative turns it off.
+	MaxWaiting int
 	// RehearsalWorkers run referred statements' rehearsals in the
 	// background, after the agent has its answer. Defaults to 2.
 	RehearsalWorkers int
@@ -99,6 +107,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 5 * time.Second}
+	}
+	if c.ReferralRate.Count == 0 {
+		c.ReferralRate = quota.Rate{Count: 1000, Per: time.Hour}
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 1000
 	}
 	if c.RehearsalWorkers <= 0 {
 		c.RehearsalWorkers = 2
@@ -379,6 +393,23 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
+	// A referral is a human's time: past the principal's referral rate or
+	// waiting cap, the statement is refused, recorded and not queued.
+	if req.Path == "" {
+		flood, err := g.admitReferral(ctx, principal)
+		if err != nil {
+			return nil, err
+		}
+		if flood != nil {
+			req.Outcome, req.Reasons = OutcomeRefused, []string{flood.Message}
+			if err := g.decide(ctx, req, evals, chosen); err != nil {
+				return nil, err
+			}
+			flood.RequestID = req.ID
+			return nil, flood
+		}
+	}
+
 	// 6 logbook: the decision is durable before any marque exists.
 	if req.Path != "" {
 		g.flying(req.ID)
@@ -444,6 +475,9 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		g.cfg.Metrics.FastPath(req.Path, chosen.ID)
 	}
 	if res.Outcome != pilot.Executed {
+		// Decided to run, then referred by the Pilot: it is queued all the
+		// same, and counts against the referral rate.
+		g.takeReferral(principal)
 		g.referred(p, req)
 	} else if survey != nil {
 		g.sampleAudit(ctx, req, chosen, survey)

@@ -23,6 +23,8 @@ const (
 	StatusDenied   = "denied"   // a human denied it
 	StatusExpired  = "expired"  // nobody answered within the queue's time-to-live
 	StatusDeciding = "deciding" // a denial or expiry is being recorded
+	// StatusRefused (floods.go): a referral past the principal's rate or
+	// waiting cap, recorded and never queued.
 )
 
 type request struct {
@@ -88,6 +90,8 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	switch {
 	case req.Outcome == OutcomeRejected:
 		req.Status = StatusRejected
+	case req.Outcome == OutcomeRefused:
+		req.Status = StatusRefused
 	case req.Path != "":
 		req.Status, req.Outcome = StatusRunning, "run"
 	default:
@@ -560,8 +564,11 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 		req := &request{ID: d.RequestID, Principal: d.Principal, Target: d.Target, SQL: d.Statement, Canonical: d.Canonical,
 			DelegationID: d.DelegationID, Outcome: OutcomeReferred, Status: StatusWaiting, Created: e.Time, Updated: g.cfg.Clock()}
 		req.Reasons = d.Reasons
-		if d.Outcome == OutcomeRejected {
+		switch d.Outcome {
+		case OutcomeRejected:
 			req.Outcome, req.Status = OutcomeRejected, StatusRejected
+		case OutcomeRefused:
+			req.Outcome, req.Status = OutcomeRefused, StatusRefused
 		}
 		if d.Outcome == "run" {
 			req.Reasons = []string{"the control plane stopped before this statement ran; it did not run"}

@@ -226,9 +226,14 @@ func (s *Server) postStatement(w http.ResponseWriter, r *http.Request, principal
 // StatementError maps a Submit error to an HTTP error.
 func (s *Server) statementError(w http.ResponseWriter, err error) {
 	var sqlErr *gateway.SQLError
+	var flood *gateway.FloodError
 	switch {
 	case errors.As(err, &sqlErr):
 		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
+	case errors.As(err, &flood):
+		// Too many referrals: recorded, not queued, nothing ran.
+		w.Header().Set("Retry-After", "60")
+		writeErrorReq(w, http.StatusTooManyRequests, flood.Code, flood.Message, flood.RequestID)
 	case errors.Is(err, gateway.ErrUnknownTarget):
 		writeError(w, http.StatusNotFound, "unknown_target", err.Error())
 	case errors.Is(err, gateway.ErrLogUnavailable):

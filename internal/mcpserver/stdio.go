@@ -177,6 +177,8 @@ func (b *apiBackend) do(ctx context.Context, method, path string, body, out any)
 		return fmt.Errorf("%w (%s)", ErrUnauthorized, msg)
 	case strings.HasPrefix(code, "sql_"):
 		return &gateway.SQLError{RequestID: e.Error.RequestID, Code: strings.TrimPrefix(code, "sql_"), Message: msg}
+	case resp.StatusCode == http.StatusTooManyRequests && (code == gateway.FloodReferralRate || code == gateway.FloodTooManyWait):
+		return &gateway.FloodError{RequestID: e.Error.RequestID, Code: code, Message: msg}
 	case code == "unknown_target":
 		return fmt.Errorf("%w: %s", gateway.ErrUnknownTarget, msg)
 	case code == "not_found" && resp.StatusCode == http.StatusNotFound:

@@ -181,7 +181,10 @@ func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in
 // named: the target or the request id.
 func (t *tools) toolError(tool, subject string, err error) error {
 	var sqlErr *gateway.SQLError
+	var flood *gateway.FloodError
 	switch {
+	case errors.As(err, &flood):
+		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", flood.Code, flood.Message, flood.RequestID)
 	case errors.As(err, &sqlErr):
 		return fmt.Errorf("the statement cannot be checked, so nothing ran (%s): %s. Request %s records it; fix the SQL and send it again",
 			sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
