@@ -57,7 +57,7 @@ func runCheck(e *env, args []string) int {
 	} else if stmt == "" {
 		return e.usageErr(fs, "--sql is required")
 	}
-	c, err := compileFile(e, *dfile, &cf)
+	c, err := compileFile(e, *dfile, &cf, bound.Options{})
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage

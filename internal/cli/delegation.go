@@ -79,7 +79,9 @@ type compiled struct {
 	report *bound.Report
 }
 
-func compileFile(e *env, file string, cf *catalogFlags) (*compiled, error) {
+// compileFile compiles FILE against the catalog; opt.Now, when set, makes
+// an expiry already past a problem.
+func compileFile(e *env, file string, cf *catalogFlags, opt bound.Options) (*compiled, error) {
 	data, err := readFileLimited(file, bound.MaxFileBytes)
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func compileFile(e *env, file string, cf *catalogFlags) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, rep := bound.Compile(d, cat, bound.Options{})
+	b, rep := bound.Compile(d, cat, opt)
 	return &compiled{bound: b, report: rep}, nil
 }
 
@@ -121,7 +123,7 @@ func runDelegationCompile(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	c, err := compileFile(e, file, &cf)
+	c, err := compileFile(e, file, &cf, bound.Options{})
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -204,10 +206,10 @@ func problemString(p bound.Problem) string {
 	return loc + ": " + p.Message
 }
 
-// signableCanonical compiles FILE and returns its canonical bytes, or
-// reports why it cannot be signed.
-func (e *env) signableCanonical(file string, cf *catalogFlags) (*compiled, []byte, int, bool) {
-	c, err := compileFile(e, file, cf)
+// signableCanonical compiles FILE (with opt) and returns its canonical
+// bytes, or reports why it cannot be signed.
+func (e *env) signableCanonical(file string, cf *catalogFlags, opt bound.Options) (*compiled, []byte, int, bool) {
+	c, err := compileFile(e, file, cf, opt)
 	if err != nil {
 		e.errorf("%v", err)
 		return nil, nil, exitUsage, false
@@ -241,7 +243,9 @@ func runDelegationCanonical(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	_, canon, code, ok := e.signableCanonical(file, &cf)
+	// No clock: the bytes of a delegation that has since expired are still
+	// what its signature covers (ssh-keygen -Y verify needs them).
+	_, canon, code, ok := e.signableCanonical(file, &cf, bound.Options{})
 	if !ok {
 		return code
 	}
@@ -253,7 +257,7 @@ func runDelegationSign(e *env, args []string) int {
 	fs := e.flags("harbormaster delegation sign FILE (--schema FILE | --target DSN) --key SSH_PRIVATE_KEY --out SIG",
 		"Signs the delegation's canonical bytes with an SSH key in OpenSSH's sshsig format,\n"+
 			"namespace harbormaster-delegation, exactly as 'ssh-keygen -Y sign' would.\n"+
-			"Refuses a delegation that is not signable.")
+			"Refuses a delegation that is not signable, or whose expires has passed.")
 	var cf catalogFlags
 	cf.register(fs)
 	key := fs.String("key", "", "the grantor's SSH private key `FILE` (unencrypted)")
@@ -268,7 +272,9 @@ func runDelegationSign(e *env, args []string) int {
 	if *key == "" || *out == "" {
 		return e.usageErr(fs, "--key and --out are required")
 	}
-	c, canon, code, ok := e.signableCanonical(file, &cf)
+	// A delegation already expired would be refused on upload and grant
+	// nothing: refuse to sign it.
+	c, canon, code, ok := e.signableCanonical(file, &cf, bound.Options{Now: time.Now})
 	if !ok {
 		return code
 	}
@@ -315,7 +321,7 @@ func runDelegationVerify(e *env, args []string) int {
 	if *sigPath == "" || *signers == "" {
 		return e.usageErr(fs, "--sig and --signers are required")
 	}
-	c, canon, code, ok := e.signableCanonical(file, &cf)
+	c, canon, code, ok := e.signableCanonical(file, &cf, bound.Options{})
 	if !ok {
 		return code
 	}
