@@ -18,8 +18,8 @@ import (
 
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/quota"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/quota"
 )
 
 // concurrencyDuration is how long TestConcurrentAgents drives load: 5s,
