@@ -123,7 +123,8 @@ func runDelegationCompile(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	c, err := compileFile(e, file, &cf, bound.Options{})
+	// With the clock, as sign: "signable" means sign would sign it now.
+	c, err := compileFile(e, file, &cf, bound.Options{Now: time.Now})
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
