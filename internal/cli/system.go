@@ -189,6 +189,12 @@ func (s *system) loadDelegationDir(ctx context.Context, dir string) error {
 			return fmt.Errorf("delegation %s has no signature %s.sig: %w", f, f, err)
 		}
 		d, _, err := s.gateway.AddDelegation(ctx, y, sig, f)
+		if errors.Is(err, gateway.ErrDelegationRevoked) {
+			// Revoked since it was loaded: it stays revoked, and the file
+			// left in the directory must not stop the server starting.
+			s.log.Warn("delegation file not loaded: the delegation was revoked", "file", f, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("delegation %s: %w", f, err)
 		}

@@ -94,10 +94,17 @@ func (e *DelegationError) Error() string { return strings.Join(e.Problems, "; ")
 // Unwrap makes errors.Is(err, ErrBadDelegation) true.
 func (e *DelegationError) Unwrap() error { return ErrBadDelegation }
 
+// ErrDelegationRevoked: the delegation was added before and revoked since.
+// A revocation is final: the same signed delegation cannot be added again
+// (the grantor signs a new one, with another id, to grant again).
+var ErrDelegationRevoked = errors.New("the delegation was revoked")
+
 // AddDelegation compiles a delegation (YAML) against its target's catalog,
 // verifies the grantor's signature over the canonical bytes with the
 // signers file, and stores it. Adding the same signed delegation twice is
-// a no-op that returns the stored one.
+// a no-op that returns the stored one, unless it was revoked: then the
+// error wraps ErrDelegationRevoked. A delegation refused on its merits is a
+// *DelegationError.
 func (g *Gateway) AddDelegation(ctx context.Context, yaml, signature []byte, source string) (*Delegation, *bound.Report, error) {
 	dy, err := bound.Parse(yaml, source)
 	if err != nil {
@@ -134,6 +141,13 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	}
 	id := bound.ID(canonical)
 	if d := g.Delegation(id); d != nil {
+		g.mu.RLock() // Revoke sets Revoked under the lock
+		revoked := d.Revoked
+		g.mu.RUnlock()
+		if revoked != nil {
+			return nil, rep, fmt.Errorf("gateway: delegation %s: %w at %s; sign a new delegation to grant again",
+				id, ErrDelegationRevoked, revoked.UTC().Format(time.RFC3339))
+		}
 		return d, rep, nil
 	}
 	d, err := newDelegation(canonical, signature, signer.Name, source, now.UTC())
