@@ -73,11 +73,11 @@ func (p *Pilot) RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte
 		return nil, nil, err
 	}
 	stmt := a.Stmt()
-	before, beforeSQL, err := beforeImageQuery(stmt, p.cfg.MaxImageRows+1)
+	before, beforeSQL, err := beforeImageQuery(stmt, p.cfg.MaxImageRows+1, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	alias, hasAfter := afterImageColumn(stmt)
+	alias, hasAfter := afterImageColumn(stmt, nil)
 	text, err := deparse(stmt)
 	if err != nil {
 		return nil, nil, err
@@ -177,10 +177,18 @@ func deparse(stmt *pg.Node) (string, error) {
 	return pg.Deparse(&pg.ParseResult{Version: sqlcheck.ParserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
 }
 
-// toJSONB is to_jsonb(alias.*).
-func toJSONB(alias string) *pg.Node {
-	return pg.MakeFuncCallNode([]*pg.Node{pg.MakeStrNode("to_jsonb")},
-		[]*pg.Node{pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeAStarNode()}, -1)}, -1)
+// toJSONB is to_jsonb(alias.*), the whole row; with cols, only those
+// columns: jsonb_build_object('c1', alias.c1, ...).
+func toJSONB(alias string, cols []string) *pg.Node {
+	if cols == nil {
+		return pg.MakeFuncCallNode([]*pg.Node{pg.MakeStrNode("to_jsonb")},
+			[]*pg.Node{pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeAStarNode()}, -1)}, -1)
+	}
+	var args []*pg.Node
+	for _, c := range cols {
+		args = append(args, pg.MakeAConstStrNode(c, -1), pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeStrNode(c)}, -1))
+	}
+	return pg.MakeFuncCallNode([]*pg.Node{pg.MakeStrNode("jsonb_build_object")}, args, -1)
 }
 
 func relAlias(rv *pg.RangeVar) string {
@@ -192,7 +200,7 @@ func relAlias(rv *pg.RangeVar) string {
 
 // beforeImageQuery turns an UPDATE or DELETE into the SELECT of the rows it
 // reaches, as to_jsonb images, built on the tree.
-func beforeImageQuery(stmt *pg.Node, limit int) (bool, string, error) {
+func beforeImageQuery(stmt *pg.Node, limit int, cols []string) (bool, string, error) {
 	var rel *pg.RangeVar
 	var from []*pg.Node
 	var where *pg.Node
@@ -206,7 +214,7 @@ func beforeImageQuery(stmt *pg.Node, limit int) (bool, string, error) {
 		return false, "", nil
 	}
 	sel := &pg.SelectStmt{
-		TargetList:  []*pg.Node{pg.MakeResTargetNodeWithVal(toJSONB(relAlias(rel)), -1)},
+		TargetList:  []*pg.Node{pg.MakeResTargetNodeWithVal(toJSONB(relAlias(rel), cols), -1)},
 		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: proto.Clone(rel).(*pg.RangeVar)}}},
 		LimitCount:  pg.MakeAConstIntNode(int64(limit), -1),
 		LimitOption: pg.LimitOption_LIMIT_OPTION_COUNT,
@@ -226,16 +234,16 @@ func beforeImageQuery(stmt *pg.Node, limit int) (bool, string, error) {
 }
 
 // afterImageColumn appends RETURNING to_jsonb(alias.*) to an UPDATE or
-// INSERT, as the last column.
-func afterImageColumn(stmt *pg.Node) (string, bool) {
+// INSERT, as the last column (only cols, when given).
+func afterImageColumn(stmt *pg.Node, cols []string) (string, bool) {
 	switch s := stmt.GetNode().(type) {
 	case *pg.Node_UpdateStmt:
 		a := relAlias(s.UpdateStmt.Relation)
-		s.UpdateStmt.ReturningList = append(s.UpdateStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a), -1))
+		s.UpdateStmt.ReturningList = append(s.UpdateStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a, cols), -1))
 		return a, true
 	case *pg.Node_InsertStmt:
 		a := relAlias(s.InsertStmt.Relation)
-		s.InsertStmt.ReturningList = append(s.InsertStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a), -1))
+		s.InsertStmt.ReturningList = append(s.InsertStmt.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, toJSONB(a, cols), -1))
 		return a, true
 	}
 	return "", false

@@ -3,6 +3,7 @@ package pilot
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -252,18 +253,46 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	if !o.evidence {
 		return g, nil
 	}
+	// The images show only columns the delegation lists for the target:
+	// the panel that sees them decides what the agent observes, so a
+	// column no rule lists must not reach it (invariant 10).
+	cols := imageColumns(a.Facts.Target, readRule, writeRule)
 	withImage := proto.Clone(stmt).(*pg.Node)
-	if _, ok := afterImageColumn(withImage); ok {
+	if _, ok := afterImageColumn(withImage, cols); ok {
 		if g.ImageSQL, err = deparse(withImage); err != nil {
 			return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 		}
 	}
-	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1); err != nil {
+	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1, cols); err != nil {
 		return nil, fmt.Errorf("%w: before images: %v", ErrGuard, err)
 	} else {
 		g.BeforeSQL = before
 	}
 	return g, nil
+}
+
+// imageColumns is the columns a write's images show: those the select
+// rule for its target lists, and those its write rule lists, sorted.
+func imageColumns(target *sqlcheck.TableName, readRule map[sqlcheck.TableName]bound.Rule, writeRule *bound.Rule) []string {
+	set := map[string]bool{}
+	if target != nil {
+		if r, ok := readRule[*target]; ok {
+			for _, c := range r.Columns {
+				set[c] = true
+			}
+		}
+	}
+	if writeRule != nil {
+		for _, c := range writeRule.Columns {
+			set[c] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // limitRows caps a SELECT at n rows: LIMIT n, or LIMIT LEAST(existing, n).
