@@ -257,7 +257,7 @@ logbook:
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := run(t, dir, nil, "logbook", "verify", "--store", storePath, "--vkey", vkey)
+	out, errOut, code := run(t, dir, nil, "logbook", "verify", "--store", storePath, "--vkey", vkey, "--checkpoint-every", "25")
 	if code != 0 {
 		t.Fatalf("logbook verify: exit %d\n%s%s", code, out, errOut)
 	}
