@@ -224,7 +224,14 @@ type RuleReport struct {
 	Route    string `json:"route"` // "compiled" or "residual"
 	Summary  string `json:"summary"`
 	Residual string `json:"residual,omitempty"`
+	// Note says what the rule's max_rows bounds, where that is easy to
+	// misread (select rules).
+	Note string `json:"note,omitempty"`
 }
+
+// ReadCapNote is the Note of every select rule: what max_rows bounds on
+// a read (docs/security.md, "What max_rows bounds on a read").
+const ReadCapNote = "max_rows caps the rows one read returns, not the rows it reads: an aggregate (count, sum, string_agg) can summarize every row inside the fence in one row; the fence and the columns bound what a read can learn"
 
 // Report is what Compile says about a delegation.
 type Report struct {
@@ -309,8 +316,11 @@ func Compile(d *Delegation, cat *sqlcheck.Catalog, opt Options) (*Bound, *Report
 		if r.Residual != "" {
 			route = "residual"
 		}
-		rep.Rules = append(rep.Rules, RuleReport{Index: i, Op: string(r.Op), Table: r.Table, Route: route,
-			Summary: Summary(r), Residual: r.Residual})
+		rr := RuleReport{Index: i, Op: string(r.Op), Table: r.Table, Route: route, Summary: Summary(r), Residual: r.Residual}
+		if r.Op == sqlcheck.OpSelect {
+			rr.Note = ReadCapNote
+		}
+		rep.Rules = append(rep.Rules, rr)
 	}
 	dupes := map[string]int{}
 	for i, r := range b.Rules {

@@ -176,6 +176,9 @@ func printReport(e *env, c *compiled) {
 	fmt.Fprintf(w, "\nRules:\n")
 	for _, rr := range r.Rules {
 		fmt.Fprintf(w, "  %d. [%s] %s\n", rr.Index, rr.Route, rr.Summary)
+		if rr.Note != "" {
+			fmt.Fprintf(w, "     note: %s\n", rr.Note)
+		}
 	}
 	if r.FallbackAuthority != "" {
 		fmt.Fprintf(w, "\nFallback authority:\n  %s\n", r.FallbackAuthority)
