@@ -340,6 +340,9 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, gateway.ErrLogUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the delegation could not be recorded; try again later")
 		return
+	case errors.Is(err, gateway.ErrDelegationRevoked):
+		writeError(w, http.StatusConflict, "delegation_revoked", err.Error())
+		return
 	case err != nil:
 		s.log.Error("add delegation", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the delegation could not be stored")
