@@ -721,3 +721,28 @@ func TestSurveyedEvidenceSet(t *testing.T) {
 		t.Errorf("judgment %q bundle %q", ev.JudgmentID, ev.Bundle)
 	}
 }
+
+// The surveyed path behind the barrier (issue 9): a row inside the read
+// fence but outside the write fence refers with the fence class, as on the
+// compiled path, before any model is asked; a predicate that would raise on
+// a row outside the read fence never meets it, so the statement is judged
+// and runs exactly as the same statement without that arm.
+func TestSurveyedPathBehindTheBarrier(t *testing.T) {
+	t.Parallel()
+	// The select rule sees every customer; the residual update rule only EU.
+	f := newTierB(t, llmtest.AlwaysConforms(), tierBOptions{edit: func(y []byte) []byte {
+		return []byte(strings.Replace(string(y), "    fence: region = 'EU'\n    max_rows: 200", "    max_rows: 200", 1))
+	}})
+	calls := f.panelCalls()
+	f.mustRefer(t, "UPDATE customers SET name = 'X' WHERE id = 25", pilot.MessageFence)
+	if f.panelCalls() != calls {
+		t.Fatal("the panel was asked about a statement the fence refers")
+	}
+
+	g := newTierB(t, llmtest.AlwaysConforms(), tierBOptions{})
+	plain := g.mustRunSurveyed(t, "UPDATE customers SET name = 'Jon Smith' WHERE id = 3")
+	raising := g.mustRunSurveyed(t, "UPDATE customers SET name = 'John Smith' WHERE id = 3 OR id = 25 AND CAST(name AS integer) > 0")
+	if plain.RowsAffected != raising.RowsAffected || len(raising.Reasons) != 0 {
+		t.Fatalf("plain %+v, raising %+v", plain, raising)
+	}
+}
