@@ -71,7 +71,7 @@ func readExample(t testing.TB, name string) []byte {
 	return b
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, tune ...func(*gateway.Config)) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
@@ -143,7 +143,11 @@ func newFixture(t *testing.T) *fixture {
 		}
 	})
 
-	gw, err := gateway.New(ctx, gateway.Config{Name: "test"}, st, lb, minter, signers, []*pilot.Pilot{p})
+	gc := gateway.Config{Name: "test"}
+	for _, f := range tune {
+		f(&gc)
+	}
+	gw, err := gateway.New(ctx, gc, st, lb, minter, signers, []*pilot.Pilot{p})
 	if err != nil {
 		t.Fatal(err)
 	}
