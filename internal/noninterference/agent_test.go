@@ -1,0 +1,231 @@
+package noninterference_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/mcpserver"
+)
+
+// side is one target with its own control plane, reached as the agent
+// reaches it: over HTTP and over MCP, with the agent's bearer token.
+type side struct {
+	name string // A or B
+	dsn  string
+	sys  *gatewaytest.System
+	srv  *httptest.Server
+	http *http.Client
+	mcp  *mcp.ClientSession
+}
+
+// startSide wires a whole control plane for dsn (gatewaytest), mounts the
+// MCP server on its API and serves both on a real HTTP listener.
+func startSide(t *testing.T, name, dsn string, keys *gatewaytest.Keys) *side {
+	t.Helper()
+	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn,
+		StorePath: filepath.Join(t.TempDir(), "store-"+name+".db"), Keys: keys})
+	mcpserver.Register(sys.API.Mux(), sys.Gateway, sys.API.Authenticate, nil)
+	srv := httptest.NewServer(sys.API.Handler())
+	t.Cleanup(srv.Close)
+	s := &side{name: name, dsn: dsn, sys: sys, srv: srv, http: &http.Client{Timeout: 2 * time.Minute}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "noninterference-agent", Version: "0"}, nil)
+	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + mcpserver.Path, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{gatewaytest.AgentToken, http.DefaultTransport}, Timeout: 2 * time.Minute}}
+	cs, err := client.Connect(t.Context(), tr, nil)
+	if err != nil {
+		t.Fatalf("noninterference: MCP connect to %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	s.mcp = cs
+	return s
+}
+
+// bearer adds the agent's token to every request, as an agent's MCP client
+// is configured to.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// exchange is one HTTP answer as the agent sees it: status and JSON body.
+type exchange struct {
+	Status int `json:"status"`
+	Body   any `json:"body"`
+}
+
+// do sends one HTTP request with the agent's token (token "" for none).
+func (s *side) do(ctx context.Context, method, path, token string, body any) (exchange, time.Duration, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return exchange{}, 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, rd)
+	if err != nil {
+		return exchange{}, 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	start := time.Now()
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return exchange{}, 0, fmt.Errorf("%s %s on %s: %w", method, path, s.name, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	elapsed := time.Since(start)
+	if err != nil {
+		return exchange{}, 0, fmt.Errorf("%s %s on %s: %w", method, path, s.name, err)
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		// Not JSON: the raw text is what the agent sees.
+		v = string(raw)
+	}
+	return exchange{Status: resp.StatusCode, Body: v}, elapsed, nil
+}
+
+// decodeJSON decodes with json.Number, so numbers compare exactly.
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// tool calls an MCP tool and renders its result as the agent reads it:
+// error flag, text, structured content. A protocol error is recorded too.
+func (s *side) tool(ctx context.Context, name string, args map[string]any) map[string]any {
+	res, err := s.mcp.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return map[string]any{"protocol_error": err.Error()}
+	}
+	var text string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		} else {
+			text += fmt.Sprintf("[%T]", c)
+		}
+	}
+	out := map[string]any{"is_error": res.IsError, "text": text}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			out["structured_error"] = err.Error()
+		} else if v, err := decodeJSON(b); err == nil {
+			out["structured"] = v
+		}
+	}
+	return out
+}
+
+// requestIDRE finds a request id in a tool's text (an error names it).
+var requestIDRE = regexp.MustCompile(`\breq_[a-z2-7]{8,}\b`)
+
+// answer is what one statement produced on one side.
+type answer struct {
+	obs map[string]any // interface -> what the agent saw there
+	// elapsed is the answer time of POST /v1/statements.
+	elapsed time.Duration
+	// outcome is executed, referred, or the HTTP status of an error.
+	outcome string
+	// path is the answer's path ("" for a referral by the static check).
+	path string
+	// firstReason is the answer's first reason, for the tally.
+	firstReason string
+}
+
+// observe sends st as the agent: POST /v1/statements, then GET
+// /v1/requests/{id}; with viaMCP, run_sql and request_status too (the
+// statement runs a second time, alike on both sides).
+func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error) {
+	a := answer{obs: map[string]any{}}
+	ex, elapsed, err := s.do(ctx, http.MethodPost, "/v1/statements", gatewaytest.AgentToken,
+		map[string]string{"target": gatewaytest.Target, "sql": st.sql})
+	if err != nil {
+		return a, err
+	}
+	a.elapsed = elapsed
+	a.obs["http POST /v1/statements"] = ex
+	body, _ := ex.Body.(map[string]any)
+	id, _ := body["request_id"].(string)
+	if ex.Status == http.StatusOK {
+		a.outcome, _ = body["outcome"].(string)
+		a.path, _ = body["path"].(string)
+		if rs, ok := body["reasons"].([]any); ok && len(rs) > 0 {
+			a.firstReason, _ = rs[0].(string)
+		}
+	} else {
+		a.outcome = fmt.Sprintf("http %d", ex.Status)
+		if e, ok := body["error"].(map[string]any); ok {
+			id, _ = e["request_id"].(string)
+			a.firstReason, _ = e["code"].(string)
+		}
+	}
+	if id != "" {
+		rex, _, err := s.do(ctx, http.MethodGet, "/v1/requests/"+id, gatewaytest.AgentToken, nil)
+		if err != nil {
+			return a, err
+		}
+		a.obs["http GET /v1/requests/{id}"] = rex
+	}
+	if viaMCP {
+		run := s.tool(ctx, mcpserver.ToolRunSQL, map[string]any{"target": gatewaytest.Target, "sql": st.sql})
+		a.obs["mcp run_sql"] = run
+		mid := ""
+		if sc, ok := run["structured"].(map[string]any); ok {
+			mid, _ = sc["request_id"].(string)
+		}
+		if mid == "" {
+			text, _ := run["text"].(string)
+			mid = requestIDRE.FindString(text)
+		}
+		if mid != "" {
+			a.obs["mcp request_status"] = s.tool(ctx, mcpserver.ToolRequestStatus, map[string]any{"request_id": mid})
+		}
+	}
+	return a, nil
+}
+
+// scope is what the agent can learn of its own scope, asked once a round:
+// its delegations over HTTP and MCP, and the tables they cover.
+func (s *side) scope(ctx context.Context) (map[string]any, error) {
+	out := map[string]any{}
+	ex, _, err := s.do(ctx, http.MethodGet, "/v1/delegations", gatewaytest.AgentToken, nil)
+	if err != nil {
+		return nil, err
+	}
+	out["http GET /v1/delegations"] = ex
+	out["mcp my_delegations"] = s.tool(ctx, mcpserver.ToolMyDelegations, map[string]any{})
+	out["mcp describe_tables"] = s.tool(ctx, mcpserver.ToolDescribeTables, map[string]any{"target": gatewaytest.Target})
+	return out, nil
+}

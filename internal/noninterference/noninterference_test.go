@@ -1,0 +1,450 @@
+package noninterference_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/pgtmp"
+	"harbormaster/internal/pgtmp/pgtmptest"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/sqlcheck"
+)
+
+var shared pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+
+const (
+	defaultSeed  = 20261201
+	defaultPairs = 800
+	// perRound is the number of statements of one round: one schema, one
+	// delegation, one pair of targets and control planes.
+	perRound = 100
+	// mcpShare is the percentage of statements also sent over MCP.
+	mcpShare = 30
+	// maxReported caps the differences printed in full.
+	maxReported = 10
+)
+
+type config struct {
+	seed  uint64
+	pairs int
+	// only, when not negative, runs that round alone (its statements are
+	// the same as in a whole run: each round has its own stream).
+	only    int
+	verbose bool
+}
+
+func loadConfig(t *testing.T) config {
+	t.Helper()
+	c := config{seed: defaultSeed, pairs: defaultPairs, only: -1, verbose: os.Getenv("HARBORMASTER_NONINTERFERENCE_VERBOSE") != ""}
+	if s := os.Getenv("HARBORMASTER_NONINTERFERENCE_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HARBORMASTER_NONINTERFERENCE_SEED: %v", err)
+		}
+		c.seed = v
+	}
+	if s := os.Getenv("HARBORMASTER_NONINTERFERENCE_PAIRS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("HARBORMASTER_NONINTERFERENCE_PAIRS: want a positive number, have %q", s)
+		}
+		c.pairs = v
+	}
+	if s := os.Getenv("HARBORMASTER_NONINTERFERENCE_ROUND"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			t.Fatalf("HARBORMASTER_NONINTERFERENCE_ROUND: want a round number, have %q", s)
+		}
+		c.only = v
+	}
+	return c
+}
+
+// TestNonInterference checks invariant 10 end to end: twin targets that
+// differ only outside the agent's bound, two whole control planes, the
+// same statements, identical observations. See the package doc.
+func TestNonInterference(t *testing.T) {
+	cfg := loadConfig(t)
+	if testing.Short() {
+		cfg.pairs = min(cfg.pairs, perRound)
+	}
+	// A round is one schema, one delegation, one pair of targets and
+	// control planes, and its own random stream: round r of a seed is the
+	// same whether it runs alone or in a whole run.
+	type plan struct{ round, n int }
+	var plans []plan
+	for r := 0; r*perRound < cfg.pairs; r++ {
+		plans = append(plans, plan{r, min(perRound, cfg.pairs-r*perRound)})
+	}
+	if cfg.only >= 0 {
+		plans = []plan{{cfg.only, perRound}}
+	}
+	t.Logf("seed %d (HARBORMASTER_NONINTERFERENCE_SEED=%d to repeat), %d statement pairs in %d rounds (HARBORMASTER_NONINTERFERENCE_PAIRS, HARBORMASTER_NONINTERFERENCE_ROUND)",
+		cfg.seed, cfg.seed, cfg.pairs, len(plans))
+	srv := shared.Server(t)
+	keys := gatewaytest.NewKeys(t)
+	tl := newTally()
+	start := time.Now()
+	for _, p := range plans {
+		t.Run(fmt.Sprintf("round%03d", p.round), func(t *testing.T) {
+			runRound(t, cfg, srv, keys, p.round, p.n, tl)
+		})
+	}
+	tl.report(t, time.Since(start))
+	if tl.differences > 0 {
+		t.Errorf("%d of %d statement pairs gave the agent different observations on the two targets (%d classes above)",
+			tl.differences, tl.pairs, len(tl.classes))
+	}
+}
+
+// round is one round's twins: the world, and a side for each target.
+type round struct {
+	cfg   config
+	n     int
+	w     *world
+	dsns  [2]string
+	sides [2]*side
+	// outside holds, per side, the digest of every row outside the region
+	// and of the hidden table when the round starts.
+	outside [2]string
+}
+
+func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Keys, idx, n int, tl *tally) {
+	ctx := t.Context()
+	rng := mrand.New(mrand.NewPCG(cfg.seed, uint64(idx)))
+	tables, hidden := drawSchema(rng)
+	schema := ddl(tables, hidden)
+	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
+	for _, dsn := range dsns {
+		loadSchema(t, dsn, schema)
+	}
+	admin, err := pgx.Connect(ctx, dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := pilot.LoadCatalog(ctx, admin, sqlcheck.DefaultSearchPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(48 * time.Hour).Truncate(time.Hour)
+	w := newWorld(t, rng, admin, cat, tables, hidden, expires)
+	admin.Close(ctx)
+	for i, dsn := range dsns {
+		loadRows(t, dsn, w.rows[i])
+	}
+	r := &round{cfg: cfg, n: n, w: w, dsns: dsns}
+	r.checkRegion(t, "at the start")
+	for i, dsn := range dsns {
+		r.outside[i] = outsideDigest(t, dsn, w)
+	}
+	if cfg.verbose {
+		t.Logf("schema:\n%s\ndelegation:\n%s", schema, w.dlg)
+		for _, tb := range tables {
+			t.Logf("%s: region of %d rows, free columns %v", tb.name, tb.region, sortedKeys(tb.free))
+		}
+	}
+
+	// Two control planes, the same delegation signed once.
+	for i, name := range []string{"A", "B"} {
+		r.sides[i] = startSide(t, name, dsns[i], keys)
+	}
+	canon := [2][]byte{}
+	for i, s := range r.sides {
+		canon[i] = gatewaytest.Canonical(t, w.dlg, s.sys.Pilot.Catalog())
+	}
+	if !bytes.Equal(canon[0], canon[1]) {
+		t.Fatalf("noninterference: the delegation compiles differently on the twins:\n%s\n%s", canon[0], canon[1])
+	}
+	sig := gatewaytest.Sign(t, keys.Grantor, canon[0])
+	for _, s := range r.sides {
+		// The grantor's answer is not the agent's to see: only its status
+		// matters here.
+		ex, _, err := s.do(ctx, "POST", "/v1/delegations", "", map[string]string{"yaml": string(w.dlg), "signature": string(sig)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Status != 201 {
+			t.Fatalf("noninterference: the delegation was refused on %s: %d %s", s.name, ex.Status, short(ex.Body))
+		}
+	}
+
+	// What the agent can learn of its scope.
+	var scopes [2]map[string]any
+	for i, s := range r.sides {
+		if scopes[i], err = s.scope(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tl.compare(t, "the agent's scope (delegations, describe_tables)", normalize(scopes[0], false), normalize(scopes[1], false), answer{}, answer{})
+
+	g := &stmtGen{rng: rng, w: w}
+	for i := range n {
+		st := g.next()
+		viaMCP := rng.IntN(100) < mcpShare
+		r.pair(t, tl, idx, i, st, viaMCP)
+	}
+
+	r.checkRegion(t, "after the round")
+	for i, s := range r.sides {
+		if d := outsideDigest(t, s.dsn, w); d != r.outside[i] {
+			t.Errorf("noninterference: on %s, rows outside the read fences (or of the table no rule names) changed during the round: a statement reached rows the agent cannot read", s.name)
+		}
+	}
+}
+
+// pair runs one statement on both sides, at the same time, and compares
+// what the agent saw.
+func (r *round) pair(t *testing.T, tl *tally, ri, i int, st stmt, viaMCP bool) {
+	t.Helper()
+	ctx := t.Context()
+	var answers [2]answer
+	var errs [2]error
+	var wg sync.WaitGroup
+	for k, s := range r.sides {
+		wg.Go(func() { answers[k], errs[k] = s.observe(ctx, st, viaMCP) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("noninterference: %s: %v", st.sql, err)
+		}
+	}
+	tl.record(st, answers)
+	if r.cfg.verbose {
+		t.Logf("round %d statement %d (%s, inside=%v, mcp=%v): %s\n  -> %s", ri, i, st.op, st.inside, viaMCP, st.sql, verdict(answers[0]))
+	}
+	a, b := normalize(answers[0].obs, st.write()), normalize(answers[1].obs, st.write())
+	tl.compare(t, fmt.Sprintf("round %d statement %d: %s", ri, i, st.sql), a, b, answers[0], answers[1])
+}
+
+// checkRegion checks the premise: every row of the region, in every column
+// but the free ones, is the same on both sides.
+func (r *round) checkRegion(t *testing.T, when string) {
+	t.Helper()
+	for _, tb := range r.w.tables {
+		var cols []string
+		for _, c := range tb.cols {
+			if !tb.free[c.name] {
+				cols = append(cols, c.name)
+			}
+		}
+		q := fmt.Sprintf("SELECT coalesce(string_agg(r, E'\\n' ORDER BY id), '') FROM (SELECT id, ROW(%s)::text AS r FROM public.%s WHERE id < %d) s",
+			strings.Join(cols, ", "), tb.name, outsideIDs)
+		var got [2]string
+		for i, dsn := range r.dsns {
+			got[i] = queryString(t, dsn, q)
+		}
+		if got[0] != got[1] {
+			t.Errorf("noninterference: premise broken %s: the region of %s differs between the targets\nA:\n%s\nB:\n%s", when, tb.name, got[0], got[1])
+		}
+	}
+}
+
+// outsideDigest digests the rows outside the region and the table no rule
+// names: nothing the agent does may change them.
+func outsideDigest(t *testing.T, dsn string, w *world) string {
+	t.Helper()
+	var b strings.Builder
+	for _, tb := range w.tables {
+		b.WriteString(queryString(t, dsn, fmt.Sprintf("SELECT count(*)::text || ' ' || coalesce(md5(string_agg(t::text, E'\\n' ORDER BY id)), '') FROM public.%s t WHERE id >= %d", tb.name, outsideIDs)))
+		b.WriteString(";")
+	}
+	b.WriteString(queryString(t, dsn, fmt.Sprintf("SELECT count(*)::text || ' ' || coalesce(md5(string_agg(t::text, E'\\n' ORDER BY id)), '') FROM public.%s t", w.hidden.name)))
+	return b.String()
+}
+
+func queryString(t *testing.T, dsn, q string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var s string
+	if err := conn.QueryRow(ctx, q).Scan(&s); err != nil {
+		t.Fatalf("noninterference: %s: %v", q, err)
+	}
+	return s
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// tally counts what the run did and found, across rounds.
+type tally struct {
+	pairs, differences int
+	reported           int
+	classes            map[string]*diffClass
+	verdicts           map[string]int // A's verdict gist -> count
+	ops                map[string]int // op/inside -> count
+	staticInside       map[string]int // inside statements the static check referred, by reason
+	staticExample      map[string]string
+	times              [2]map[string][]time.Duration // side -> outcome -> answer times
+}
+
+type diffClass struct {
+	count   int
+	example string
+}
+
+func newTally() *tally {
+	return &tally{classes: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{},
+		staticInside: map[string]int{}, staticExample: map[string]string{},
+		times: [2]map[string][]time.Duration{{}, {}}}
+}
+
+func (tl *tally) record(st stmt, a [2]answer) {
+	tl.pairs++
+	tl.verdicts[verdict(a[0])]++
+	tl.ops[fmt.Sprintf("%s inside=%v", st.op, st.inside)]++
+	if st.inside && a[0].outcome == "referred" && a[0].path == "" {
+		r := a[0].firstReason
+		if i := strings.Index(r, " ["); i >= 0 {
+			r = r[i:]
+		}
+		tl.staticInside[r]++
+		if tl.staticExample[r] == "" {
+			tl.staticExample[r] = st.sql + "\n      " + a[0].firstReason
+		}
+	}
+	for i := range a {
+		tl.times[i][a[i].outcome] = append(tl.times[i][a[i].outcome], a[i].elapsed)
+		tl.times[i]["all"] = append(tl.times[i]["all"], a[i].elapsed)
+	}
+}
+
+// compare compares the normalized observations of both sides and reports
+// a difference: the statement, both observations, a minimal diff.
+func (tl *tally) compare(t *testing.T, what string, a, b any, aa, ab answer) {
+	t.Helper()
+	var diffs []string
+	diff(a, b, "", &diffs, 12)
+	if len(diffs) == 0 {
+		return
+	}
+	tl.differences++
+	cl := class(aa, ab, diffs)
+	c := tl.classes[cl]
+	if c == nil {
+		c = &diffClass{example: what + "\n      " + strings.Join(diffs, "\n      ")}
+		tl.classes[cl] = c
+	}
+	c.count++
+	if tl.reported >= maxReported {
+		t.Errorf("difference (%s): %s", cl, what)
+		return
+	}
+	tl.reported++
+	t.Errorf("the agent's observations differ between the twins\n  %s\n  class: %s\n  diff:\n    %s\n  A:\n    %s\n  B:\n    %s",
+		what, cl, strings.Join(diffs, "\n    "), pretty(a), pretty(b))
+}
+
+func (tl *tally) report(t *testing.T, elapsed time.Duration) {
+	t.Helper()
+	t.Logf("%d statement pairs in %s, %d with different observations", tl.pairs, elapsed.Round(time.Millisecond), tl.differences)
+	t.Logf("statements drawn: %s", counts(tl.ops))
+	t.Logf("answers (side A): %s", counts(tl.verdicts))
+	if len(tl.staticInside) > 0 {
+		var b strings.Builder
+		for _, k := range sortedCounts(tl.staticInside) {
+			fmt.Fprintf(&b, "\n  %d x%s\n      e.g. %s", tl.staticInside[k], k, tl.staticExample[k])
+		}
+		t.Logf("statements drawn inside the bound that the static check referred (the generator's misses):%s", b.String())
+	}
+	if len(tl.classes) > 0 {
+		var b strings.Builder
+		names := make([]string, 0, len(tl.classes))
+		for k := range tl.classes {
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool { return tl.classes[names[i]].count > tl.classes[names[j]].count })
+		for _, k := range names {
+			fmt.Fprintf(&b, "\n  %d x %s\n      e.g. %s", tl.classes[k].count, k, tl.classes[k].example)
+		}
+		t.Logf("differences by class:%s", b.String())
+	}
+	t.Logf("answer times of POST /v1/statements (reported, not asserted: timing is outside the guarantee):\n%s", tl.timeTable())
+}
+
+func counts(m map[string]int) string {
+	var parts []string
+	for _, k := range sortedCounts(m) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedCounts(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// timeTable lays out p50/p90/p99 per outcome, the two targets side by side.
+func (tl *tally) timeTable() string {
+	outcomes := map[string]bool{}
+	for _, m := range tl.times {
+		for k := range m {
+			outcomes[k] = true
+		}
+	}
+	names := sortedKeys(outcomes)
+	names = append(slices.DeleteFunc(names, func(s string) bool { return s == "all" }), "all")
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-12s %6s | %9s %9s %9s | %9s %9s %9s\n", "outcome", "n", "A p50", "A p90", "A p99", "B p50", "B p90", "B p99")
+	for _, o := range names {
+		fmt.Fprintf(&b, "  %-12s %6d |", o, len(tl.times[0][o]))
+		for i := range 2 {
+			d := slices.Clone(tl.times[i][o])
+			slices.Sort(d)
+			for _, p := range []float64{0.50, 0.90, 0.99} {
+				fmt.Fprintf(&b, " %9s", percentile(d, p))
+			}
+			if i == 0 {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	i := int(p*float64(len(sorted))+0.999999) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return fmt.Sprintf("%.1fms", float64(sorted[i].Microseconds())/1000)
+}
