@@ -10,12 +10,15 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/logbook"
 	"harbormaster/internal/mcpserver"
 )
 
@@ -162,6 +165,8 @@ type answer struct {
 	path string
 	// firstReason is the answer's first reason, for the tally.
 	firstReason string
+	// requestID is the answer's request id, for a human's look at it.
+	requestID string
 }
 
 // observe sends st as the agent: POST /v1/statements, then GET
@@ -191,6 +196,7 @@ func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error
 			a.firstReason, _ = e["code"].(string)
 		}
 	}
+	a.requestID = id
 	if id != "" {
 		rex, _, err := s.do(ctx, http.MethodGet, "/v1/requests/"+id, gatewaytest.AgentToken, nil)
 		if err != nil {
@@ -228,4 +234,58 @@ func (s *side) scope(ctx context.Context) (map[string]any, error) {
 	out["mcp my_delegations"] = s.tool(ctx, mcpserver.ToolMyDelegations, map[string]any{})
 	out["mcp describe_tables"] = s.tool(ctx, mcpserver.ToolDescribeTables, map[string]any{"target": gatewaytest.Target})
 	return out, nil
+}
+
+// humanView is what a human may see of a request and nothing the agent
+// sees: the detail of its outcome (the target's own error text) and the
+// guarded SQL the Pilot ran, from the logbook. It explains a difference;
+// it is never compared.
+func (s *side) humanView(ctx context.Context, id string) (view, executedSQL string) {
+	if id == "" {
+		return "(no request)", ""
+	}
+	var b bytes.Buffer
+	if v, err := s.sys.Gateway.Request(ctx, id, ""); err != nil {
+		fmt.Fprintf(&b, "request: %v", err)
+	} else {
+		fmt.Fprintf(&b, "status %s, detail %q", v.Status, v.Detail)
+	}
+	entries, err := s.sys.Logbook.Find(ctx, logbook.Query{SubjectKey: "request", SubjectValue: id})
+	if err != nil {
+		fmt.Fprintf(&b, "; logbook: %v", err)
+	}
+	for _, e := range entries {
+		var p struct {
+			Code        string `json:"code"`
+			ExecutedSQL string `json:"executed_sql"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		fmt.Fprintf(&b, "; %s", e.Kind)
+		if p.Code != "" {
+			fmt.Fprintf(&b, " code %s", p.Code)
+		}
+		if p.ExecutedSQL != "" {
+			executedSQL = p.ExecutedSQL
+		}
+	}
+	return b.String(), executedSQL
+}
+
+// explain is the plan of the guarded SQL on the side's target (EXPLAIN
+// only: nothing runs).
+func (s *side) explain(ctx context.Context, sql string) string {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "EXPLAIN (COSTS OFF) "+sql, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(lines, "\n      ")
 }

@@ -29,10 +29,14 @@
 //     column that any rule lists or any fence or check reads. Columns that
 //     nothing in the bound names ("free" columns) hold different values in
 //     each target, in every row;
-//   - outside the read fence: rows with ids from 100000 up, generated
-//     independently for each target (different values, different counts),
-//     each one outside the fence of its table's select rule (the fence is
-//     not true on it). Only tables with a fenced select rule have them;
+//   - outside the bound: rows with ids from 100000 up, generated
+//     independently for each target (different values, different counts,
+//     sometimes none), each one outside every fence that can reach it: the
+//     fence of its table's select rule, and those of the update and delete
+//     rules (a write that reads nothing of its target, such as DELETE FROM
+//     t, reaches the rows of its write fence, readable or not: those rows
+//     are inside the bound). Only tables whose select rule and write rules
+//     are all fenced have them;
 //   - the table no rule names: different contents in each target.
 //
 // The agent's own writes keep the region equal on both sides: an update or
@@ -68,9 +72,18 @@
 //
 //	HARBORMASTER_NONINTERFERENCE_SEED=<uint64>   another seed
 //	HARBORMASTER_NONINTERFERENCE_PAIRS=10000     a long run (statement pairs)
+//	HARBORMASTER_NONINTERFERENCE_ROUND=<n>       round n alone (100 statements)
 //	HARBORMASTER_NONINTERFERENCE_VERBOSE=1       log every statement
 //
-// A difference fails the test, with the statement, both observations and a
-// minimal diff; the summary at the end groups them into classes, one
+// Each round has its own random stream, so round n of a seed is the same
+// alone as in a whole run. A difference fails the test, with the
+// statement, both observations and a minimal diff, and then what only
+// humans may see, to explain it: the target's error text, the guarded SQL
+// the Pilot ran, and its plan on both targets. Plans are worth the look:
+// the planner's statistics count every row of a table, those outside the
+// fence too, so a plan that differs between the twins is a way for them
+// to reach the agent (whether an expression that raises is evaluated at
+// all, which guard trips first). Such differences are classed "[plans
+// differ]". The summary at the end groups differences into classes, one
 // example each.
 package noninterference

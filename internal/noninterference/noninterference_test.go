@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
 const (
 	defaultSeed  = 20261201
-	defaultPairs = 800
+	defaultPairs = 1200
 	// perRound is the number of statements of one round: one schema, one
 	// delegation, one pair of targets and control planes.
 	perRound = 100
@@ -107,19 +107,19 @@ func TestNonInterference(t *testing.T) {
 	}
 	tl.report(t, time.Since(start))
 	if tl.differences > 0 {
-		t.Errorf("%d of %d statement pairs gave the agent different observations on the two targets (%d classes above)",
-			tl.differences, tl.pairs, len(tl.classes))
+		t.Errorf("%d of %d statement pairs gave the agent different observations on the two targets (%d classes above); "+
+			"repeat one round with HARBORMASTER_NONINTERFERENCE_SEED=%d HARBORMASTER_NONINTERFERENCE_ROUND=<round> HARBORMASTER_NONINTERFERENCE_VERBOSE=1",
+			tl.differences, tl.pairs, len(tl.classes), cfg.seed)
 	}
 }
 
 // round is one round's twins: the world, and a side for each target.
 type round struct {
 	cfg   config
-	n     int
 	w     *world
 	dsns  [2]string
 	sides [2]*side
-	// outside holds, per side, the digest of every row outside the region
+	// outside holds, per side, the digest of every row outside the bound
 	// and of the hidden table when the round starts.
 	outside [2]string
 }
@@ -129,10 +129,7 @@ func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Key
 	rng := mrand.New(mrand.NewPCG(cfg.seed, uint64(idx)))
 	tables, hidden := drawSchema(rng)
 	schema := ddl(tables, hidden)
-	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
-	for _, dsn := range dsns {
-		loadSchema(t, dsn, schema)
-	}
+	dsns := newTwins(t, srv, schema)
 	admin, err := pgx.Connect(ctx, dsns[0])
 	if err != nil {
 		t.Fatal(err)
@@ -141,25 +138,52 @@ func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Key
 	if err != nil {
 		t.Fatal(err)
 	}
-	expires := time.Now().Add(48 * time.Hour).Truncate(time.Hour)
-	w := newWorld(t, rng, admin, cat, tables, hidden, expires)
+	w := newWorld(t, rng, admin, cat, tables, hidden, time.Now().Add(48*time.Hour).Truncate(time.Hour))
 	admin.Close(ctx)
+	r := startRound(t, cfg, keys, tl, w, dsns, schema)
+	g := &stmtGen{rng: rng, w: w}
+	for i := range n {
+		st := g.next()
+		viaMCP := rng.IntN(100) < mcpShare
+		r.pair(t, tl, fmt.Sprintf("round %d", idx), i, st, viaMCP)
+	}
+	r.finish(t)
+}
+
+// newTwins creates two databases with the same schema, initialized as
+// targets.
+func newTwins(t *testing.T, srv *pgtmp.Server, schema string) [2]string {
+	t.Helper()
+	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
+	for _, dsn := range dsns {
+		loadSchema(t, dsn, schema)
+	}
+	return dsns
+}
+
+// startRound loads each twin's rows, checks the premise, starts a control
+// plane for each, gives both the delegation, signed once, and compares
+// what the agent can learn of its scope.
+func startRound(t *testing.T, cfg config, keys *gatewaytest.Keys, tl *tally, w *world, dsns [2]string, schema string) *round {
+	t.Helper()
+	ctx := t.Context()
 	for i, dsn := range dsns {
 		loadRows(t, dsn, w.rows[i])
 	}
-	r := &round{cfg: cfg, n: n, w: w, dsns: dsns}
+	r := &round{cfg: cfg, w: w, dsns: dsns}
 	r.checkRegion(t, "at the start")
 	for i, dsn := range dsns {
 		r.outside[i] = outsideDigest(t, dsn, w)
 	}
+	tl.world(w)
 	if cfg.verbose {
 		t.Logf("schema:\n%s\ndelegation:\n%s", schema, w.dlg)
-		for _, tb := range tables {
-			t.Logf("%s: region of %d rows, free columns %v", tb.name, tb.region, sortedKeys(tb.free))
+		for _, tb := range w.tables {
+			t.Logf("%s: region of %d rows, free columns %v, rows outside the bound: %d on A, %d on B",
+				tb.name, tb.region, sortedKeys(tb.free), w.outside[0][tb.name], w.outside[1][tb.name])
 		}
 	}
 
-	// Two control planes, the same delegation signed once.
 	for i, name := range []string{"A", "B"} {
 		r.sides[i] = startSide(t, name, dsns[i], keys)
 	}
@@ -183,33 +207,36 @@ func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Key
 		}
 	}
 
-	// What the agent can learn of its scope.
 	var scopes [2]map[string]any
 	for i, s := range r.sides {
+		var err error
 		if scopes[i], err = s.scope(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tl.compare(t, "the agent's scope (delegations, describe_tables)", normalize(scopes[0], false), normalize(scopes[1], false), answer{}, answer{})
-
-	g := &stmtGen{rng: rng, w: w}
-	for i := range n {
-		st := g.next()
-		viaMCP := rng.IntN(100) < mcpShare
-		r.pair(t, tl, idx, i, st, viaMCP)
+	sa, sb := normalize(scopes[0], false), normalize(scopes[1], false)
+	var diffs []string
+	if diff(sa, sb, "", &diffs, 12); len(diffs) > 0 {
+		tl.difference(t, "the agent's scope (delegations, describe_tables)", "the agent's scope differs", diffs, sa, sb)
 	}
+	return r
+}
 
+// finish checks, after the round's statements, that the premise still
+// holds and that nothing outside the bound changed.
+func (r *round) finish(t *testing.T) {
+	t.Helper()
 	r.checkRegion(t, "after the round")
 	for i, s := range r.sides {
-		if d := outsideDigest(t, s.dsn, w); d != r.outside[i] {
-			t.Errorf("noninterference: on %s, rows outside the read fences (or of the table no rule names) changed during the round: a statement reached rows the agent cannot read", s.name)
+		if d := outsideDigest(t, s.dsn, r.w); d != r.outside[i] {
+			t.Errorf("noninterference: on %s, rows outside the bound (ids from %d, outside every fence) or of the table no rule names changed during the round: a write reached rows no rule admits", s.name, outsideIDs)
 		}
 	}
 }
 
 // pair runs one statement on both sides, at the same time, and compares
 // what the agent saw.
-func (r *round) pair(t *testing.T, tl *tally, ri, i int, st stmt, viaMCP bool) {
+func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaMCP bool) {
 	t.Helper()
 	ctx := t.Context()
 	var answers [2]answer
@@ -226,10 +253,51 @@ func (r *round) pair(t *testing.T, tl *tally, ri, i int, st stmt, viaMCP bool) {
 	}
 	tl.record(st, answers)
 	if r.cfg.verbose {
-		t.Logf("round %d statement %d (%s, inside=%v, mcp=%v): %s\n  -> %s", ri, i, st.op, st.inside, viaMCP, st.sql, verdict(answers[0]))
+		t.Logf("%s statement %d (%s, inside=%v, mcp=%v): %s\n  -> %s", label, i, st.op, st.inside, viaMCP, st.sql, verdict(answers[0]))
 	}
 	a, b := normalize(answers[0].obs, st.write()), normalize(answers[1].obs, st.write())
-	tl.compare(t, fmt.Sprintf("round %d statement %d: %s", ri, i, st.sql), a, b, answers[0], answers[1])
+	what := fmt.Sprintf("%s statement %d: %s", label, i, st.sql)
+	var diffs []string
+	diff(a, b, "", &diffs, 12)
+	if len(diffs) == 0 {
+		return
+	}
+	// A human's look first: whether the plans differ names the class.
+	explanation, plansDiffer := r.explainDifference(t, what, answers)
+	cl := class(answers[0], answers[1], diffs)
+	if plansDiffer {
+		cl = "[plans differ] " + cl
+	}
+	if tl.difference(t, what, cl, diffs, a, b) {
+		t.Log(explanation)
+	}
+}
+
+// explainDifference renders what humans may see of both requests (the
+// target's error text, the guarded SQL) and, when the Pilot ran guarded
+// SQL on either side, its plan on both targets: a plan that differs is how
+// table statistics, which count every row, reach the agent.
+func (r *round) explainDifference(t *testing.T, what string, answers [2]answer) (string, bool) {
+	t.Helper()
+	ctx := t.Context()
+	var views [2]string
+	guarded := ""
+	for k, s := range r.sides {
+		var sql string
+		views[k], sql = s.humanView(ctx, answers[k].requestID)
+		if guarded == "" {
+			guarded = sql
+		}
+	}
+	msg := fmt.Sprintf("for humans only, to explain the difference above (%s):\n  A: %s\n  B: %s", what, views[0], views[1])
+	if guarded == "" {
+		return msg, false
+	}
+	plans := [2]string{r.sides[0].explain(ctx, guarded), r.sides[1].explain(ctx, guarded)}
+	if plans[0] == plans[1] {
+		return msg + fmt.Sprintf("\n  guarded SQL: %s\n  the same plan on both targets:\n      %s", guarded, plans[0]), false
+	}
+	return msg + fmt.Sprintf("\n  guarded SQL: %s\n  plan on A:\n      %s\n  plan on B:\n      %s", guarded, plans[0], plans[1]), true
 }
 
 // checkRegion checks the premise: every row of the region, in every column
@@ -302,6 +370,11 @@ type tally struct {
 	staticInside       map[string]int // inside statements the static check referred, by reason
 	staticExample      map[string]string
 	times              [2]map[string][]time.Duration // side -> outcome -> answer times
+	// What differed between the twins: tables, tables with rows outside
+	// the bound, those with a different number of them on each side, and
+	// tables with free columns.
+	tables, hiding, uneven, free int
+	outside                      [2]int // rows outside the bound, all rounds
 }
 
 type diffClass struct {
@@ -313,6 +386,24 @@ func newTally() *tally {
 	return &tally{classes: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{},
 		staticInside: map[string]int{}, staticExample: map[string]string{},
 		times: [2]map[string][]time.Duration{{}, {}}}
+}
+
+func (tl *tally) world(w *world) {
+	for _, tb := range w.tables {
+		tl.tables++
+		a, b := w.outside[0][tb.name], w.outside[1][tb.name]
+		tl.outside[0] += a
+		tl.outside[1] += b
+		if a+b > 0 {
+			tl.hiding++
+		}
+		if a != b {
+			tl.uneven++
+		}
+		if len(tb.free) > 0 {
+			tl.free++
+		}
+	}
 }
 
 func (tl *tally) record(st stmt, a [2]answer) {
@@ -335,17 +426,12 @@ func (tl *tally) record(st stmt, a [2]answer) {
 	}
 }
 
-// compare compares the normalized observations of both sides and reports
-// a difference: the statement, both observations, a minimal diff.
-func (tl *tally) compare(t *testing.T, what string, a, b any, aa, ab answer) {
+// difference counts and reports a difference: the statement, its class,
+// both observations, a minimal diff. It reports whether it was reported
+// in full (the first maxReported are).
+func (tl *tally) difference(t *testing.T, what, cl string, diffs []string, a, b any) bool {
 	t.Helper()
-	var diffs []string
-	diff(a, b, "", &diffs, 12)
-	if len(diffs) == 0 {
-		return
-	}
 	tl.differences++
-	cl := class(aa, ab, diffs)
 	c := tl.classes[cl]
 	if c == nil {
 		c = &diffClass{example: what + "\n      " + strings.Join(diffs, "\n      ")}
@@ -354,16 +440,19 @@ func (tl *tally) compare(t *testing.T, what string, a, b any, aa, ab answer) {
 	c.count++
 	if tl.reported >= maxReported {
 		t.Errorf("difference (%s): %s", cl, what)
-		return
+		return false
 	}
 	tl.reported++
 	t.Errorf("the agent's observations differ between the twins\n  %s\n  class: %s\n  diff:\n    %s\n  A:\n    %s\n  B:\n    %s",
 		what, cl, strings.Join(diffs, "\n    "), pretty(a), pretty(b))
+	return true
 }
 
 func (tl *tally) report(t *testing.T, elapsed time.Duration) {
 	t.Helper()
 	t.Logf("%d statement pairs in %s, %d with different observations", tl.pairs, elapsed.Round(time.Millisecond), tl.differences)
+	t.Logf("twins: %d tables named by rules, %d with rows outside the bound (%d with a different number of them on each side; %d rows on A, %d on B in all), %d with free columns; and in every round a table no rule names, its contents different",
+		tl.tables, tl.hiding, tl.uneven, tl.outside[0], tl.outside[1], tl.free)
 	t.Logf("statements drawn: %s", counts(tl.ops))
 	t.Logf("answers (side A): %s", counts(tl.verdicts))
 	if len(tl.staticInside) > 0 {
