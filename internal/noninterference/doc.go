@@ -39,11 +39,20 @@
 //     are all fenced have them;
 //   - the table no rule names: different contents in each target.
 //
+// Values are drawn to make leaks loud. The region's values are mild (text
+// of its column's flavor, integers from 10 up, json whose k is a number),
+// with a poison value (0, a word where a number or a date was expected)
+// in about one in fifty; rows outside the bound are nasty, poison in half
+// their values, on one side or both. Statements are full of expressions
+// that raise on poison: evaluated where they should be, they mostly
+// succeed or fail alike on both sides; evaluated on a row outside the
+// bound, they fail on one side only.
+//
 // The agent's own writes keep the region equal on both sides: an update or
-// delete reaches only rows inside the read fence, which are equal, and an
-// insert writes the same rows to both. After every round the test checks
-// that the region is still equal and that no row outside it changed: a
-// failure there is a broken premise (or a bound violation), not a
+// delete reaches only rows of a fence, which are equal, and an insert
+// writes the same rows to both. After every round the test checks that
+// the region is still equal and that no row outside the bound changed: a
+// failure there is a broken premise or a write beyond every fence, not a
 // difference in observations.
 //
 // # Limits designed around
@@ -86,4 +95,8 @@
 // all, which guard trips first). Such differences are classed "[plans
 // differ]". The summary at the end groups differences into classes, one
 // example each.
+//
+// TestNonInterferenceFindings replays what the property test found, each
+// finding minimized to crafted twins and a statement, through the same
+// machinery. A finding fails until the difference it shows is gone.
 package noninterference

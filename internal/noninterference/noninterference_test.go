@@ -421,7 +421,12 @@ func (tl *tally) record(st stmt, a [2]answer) {
 		}
 	}
 	for i := range a {
-		tl.times[i][a[i].outcome] = append(tl.times[i][a[i].outcome], a[i].elapsed)
+		// Referred by the static check, or by the Pilot after running.
+		o := a[i].outcome
+		if a[i].path != "" {
+			o += "/" + a[i].path
+		}
+		tl.times[i][o] = append(tl.times[i][o], a[i].elapsed)
 		tl.times[i]["all"] = append(tl.times[i]["all"], a[i].elapsed)
 	}
 }
@@ -510,9 +515,9 @@ func (tl *tally) timeTable() string {
 	names := sortedKeys(outcomes)
 	names = append(slices.DeleteFunc(names, func(s string) bool { return s == "all" }), "all")
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %-12s %6s | %9s %9s %9s | %9s %9s %9s\n", "outcome", "n", "A p50", "A p90", "A p99", "B p50", "B p90", "B p99")
+	fmt.Fprintf(&b, "  %-18s %6s | %9s %9s %9s | %9s %9s %9s\n", "outcome", "n", "A p50", "A p90", "A p99", "B p50", "B p90", "B p99")
 	for _, o := range names {
-		fmt.Fprintf(&b, "  %-12s %6d |", o, len(tl.times[0][o]))
+		fmt.Fprintf(&b, "  %-18s %6d |", o, len(tl.times[0][o]))
 		for i := range 2 {
 			d := slices.Clone(tl.times[i][o])
 			slices.Sort(d)
