@@ -167,13 +167,15 @@ type answer struct {
 	firstReason string
 	// requestID is the answer's request id, for a human's look at it.
 	requestID string
+	// sql is the statement sent.
+	sql string
 }
 
 // observe sends st as the agent: POST /v1/statements, then GET
 // /v1/requests/{id}; with viaMCP, run_sql and request_status too (the
 // statement runs a second time, alike on both sides).
 func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error) {
-	a := answer{obs: map[string]any{}}
+	a := answer{obs: map[string]any{}, sql: st.sql}
 	ex, elapsed, err := s.do(ctx, http.MethodPost, "/v1/statements", gatewaytest.AgentToken,
 		map[string]string{"target": gatewaytest.Target, "sql": st.sql})
 	if err != nil {

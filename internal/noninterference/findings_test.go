@@ -3,6 +3,7 @@ package noninterference_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ func TestNonInterferenceFindings(t *testing.T) {
 			tl := newTally()
 			r := startRound(t, cfg, keys, tl, w, newTwins(t, srv, schema), schema)
 			for i, sql := range f.statements {
-				r.pair(t, tl, f.name, i, stmt{sql: sql, op: "select", inside: true}, true)
+				op, _, _ := strings.Cut(strings.ToLower(sql), " ")
+				r.pair(t, tl, f.name, i, stmt{sql: sql, op: op, inside: true}, true)
 			}
 			r.finish(t)
 		})
@@ -75,5 +77,46 @@ var findings = []finding{{
 	},
 	statements: []string{
 		"SELECT a.id FROM t0 a JOIN t0 b ON a.g3 = b.g3 AND (a.s2)::integer > 43 WHERE b.g3 IN (50, 93, 11) ORDER BY 1",
+	},
+}, {
+	name: "scan order",
+	why: "Which guard trips first depends on the order in which the plan meets the rows, and the plan on the statistics. " +
+		"Row 2 is updated in place first (a HOT update: its new version lies after row 5 on the page); then an update " +
+		"that raises on row 2 (a cast) and on row 5 (outside the write fence) meets row 2 first by the primary key " +
+		"(an index scan, chosen where many rows hide outside the fence) and row 5 first by a sequential scan (chosen " +
+		"where none do): the agent reads \"the target refused the statement\" on one side and \"outside the rule's write fence\" on the other.",
+	world: func(t *testing.T) *world {
+		tb := &table{name: "t1", region: 40, cols: []column{
+			{name: "id", typ: "bigint"}, {name: "s2", typ: "text", flavor: "date"}, {name: "ts3", typ: "timestamptz"}}}
+		tb.rules = map[string]*rule{
+			"select": {Op: "select", Table: "public.t1", Columns: []string{"id", "s2"},
+				Fence: "ts3 < '2023-06-01 00:00:00+00'::timestamptz", MaxRows: 50, reads: []string{"ts3"}},
+			"update": {Op: "update", Table: "public.t1", Columns: []string{"s2"},
+				Fence: "s2 IS NOT NULL", MaxRows: 50, reads: []string{"s2"}},
+		}
+		markFree(tb)
+		hidden := &table{name: "ledger", cols: []column{{name: "id", typ: "bigint"}, {name: "i1", typ: "integer"}}}
+		w := &world{tables: []*table{tb}, hidden: hidden,
+			dlg: delegationYAML(t, []*table{tb}, time.Now().Add(48*time.Hour).Truncate(time.Hour))}
+		var region []rowValues
+		for i := 1; i <= tb.region; i++ {
+			s2 := quote(fmt.Sprintf("2022-02-%02d", i%28+1))
+			if i == 5 {
+				s2 = "NULL"
+			}
+			region = append(region, rowValues{strconv.Itoa(i), s2, "'2022-01-01 00:00:00+00'::timestamptz"})
+		}
+		var outside []rowValues
+		for i := range 2000 {
+			outside = append(outside, rowValues{strconv.Itoa(outsideIDs + i), "NULL", "'2024-01-01 00:00:00+00'::timestamptz"})
+		}
+		w.rows[0] = []string{insertSQL(tb, region), insertSQL(hidden, []rowValues{{"1", "1"}})}
+		w.rows[1] = []string{insertSQL(tb, region), insertSQL(tb, outside), insertSQL(hidden, []rowValues{{"2", "2"}})}
+		w.outside = [2]map[string]int{{}, {"t1": len(outside)}}
+		return w
+	},
+	statements: []string{
+		"UPDATE t1 SET s2 = 'a%b' WHERE id = 2",
+		"UPDATE t1 SET s2 = (s2::date + 1)::text WHERE id BETWEEN 1 AND 40",
 	},
 }}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"harbormaster/internal/bound"
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/pgtmp"
 	"harbormaster/internal/pgtmp/pgtmptest"
@@ -290,6 +291,13 @@ func (r *round) explainDifference(t *testing.T, what string, answers [2]answer) 
 		}
 	}
 	msg := fmt.Sprintf("for humans only, to explain the difference above (%s):\n  A: %s\n  B: %s", what, views[0], views[1])
+	if order := r.physicalOrder(t); order != "" {
+		msg += "\n  " + order
+	}
+	if guarded == "" {
+		// Neither side ran it to the end: build its guards as the Pilot does.
+		guarded = r.guard(t, answers[0].sql)
+	}
 	if guarded == "" {
 		return msg, false
 	}
@@ -298,6 +306,49 @@ func (r *round) explainDifference(t *testing.T, what string, answers [2]answer) 
 		return msg + fmt.Sprintf("\n  guarded SQL: %s\n  the same plan on both targets:\n      %s", guarded, plans[0]), false
 	}
 	return msg + fmt.Sprintf("\n  guarded SQL: %s\n  plan on A:\n      %s\n  plan on B:\n      %s", guarded, plans[0], plans[1]), true
+}
+
+// guard is the guarded SQL the Pilot would run for sql, "" when it would
+// not run it.
+func (r *round) guard(t *testing.T, sql string) string {
+	t.Helper()
+	cat := r.sides[0].sys.Pilot.Catalog()
+	d, err := bound.Parse(r.w.dlg, "noninterference.yaml")
+	if err != nil {
+		return ""
+	}
+	b, rep := bound.Compile(d, cat, bound.Options{})
+	if !rep.Signable {
+		return ""
+	}
+	rules, err := b.CheckRules()
+	if err != nil {
+		return ""
+	}
+	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
+	dec := sqlcheck.Check(a, rules)
+	g, err := pilot.BuildGuards(a, dec, b, cat)
+	if err != nil {
+		return ""
+	}
+	return g.SQL
+}
+
+// physicalOrder compares the order in which a scan meets the region's rows
+// on each side (by ctid): the rows are the same, but where a write puts
+// their new versions depends on the pages the rows outside the bound
+// fill. "" when the order is the same everywhere.
+func (r *round) physicalOrder(t *testing.T) string {
+	t.Helper()
+	var out []string
+	for _, tb := range r.w.tables {
+		q := fmt.Sprintf("SELECT coalesce(string_agg(id::text, ' ' ORDER BY ctid), '') FROM public.%s WHERE id < %d", tb.name, outsideIDs)
+		a, b := queryString(t, r.dsns[0], q), queryString(t, r.dsns[1], q)
+		if a != b {
+			out = append(out, fmt.Sprintf("%s: the region's rows lie in a different physical order on each side (by ctid, A: %s; B: %s)", tb.name, a, b))
+		}
+	}
+	return strings.Join(out, "\n  ")
 }
 
 // checkRegion checks the premise: every row of the region, in every column
