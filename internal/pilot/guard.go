@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -186,14 +187,19 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 		w := *where
 		// The rows the statement can reach go through a barrier too: the
-		// read fence when the statement reads the target (its WHERE, SET or
-		// RETURNING name columns), so nothing it wrote sees a row it may not
-		// read; the write fence when it reads nothing of the target, so it
-		// reaches only rows it may write. A row it can see but may not write
-		// raises the fence guard below.
+		// read fence of the select rule it uses when it reads the target
+		// (its WHERE, SET or RETURNING name columns), so nothing it wrote
+		// sees a row it may not read; when it reads nothing of the target,
+		// what the bound's select rules on the table let it read at all, so
+		// a blind write (DELETE FROM t) neither counts nor moves rows it
+		// cannot see; only where no select rule names the table, the write
+		// fence. A row it can see but may not write raises the fence guard
+		// below.
 		barrier := writeRule.Fence
 		if r, ok := readRule[target]; ok {
 			barrier = r.Fence
+		} else if f, ok := readableFence(b, target); ok {
+			barrier = f
 		}
 		if barrier != "" {
 			if err := useView(rel, target, barrier); err != nil {
@@ -269,6 +275,28 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		g.BeforeSQL = before
 	}
 	return g, nil
+}
+
+// readableFence is what the bound's select rules on table t let the
+// grantee read: the OR of their fences ("" when one has none), and false
+// when no select rule names t.
+func readableFence(b *bound.Bound, t sqlcheck.TableName) (string, bool) {
+	var fences []string
+	found := false
+	for _, r := range b.Rules {
+		if r.Op != sqlcheck.OpSelect {
+			continue
+		}
+		if rt, err := r.TableName(); err != nil || rt != t {
+			continue
+		}
+		if r.Fence == "" {
+			return "", true
+		}
+		found = true
+		fences = append(fences, "("+r.Fence+")")
+	}
+	return strings.Join(fences, " OR "), found
 }
 
 // imageColumns is the columns a write's images show: those the select

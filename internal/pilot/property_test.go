@@ -738,6 +738,35 @@ func (p *propRound) ids(t *testing.T, query string) map[int64]bool {
 	return out
 }
 
+// barrier is the fence the Pilot reads tb through for statement d: the
+// select rule it uses; else what the bound's select rules on tb let the
+// grantee read (their fences ORed, "" when one has none); else the write
+// rule's fence.
+func (p *propRound) barrier(d sqlcheck.Decision, tb *propTable, writeRule *bound.Rule) string {
+	if r := p.used(d, tb, sqlcheck.OpSelect); r != nil {
+		return r.Fence
+	}
+	var fences []string
+	found := false
+	for _, r := range p.bound.Rules {
+		if r.Op != sqlcheck.OpSelect || r.Table != "public."+tb.name {
+			continue
+		}
+		if r.Fence == "" {
+			return ""
+		}
+		found = true
+		fences = append(fences, "("+r.Fence+")")
+	}
+	if found {
+		return strings.Join(fences, " OR ")
+	}
+	if writeRule != nil {
+		return writeRule.Fence
+	}
+	return ""
+}
+
 // fencedWhere is the set of ids of tb behind barrier (a fence, "" for
 // none) where pred is true, evaluating pred on those rows only, as the
 // Pilot's fence view does; an error is pred raising on one of them.
@@ -881,13 +910,7 @@ func (p *propRound) one(t *testing.T, i int, s stmt, d sqlcheck.Decision, st *pr
 	var reachedErr error
 	writeRule := p.used(d, tb, s.kind)
 	if s.kind == sqlcheck.OpUpdate || s.kind == sqlcheck.OpDelete {
-		barrier := ""
-		if r := p.used(d, tb, sqlcheck.OpSelect); r != nil {
-			barrier = r.Fence
-		} else if writeRule != nil {
-			barrier = writeRule.Fence
-		}
-		reached, reachedErr = p.fencedWhere(tb, barrier, s.where)
+		reached, reachedErr = p.fencedWhere(tb, p.barrier(d, tb, writeRule), s.where)
 		if writeRule != nil {
 			fenceBefore = p.where(t, tb, writeRule.Fence)
 		}
@@ -913,12 +936,7 @@ func (p *propRound) one(t *testing.T, i int, s stmt, d sqlcheck.Decision, st *pr
 		switch res.Code {
 		case pilot.RefusedDatabase:
 			if (s.kind == sqlcheck.OpSelect || s.kind == sqlcheck.OpDelete) && !s.join && s.subTable == nil && len(s.raisers) > 0 && d.Outcome == sqlcheck.Conforms {
-				barrier := ""
-				if r := p.used(d, tb, sqlcheck.OpSelect); r != nil {
-					barrier = r.Fence
-				} else if writeRule != nil {
-					barrier = writeRule.Fence
-				}
+				barrier := p.barrier(d, tb, writeRule)
 				if p.anyRaises(tb, barrier, s.raisers) == nil {
 					fail("the target refused it (%s), but none of its raising predicates raises on a row inside the fence %q: a predicate ran outside it", res.Detail, barrier)
 				}
