@@ -1,9 +1,7 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -56,27 +54,7 @@ func BenchmarkFencedReadWrite(b *testing.B) {
 	}
 	defer pool.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	governed := func(sql string) error {
-		body, _ := json.Marshal(map[string]string{"target": "shop", "sql": sql})
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/statements", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+gatewaytest.AgentToken)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var r struct {
-			Outcome string   `json:"outcome"`
-			Reasons []string `json:"reasons"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-			return err
-		}
-		if r.Outcome != "executed" {
-			return fmt.Errorf("%s: %s %v", sql, r.Outcome, r.Reasons)
-		}
-		return nil
-	}
+	governed := func(sql string) error { return postStatement(client, srv.URL, sql) }
 	direct := func(sql string) error {
 		rows, err := pool.Query(context.Background(), sql, pgx.QueryExecModeExec)
 		if err != nil {

@@ -64,25 +64,7 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 	governed := func(id int) error {
-		body, _ := json.Marshal(map[string]string{"target": "shop", "sql": fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id)})
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/statements", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+gatewaytest.AgentToken)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var r struct {
-			Outcome string   `json:"outcome"`
-			Reasons []string `json:"reasons"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-			return err
-		}
-		if r.Outcome != "executed" {
-			return fmt.Errorf("governed statement %s: %v", r.Outcome, r.Reasons)
-		}
-		return nil
+		return postStatement(client, srv.URL, fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id))
 	}
 	direct := func(id int) error {
 		_, err := pool.Exec(context.Background(), fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id), pgx.QueryExecModeExec)
@@ -156,6 +138,30 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 		b.ReportMetric(cpuPer[0], "direct-machine-cpu-µs/stmt")
 		b.ReportMetric(cpuPer[1], "governed-machine-cpu-µs/stmt")
 	}
+}
+
+// postStatement sends sql as the demo agent through POST /v1/statements
+// and fails unless it executed.
+func postStatement(client *http.Client, url, sql string) error {
+	body, _ := json.Marshal(map[string]string{"target": "shop", "sql": sql})
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/statements", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.AgentToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Outcome string   `json:"outcome"`
+		Reasons []string `json:"reasons"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return err
+	}
+	if r.Outcome != "executed" {
+		return fmt.Errorf("governed statement %q: %s %v", sql, r.Outcome, r.Reasons)
+	}
+	return nil
 }
 
 // machineBusy is the CPU time all processes on the machine have spent so
