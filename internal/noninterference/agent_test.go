@@ -10,11 +10,9 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"harbormaster/internal/gateway/gatewaytest"
@@ -165,8 +163,9 @@ type answer struct {
 	path string
 	// firstReason is the answer's first reason, for the tally.
 	firstReason string
-	// requestID is the answer's request id, for a human's look at it.
-	requestID string
+	// requestID is the answer's request id, for a human's look at it;
+	// mcpRequestID that of the run over MCP ("" without one).
+	requestID, mcpRequestID string
 	// sql is the statement sent.
 	sql string
 }
@@ -217,6 +216,7 @@ func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error
 			text, _ := run["text"].(string)
 			mid = requestIDRE.FindString(text)
 		}
+		a.mcpRequestID = mid
 		if mid != "" {
 			a.obs["mcp request_status"] = s.tool(ctx, mcpserver.ToolRequestStatus, map[string]any{"request_id": mid})
 		}
@@ -271,23 +271,4 @@ func (s *side) humanView(ctx context.Context, id string) (view, executedSQL stri
 		}
 	}
 	return b.String(), executedSQL
-}
-
-// explain is the plan of the guarded SQL on the side's target (EXPLAIN
-// only: nothing runs).
-func (s *side) explain(ctx context.Context, sql string) string {
-	conn, err := pgx.Connect(ctx, s.dsn)
-	if err != nil {
-		return err.Error()
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "EXPLAIN (COSTS OFF) "+sql, pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return err.Error()
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err.Error()
-	}
-	return strings.Join(lines, "\n      ")
 }

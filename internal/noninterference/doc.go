@@ -85,18 +85,75 @@
 //	HARBORMASTER_NONINTERFERENCE_VERBOSE=1       log every statement
 //
 // Each round has its own random stream, so round n of a seed is the same
-// alone as in a whole run. A difference fails the test, with the
+// alone as in a whole run (what runs in the background, such as the
+// rehearsal of a referred statement, can still shift the heap's layout
+// from one run to the next). A difference fails the test, with the
 // statement, both observations and a minimal diff, and then what only
-// humans may see, to explain it: the target's error text, the guarded SQL
-// the Pilot ran, and its plan on both targets. Plans are worth the look:
-// the planner's statistics count every row of a table, those outside the
-// fence too, so a plan that differs between the twins is a way for them
-// to reach the agent (whether an expression that raises is evaluated at
-// all, which guard trips first). Such differences are classed "[plans
-// differ]". The summary at the end groups differences into classes, one
-// example each.
+// humans may see, to explain it: the target's error text, whether the
+// region's rows lie in the same physical order on both targets, and the
+// evidence on the plan, below. The summary at the end groups differences
+// into classes, one example each.
+//
+// # The plan channel
+//
+// The planner's statistics count every row of a table, those outside the
+// fence too, so the plan of a statement can differ between the twins, and
+// the plan decides which rows inside the fence an expression meets and in
+// what order: whether an expression that raises is evaluated at all (a
+// hash join against a nested loop whose outer side is empty), which guard
+// trips first (an index scan against a sequential scan). That channel is
+// outside the guarantee (docs/security.md, "The plan"). A difference is
+// put down to it only on evidence (attribution_test.go): the statement's
+// guarded SQL, built as the Pilot builds it (pilot.BuildGuards) and
+// checked against the text the Pilot ran, is run again on both twins
+// through an admin connection, in transactions that roll back (creating
+// any fence view a twin lacks inside them), with the Pilot's session
+// settings, once with the twins' own plans and then under 32 settings
+// that pin the plan's shape with SET LOCAL: every join method (nested
+// loop, hash, merge, any) against every scan method (sequential, index,
+// bitmap, any), with and without hashed aggregation, the join order fixed
+// (join_collapse_limit and from_collapse_limit 1), no parallel plans, no
+// memoize, no JIT. Plans are compared as EXPLAIN (COSTS OFF) text;
+// outcomes as the rows and count of a success, or the class of an error
+// (the guard's HM001 fence or check, a timeout, or the SQLSTATE class). A
+// difference is explained by the plan only if
+//
+//  1. the region is still the same on both twins, and the guarded SQL is
+//     the one the Pilot ran;
+//  2. the twins' own plans differ, and their outcomes are what the agent
+//     saw on each side over HTTP and, where the statement ran again, over
+//     MCP (outcome class, and the count of a success), which differ: a
+//     difference that is not the statement's outcome is never the plan's;
+//  3. on each twin, its own plan with the rows outside the bound deleted
+//     (in the transaction, so the statistics and the plan stay; the plan
+//     is checked) gives the same outcome: those rows chose the plan, and
+//     none of them decided the outcome by being evaluated;
+//  4. some pinned setting gives both twins the same plan and the same
+//     outcome;
+//  5. no pinned setting gives both twins one twin's own plan and different
+//     outcomes.
+//
+// An explained difference is counted and logged with its evidence, and
+// the summary reports it as the plan channel, a known limit; it does not
+// fail the test. Every other difference fails it, as does one where the
+// plans do not differ at all. A pinned setting under which both twins
+// have a plan neither chose and different outcomes does not stop the
+// attribution, since it is not how the agent's answers came about, but
+// the log notes it: the same plan can meet the same rows in a different
+// order on each side where the heap's layout decides (a bitmap heap scan
+// meets a row updated in place, a HOT update, at its old place, and one
+// moved to another page at its new one, and whether there was room on
+// the page depends on the rows outside the fence). Were the twins to
+// choose such a plan, the test would see the difference with the plans
+// the same, and fail.
 //
 // TestNonInterferenceFindings replays what the property test found, each
 // finding minimized to crafted twins and a statement, through the same
-// machinery. A finding fails until the difference it shows is gone.
+// machinery; it is the regression of the attribution. A case fails if its
+// twins give the agent identical observations (the channel it shows is
+// gone, or the case no longer exercises it: the docs need another look)
+// and if any difference it shows is one the plan does not explain.
+// TestPlanAttributionCatchesALeak is the attribution's negative control:
+// guarded SQL that reads past a fence, on twins whose plans differ, is
+// never put down to the plan.
 package noninterference
