@@ -3,15 +3,9 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"harbormaster/internal/gateway/gatewaytest"
 )
 
 // benchFenced is a Tier A delegation whose reads and writes both go
@@ -40,20 +34,7 @@ allow:
 //
 //	go test -run '^$' -bench FencedReadWrite -benchtime 2000x ./internal/gateway/
 func BenchmarkFencedReadWrite(b *testing.B) {
-	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
-	canon := gatewaytest.Canonical(b, []byte(benchFenced), sys.Pilot.Catalog())
-	if _, _, err := sys.Gateway.AddDelegation(context.Background(), []byte(benchFenced), gatewaytest.Sign(b, sys.Opts.Keys.Grantor, canon), "bench"); err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sys.API.Handler())
-	defer srv.Close()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	srv, pool, client := benchSystem(b, benchFenced, 16)
 	governed := func(sql string) error { return postStatement(client, srv.URL, sql) }
 	direct := func(sql string) error {
 		rows, err := pool.Query(context.Background(), sql, pgx.QueryExecModeExec)

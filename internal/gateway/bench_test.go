@@ -48,20 +48,7 @@ allow:
 //
 //	go test -run '^$' -bench GovernedVsDirect -benchtime 400x ./internal/gateway/
 func BenchmarkGovernedVsDirect(b *testing.B) {
-	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
-	canon := gatewaytest.Canonical(b, []byte(benchDelegation), sys.Pilot.Catalog())
-	if _, _, err := sys.Gateway.AddDelegation(context.Background(), []byte(benchDelegation), gatewaytest.Sign(b, sys.Opts.Keys.Grantor, canon), "bench"); err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sys.API.Handler())
-	defer srv.Close()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	srv, pool, client := benchSystem(b, benchDelegation, 64)
 
 	governed := func(id int) error {
 		return postStatement(client, srv.URL, fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id))
@@ -138,6 +125,28 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 		b.ReportMetric(cpuPer[0], "direct-machine-cpu-µs/stmt")
 		b.ReportMetric(cpuPer[1], "governed-machine-cpu-µs/stmt")
 	}
+}
+
+// benchSystem starts a system over a fresh demo target with delegation
+// signed and added, its API on an HTTP server, a direct pgx pool on the
+// target and an HTTP client keeping conns idle connections; all are closed
+// when b ends.
+func benchSystem(b *testing.B, delegation string, conns int) (*httptest.Server, *pgxpool.Pool, *http.Client) {
+	b.Helper()
+	dsn := pgtmptestDatabase(b)
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	canon := gatewaytest.Canonical(b, []byte(delegation), sys.Pilot.Catalog())
+	if _, _, err := sys.Gateway.AddDelegation(context.Background(), []byte(delegation), gatewaytest.Sign(b, sys.Opts.Keys.Grantor, canon), "bench"); err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sys.API.Handler())
+	b.Cleanup(srv.Close)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return srv, pool, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
 }
 
 // postStatement sends sql as the demo agent through POST /v1/statements
