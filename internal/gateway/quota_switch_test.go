@@ -68,7 +68,7 @@ func TestDelegationQuota(t *testing.T) {
 		t.Fatal("a statement over quota ran")
 	}
 	// The quota refusal is a referral a human can approve: it was rehearsed.
-	if v := f.view(t, r.RequestID); v.RehearsalSHA256 == "" {
+	if v := f.rehearsed(t, r.RequestID); v.RehearsalSHA256 == "" {
 		t.Fatal("a quota referral was not rehearsed")
 	}
 

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
@@ -17,14 +16,7 @@ import (
 // returns the request as a human sees it.
 func (f *fixture) rehearsed(t *testing.T, id string) *gateway.RequestView {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v := f.view(t, id)
-		if v.RehearsalSHA256 != "" || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return f.sys.WaitRehearsed(t, id)
 }
 
 // agentGET is GET /v1/requests/{id} as the agent, over HTTP.

@@ -149,7 +149,9 @@ func TestHumanRequestSignatures(t *testing.T) {
 		t.Fatalf("a tampered request set a switch: %+v", f.sys.Switches.Snapshot())
 	}
 
-	// A request's full view: the human sees the rehearsal, the agent not.
+	// A request's full view: the human sees the rehearsal (once the
+	// background worker has run it), the agent not.
+	f.sys.WaitRehearsed(t, waiting.RequestID)
 	path := "/v1/requests/" + waiting.RequestID
 	st, body = f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, path, nil)
 	if st != http.StatusOK {

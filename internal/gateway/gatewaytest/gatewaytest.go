@@ -289,6 +289,24 @@ func Start(t testing.TB, opt Options) *System {
 	return s
 }
 
+// WaitRehearsed waits (up to 30s) for the background rehearsal of a
+// referred request and returns the request as a human sees it; its
+// RehearsalSHA256 is empty when none came.
+func (s *System) WaitRehearsed(t testing.TB, id string) *gateway.RequestView {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := s.Gateway.Request(context.Background(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.RehearsalSHA256 != "" || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // StopLogbook stops the logbook writer and waits for it: every later
 // append fails with logbook.ErrClosed, as when its store is lost.
 func (s *System) StopLogbook(t testing.TB) {
