@@ -234,6 +234,12 @@ func precheck(sql string, lim Limits) (Reason, bool) {
 	if err != nil {
 		return reasonf(CodeParseError, "the statement does not scan: %v", err), false
 	}
+	return tokenLimits(res, lim)
+}
+
+// tokenLimits refuses a statement whose brackets nest, or whose operators
+// number, past the limits.
+func tokenLimits(res *pg.ScanResult, lim Limits) (Reason, bool) {
 	depth, maxDepth, ops := 0, 0, 0
 	for _, t := range res.Tokens {
 		switch t.Token {

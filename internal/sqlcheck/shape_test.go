@@ -1,0 +1,196 @@
+package sqlcheck_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"harbormaster/internal/sqlcheck"
+)
+
+// variant rewrites every constant of s in sql with a random constant of
+// the same kind and sign: what an agent sends as a new statement of the
+// same shape.
+func variant(r *rand.Rand, sql string, s *sqlcheck.Shape) string {
+	out := sql
+	for i := len(s.Consts) - 1; i >= 0; i-- {
+		c := s.Consts[i]
+		lit := randomConst(r, c)
+		if c.Neg {
+			lit = "-" + lit
+		}
+		out = out[:c.Start] + lit + out[c.End:]
+	}
+	return out
+}
+
+var randomStrings = []string{"", "x", "it''s", `a\b`, `\`, "$1", "-- not a comment", "/* nor this */", "ünïcödé", "%_", "''''", "a b  c", "NULL", "1", "0x1F"}
+
+func randomConst(r *rand.Rand, c sqlcheck.Const) string {
+	switch c.Kind {
+	case sqlcheck.ConstInt4:
+		v := r.Int64N(1 << 31)
+		switch r.IntN(4) {
+		case 0:
+			return fmt.Sprintf("00%d", v)
+		case 1:
+			return fmt.Sprintf("0x%x", v)
+		case 2:
+			return fmt.Sprint(r.IntN(10))
+		}
+		return fmt.Sprint(v)
+	case sqlcheck.ConstInt8:
+		return fmt.Sprint(1<<31 + r.Int64N(1<<62))
+	case sqlcheck.ConstNumeric:
+		return []string{"12.5", ".5", "3e10", "1.5E-3", "0.0", "99999999999999999999999", "7."}[r.IntN(7)]
+	case sqlcheck.ConstString:
+		return "'" + randomStrings[r.IntN(len(randomStrings))] + "'"
+	case sqlcheck.ConstBool:
+		return []string{"true", "false", "TRUE", "False"}[r.IntN(4)]
+	}
+	return "NULL"
+}
+
+// decisionOf is what the route depends on in a decision.
+func decisionOf(d sqlcheck.Decision) string {
+	rule := -1
+	if d.Rule != nil {
+		rule = *d.Rule
+	}
+	return fmt.Sprintf("%s rule=%d reasons=%v uses=%v", d.Outcome, rule, reasonCodes(d), d.Uses)
+}
+
+// TestRememberedShapeEqualsFreshCheck is the property behind remembered
+// shapes: over the adversarial corpus and random new literals in every
+// statement, a statement whose shape has a template is decided exactly as
+// a fresh parse and check decides it, and its canonical text, rebuilt from
+// the template and its own constants, is exactly the fresh canonical text.
+func TestRememberedShapeEqualsFreshCheck(t *testing.T) {
+	c := loadCorpus(t)
+	cat := c.Checker.Catalog
+	r := rand.New(rand.NewPCG(10, 10))
+	var shaped, templated, sameKey, cases int
+	for _, cc := range c.allCases() {
+		cases++
+		rules := c.Rules[cc.Delegation]
+		s, ok := sqlcheck.ShapeOf(cc.SQL, sqlcheck.Limits{})
+		if !ok {
+			continue
+		}
+		shaped++
+		a := sqlcheck.Analyze(cc.SQL, cat, sqlcheck.Limits{})
+		want := decisionOf(sqlcheck.Check(a, rules))
+		tpl, err := sqlcheck.NewTemplate(a, s)
+		if err != nil {
+			continue
+		}
+		templated++
+		key := sqlcheck.BakedKey(s, tpl.Baked())
+		if got := tpl.Canonical(s); got != a.Canonical {
+			t.Fatalf("%s: canonical from the template %q, fresh %q", cc.Name, got, a.Canonical)
+		}
+		for k := 0; k < 8; k++ {
+			v := variant(r, cc.SQL, s)
+			vs, ok := sqlcheck.ShapeOf(v, sqlcheck.Limits{})
+			if !ok {
+				t.Fatalf("%s: variant %q has no shape", cc.Name, v)
+			}
+			if vs.Key() != s.Key() {
+				t.Fatalf("%s: variant %q has shape %q, not %q", cc.Name, v, vs.Key(), s.Key())
+			}
+			if sqlcheck.BakedKey(vs, tpl.Baked()) != key {
+				continue // a baked constant changed: another entry
+			}
+			sameKey++
+			fresh := sqlcheck.Analyze(v, cat, sqlcheck.Limits{})
+			if got := tpl.Canonical(vs); got != fresh.Canonical {
+				t.Fatalf("%s: variant %q: remembered canonical %q, fresh %q", cc.Name, v, got, fresh.Canonical)
+			}
+			if got := decisionOf(sqlcheck.Check(fresh, rules)); got != want {
+				t.Fatalf("%s: variant %q: fresh decision %s, remembered %s", cc.Name, v, got, want)
+			}
+			// The values bound are the fresh parse's constants.
+			ft, err := sqlcheck.NewTemplate(fresh, vs)
+			if err != nil {
+				t.Fatalf("%s: variant %q: %v", cc.Name, v, err)
+			}
+			if !reflect.DeepEqual(ft.Args(vs), tpl.Args(vs)) || !reflect.DeepEqual(ft.Baked(), tpl.Baked()) {
+				t.Fatalf("%s: variant %q: templates differ", cc.Name, v)
+			}
+		}
+	}
+	t.Logf("%d cases: %d with a shape, %d with a template, %d variants on the same entry", cases, shaped, templated, sameKey)
+	if templated < cases/2 || sameKey < templated {
+		t.Fatalf("too few cases exercised: %d of %d templated, %d variants", templated, cases, sameKey)
+	}
+}
+
+// TestShapeEdges pins which constants a shape carries, which stay in the
+// text, and which statements have no shape at all.
+func TestShapeEdges(t *testing.T) {
+	c := loadCorpus(t)
+	cat := c.Checker.Catalog
+	for _, tc := range []struct {
+		sql    string
+		shape  bool   // has a shape
+		tpl    bool   // has a template
+		params int    // parameters bound
+		baked  int    // constants left in the text
+		canon  string // "" for the fresh canonical
+	}{
+		{sql: "UPDATE orders SET status = 'shipped' WHERE id = 5", shape: true, tpl: true, params: 2},
+		{sql: "SELECT id FROM orders WHERE id = -5 AND total > - 3.5", shape: true, tpl: true, params: 2},
+		{sql: "SELECT id FROM orders WHERE id = 0x1F OR id = 1_000", shape: true, tpl: true, params: 2},
+		{sql: "SELECT id FROM orders WHERE note = NULL", shape: true, tpl: true, params: 0, baked: 1},
+		{sql: "SELECT DISTINCT ON (1) id FROM orders", shape: true, tpl: true, params: 0, baked: 1},
+		{sql: "SELECT 5, 'x', id FROM orders", shape: true, tpl: true, params: 1, baked: 1},
+		{sql: "SELECT id FROM orders WHERE created_at > now() - interval '1' day", shape: true, tpl: true, params: 0, baked: 1},
+		{sql: "SELECT id FROM orders WHERE created_at > now() - interval '1 day'", shape: true, tpl: true, params: 1},
+		{sql: "SELECT id FROM orders ORDER BY 1 LIMIT 10", shape: true, tpl: true, params: 1},
+		{sql: "SELECT id FROM orders WHERE 't'::boolean", shape: true, tpl: true, params: 0, baked: 1},
+		{sql: "SELECT id FROM orders WHERE note = E'a\\nb'"},
+		{sql: "SELECT id FROM orders WHERE note = $$x$$"},
+		{sql: "SELECT id FROM orders WHERE note = 'a'\n'b'"},
+		{sql: "SELECT id FROM orders WHERE id = $1"},
+		{sql: "SELECT id + 1 FROM orders GROUP BY id + 1"},
+		{sql: "SELECT - /* c */ 5, id FROM orders"},
+		{sql: "SELECT id FROM orders WHERE note = B'101'"},
+	} {
+		s, ok := sqlcheck.ShapeOf(tc.sql, sqlcheck.Limits{})
+		if ok != tc.shape {
+			t.Errorf("%q: shape %v, want %v", tc.sql, ok, tc.shape)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		a := sqlcheck.Analyze(tc.sql, cat, sqlcheck.Limits{})
+		tpl, err := sqlcheck.NewTemplate(a, s)
+		if (err == nil) != tc.tpl {
+			t.Errorf("%q: template error %v, want a template: %v", tc.sql, err, tc.tpl)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if tpl.NumParams() != tc.params || len(tpl.Baked()) != tc.baked {
+			t.Errorf("%q: %d parameters and %d baked, want %d and %d", tc.sql, tpl.NumParams(), len(tpl.Baked()), tc.params, tc.baked)
+		}
+	}
+}
+
+// TestStringLiteral checks the deparser's quoting is reproduced.
+func TestStringLiteral(t *testing.T) {
+	for _, v := range []string{"", "x", "it's", `a\b`, `\`, "''", "a\nb"} {
+		sql := "SELECT " + sqlcheck.StringLiteral(v)
+		a := sqlcheck.Analyze(sql, nil, sqlcheck.Limits{})
+		if a.Canonical != sql {
+			t.Errorf("%q: deparsed %q, StringLiteral gives %q", v, a.Canonical, sql)
+		}
+	}
+	if strings.Contains(sqlcheck.StringLiteral("a'b"), "a'b") {
+		t.Error("a quote is not doubled")
+	}
+}
