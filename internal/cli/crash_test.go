@@ -334,7 +334,7 @@ logbook:
 	}
 	defer conn.Close(ctx)
 	receipts := map[string]bool{}
-	rrows, err := conn.Query(ctx, "SELECT marque_id, request_id FROM harbormaster.receipts")
+	rrows, err := conn.Query(ctx, "SELECT marque_id, request_id FROM harbormaster.receipts WHERE NOT void")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +354,25 @@ logbook:
 			t.Errorf("request with marque %s is executed but the target has no receipt", m)
 		}
 	}
+	// A void receipt is reconciliation burning a marque that never ran: its
+	// request is not executed.
+	vrows, err := conn.Query(ctx, "SELECT marque_id, request_id FROM harbormaster.receipts WHERE void")
+	if err != nil {
+		t.Fatal(err)
+	}
+	voided := 0
+	for vrows.Next() {
+		var m, id string
+		if err := vrows.Scan(&m, &id); err != nil {
+			t.Fatal(err)
+		}
+		voided++
+		if executed[m] || reqs[id].status == "executed" {
+			t.Errorf("void receipt %s: its request %s is executed", m, id)
+		}
+	}
+	vrows.Close()
+	t.Logf("%d marques burned by reconciliation", voided)
 	var unstuck int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders WHERE status = 'retrying'").Scan(&unstuck); err != nil {
 		t.Fatal(err)

@@ -1,20 +1,22 @@
 package gateway
 
 import (
-	"context"
 	"crypto/sha256"
 
 	"harbormaster/internal/memo"
-	"harbormaster/internal/pilot"
 	"harbormaster/internal/sqlcheck"
 )
 
-// The static check is a function of the statement's text, the target's
-// catalog and the delegation's rules (which its id, a hash of the signed
-// bytes, names), so the gateway remembers both the analysis and each
-// delegation's decision for statements it has seen: an agent repeating a
-// statement is not parsed again. Whether a delegation is in force, its
-// quotas and the switches are decided afresh for every statement.
+// The static check is a function of the statement's shape (its normalized
+// text and its constants' kinds: the check reads no constant's value), the
+// target's catalog and the delegation's rules (which its id, a hash of the
+// signed bytes, names), so the gateway remembers the analysis of each
+// shape and each delegation's decision on it: a later statement of the
+// same shape, with new literals, pays a normalize and a scan, and its
+// canonical text is rebuilt from the shape's template and its own
+// constants (sqlcheck.Template). A statement without a shape is
+// remembered by its text. Whether a delegation is in force, its quotas and
+// the switches are decided afresh for every statement.
 
 // maxCheckMemo bounds each memo; statements longer than maxMemoSQL are
 // never remembered.
@@ -23,6 +25,8 @@ const (
 	maxMemoSQL   = 16 << 10
 )
 
+// analysisKey names what a decision depends on: the catalog, and the
+// statement's shape with its baked constants, or its text.
 type analysisKey struct {
 	cat *sqlcheck.Catalog
 	sql [32]byte
@@ -39,29 +43,81 @@ type checked struct {
 	reasons []string
 }
 
+// shaped is a remembered shape: what the check reads, and the template
+// that rebuilds a statement's canonical text.
+type shaped struct {
+	facts *sqlcheck.Facts
+	tpl   *sqlcheck.Template
+}
+
 type checkMemo struct {
 	analyses  memo.Map[analysisKey, *sqlcheck.Analysis]
 	decisions memo.Map[decisionKey, checked]
+	// baked is, by shape, which constants its template keeps in the text
+	// (their values are part of the key of shapes).
+	baked  memo.Map[analysisKey, []int]
+	shapes memo.Map[analysisKey, shaped]
 }
 
 func newCheckMemo() *checkMemo {
 	return &checkMemo{analyses: memo.Map[analysisKey, *sqlcheck.Analysis]{Max: maxCheckMemo},
-		decisions: memo.Map[decisionKey, checked]{Max: maxCheckMemo}}
+		decisions: memo.Map[decisionKey, checked]{Max: maxCheckMemo},
+		baked:     memo.Map[analysisKey, []int]{Max: maxCheckMemo},
+		shapes:    memo.Map[analysisKey, shaped]{Max: maxCheckMemo}}
 }
 
-// analyze is sqlcheck.Analyze, remembered. The remembered analysis keeps
-// what the check reads (facts, reasons, canonical text), not the tree.
+func keyOf(cat *sqlcheck.Catalog, kind, s string) analysisKey {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write([]byte(s))
+	k := analysisKey{cat: cat}
+	h.Sum(k.sql[:0])
+	return k
+}
+
+// analyze is sqlcheck.Analyze, remembered by shape (or, for a statement
+// without one, by text). A remembered shape is one whose statement
+// analyzed without a reason to refer and whose template rebuilt its
+// canonical text exactly: only successes are remembered. The remembered
+// analysis keeps what the check reads (facts, reasons, canonical text),
+// not the tree.
 func (g *Gateway) analyze(sql string, cat *sqlcheck.Catalog) (*sqlcheck.Analysis, analysisKey) {
 	if len(sql) > maxMemoSQL {
 		return sqlcheck.Analyze(sql, cat, g.cfg.Limits), analysisKey{}
 	}
-	k := analysisKey{cat: cat, sql: sha256.Sum256([]byte(sql))}
+	if s, ok := sqlcheck.ShapeOf(sql, g.cfg.Limits); ok {
+		sk := keyOf(cat, "shape", s.Key())
+		if baked, ok := g.checks.baked.Get(sk); ok {
+			k := keyOf(cat, "template", sqlcheck.BakedKey(s, baked))
+			if r, ok := g.checks.shapes.Get(k); ok {
+				return &sqlcheck.Analysis{Facts: r.facts, Canonical: r.tpl.Canonical(s)}, k
+			}
+		}
+		a := sqlcheck.Analyze(sql, cat, g.cfg.Limits)
+		if a.Facts != nil && len(a.Reasons) == 0 {
+			if tpl, err := sqlcheck.NewTemplate(a, s); err == nil {
+				k := keyOf(cat, "template", sqlcheck.BakedKey(s, tpl.Baked()))
+				g.checks.baked.Put(sk, tpl.Baked())
+				g.checks.shapes.Put(k, shaped{facts: a.Facts, tpl: tpl})
+				return a, k
+			}
+		}
+		return a, g.rememberText(sql, cat, a)
+	}
+	k := keyOf(cat, "text", sql)
 	if a, ok := g.checks.analyses.Get(k); ok {
 		return a, k
 	}
 	a := sqlcheck.Analyze(sql, cat, g.cfg.Limits)
+	return a, g.rememberText(sql, cat, a)
+}
+
+// rememberText remembers a statement without a template by its text.
+func (g *Gateway) rememberText(sql string, cat *sqlcheck.Catalog, a *sqlcheck.Analysis) analysisKey {
+	k := keyOf(cat, "text", sql)
 	g.checks.analyses.Put(k, &sqlcheck.Analysis{Facts: a.Facts, Reasons: a.Reasons, Canonical: a.Canonical})
-	return a, k
+	return k
 }
 
 // check is sqlcheck.Check of a against d's rules, remembered under k.
@@ -78,56 +134,4 @@ func (g *Gateway) check(a *sqlcheck.Analysis, k analysisKey, d *Delegation) chec
 	c := checked{dec: dec, reasons: dec.ReasonStrings()}
 	g.checks.decisions.Put(dk, c)
 	return c
-}
-
-// opening is a target transaction being opened while the statement is
-// checked (one round trip overlapped with the parse and the check). A
-// statement that will not run discards it: rolled back, in the background.
-type opening struct {
-	ch    chan openResult
-	taken bool
-}
-
-type openResult struct {
-	txn *pilot.Txn
-	err error
-}
-
-func openTxn(ctx context.Context, p *pilot.Pilot) *opening {
-	o := &opening{ch: make(chan openResult, 1)}
-	go func() {
-		t, err := p.Begin(ctx)
-		o.ch <- openResult{t, err}
-	}()
-	return o
-}
-
-// take returns the transaction being opened, or opens one now if there is
-// none (or it was discarded); the caller then owns it. It gives up when
-// ctx ends (the transaction, if it opens, is rolled back).
-func (o *opening) take(ctx context.Context, p *pilot.Pilot) (*pilot.Txn, error) {
-	if o == nil || o.taken {
-		return p.Begin(ctx)
-	}
-	select {
-	case r := <-o.ch:
-		o.taken = true
-		return r.txn, r.err
-	case <-ctx.Done():
-		o.discard()
-		return nil, ctx.Err()
-	}
-}
-
-// discard rolls back a transaction nobody took; safe on nil.
-func (o *opening) discard() {
-	if o == nil || o.taken {
-		return
-	}
-	o.taken = true
-	go func() {
-		if r := <-o.ch; r.txn != nil {
-			r.txn.Close()
-		}
-	}()
 }

@@ -280,12 +280,6 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	req := &request{ID: newID("req_"), Principal: principal, Target: target, SQL: sql, Created: now}
 
 	delegs := g.activeDelegations(principal, target, now)
-	var open *opening
-	if len(delegs) > 0 {
-		// The transaction a marque would run in opens meanwhile.
-		open = openTxn(ctx, p)
-		defer open.discard()
-	}
 
 	// 2 parse with the real Postgres parser.
 	a, key := g.analyze(sql, p.Catalog())
@@ -322,8 +316,6 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	case chosen == nil:
 		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
 	case decision.Outcome == sqlcheck.Survey:
-		// The panel takes seconds: no transaction waits open for it.
-		open.discard()
 		req.Outcome, req.DelegationID, req.Rule = OutcomeReferred, chosen.ID, decision.Rule
 		why, err := g.surveyReady(ctx, target, chosen, decision)
 		if err != nil {
@@ -365,18 +357,15 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
-	if req.Path == "" {
-		// Nothing will run: the transaction goes back now, not after the
-		// referral's rehearsal, which needs a connection of its own.
-		open.discard()
-	}
-
-	// The target transaction is open before the decision, so the decision
-	// entry carries its id: durable before COMMIT, for crash
-	// reconciliation, with no logbook append of its own.
+	// The surveyed path's target transaction is open before the decision,
+	// so the decision entry carries its id: durable before COMMIT, for
+	// crash reconciliation, with no logbook append of its own. The
+	// compiled path runs in one round trip of its own (the Pilot's
+	// templates); its decision carries the marque id, and a crash is
+	// settled by a void receipt under it (Reconcile).
 	var txn *pilot.Txn
-	if req.Path != "" {
-		if txn, err = open.take(ctx, p); err != nil {
+	if req.Path == marque.PathSurveyed {
+		if txn, err = p.Begin(ctx); err != nil {
 			g.cfg.Logger.Error("target transaction", "request", req.ID, "target", target, "err", err)
 			req.Outcome, req.Path = OutcomeReferred, ""
 			req.Reasons, req.Detail = []string{ReasonUnreachable}, err.Error()

@@ -208,16 +208,16 @@ func TestDecisionBeforeExecution(t *testing.T) {
 				t.Errorf("%s: decision path %v for a referral", id, d["path"])
 			}
 		case "executed":
-			// The compiled path records the transaction id in the decision
-			// (the transaction is open before it): no pending entry.
+			// The compiled path records the marque id in the decision (a
+			// restart settles it by that id): no pending entry.
 			if len(pending) != 0 || len(execs) != 1 {
 				t.Fatalf("%s: %d pending and %d execution entries, want none and one", id, len(pending), len(execs))
 			}
 			if !(ds[0].Seq < execs[0].Seq) {
 				t.Errorf("%s: decision %d, execution %d: not in that order", id, ds[0].Seq, execs[0].Seq)
 			}
-			if d["txid"] == nil || d["txid"] == "" || d["txid"] != payload(t, execs[0])["txid"] {
-				t.Errorf("%s: decision txid %v, execution txid %v: want the same, recorded", id, d["txid"], payload(t, execs[0])["txid"])
+			if d["marque_id"] == nil || d["marque_id"] == "" || d["marque_id"] != payload(t, execs[0])["marque_id"] {
+				t.Errorf("%s: decision marque %v, execution marque %v: want the same, recorded", id, d["marque_id"], payload(t, execs[0])["marque_id"])
 			}
 			if d["outcome"] != "run" || d["path"] != "compiled" {
 				t.Errorf("%s: decision %v/%v, want run on the compiled path", id, d["outcome"], d["path"])
@@ -404,9 +404,10 @@ const crashSQL = "UPDATE orders SET status = 'retrying', updated_at = now() WHER
 // TestCrashBeforeExecution: the process dies after the decision, while
 // its statement waits inside the target (the logbook stops and the
 // transaction's backend is terminated, as when the process and its
-// connections go away). The decision recorded the open transaction's id;
-// a restarted gateway finds no receipt, asks the target about that id
-// (aborted), and reconciles the request as not run.
+// connections go away). The decision recorded the marque id; a restarted
+// gateway inserts a void receipt under it, which succeeds (the statement's
+// transaction aborted), so the request is reconciled as not run and the
+// marque can never run.
 func TestCrashBeforeExecution(t *testing.T) {
 	t.Parallel()
 	f := newCrashFixture(t)
@@ -431,8 +432,8 @@ func TestCrashBeforeExecution(t *testing.T) {
 		return err == nil
 	})
 	id := f.lastRequest(t)
-	if decisionTxID(t, f, id) == "" {
-		t.Fatal("the decision does not record the transaction id")
+	if decisionMarque(t, f, id) == "" {
+		t.Fatal("the decision does not record the marque id")
 	}
 	f.sys.StopLogbook(t)
 	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
@@ -474,24 +475,30 @@ func TestCrashBeforeExecution(t *testing.T) {
 	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 0 {
 		t.Fatalf("second reconcile: %d, %v", n, err)
 	}
+	var voided int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM harbormaster.receipts WHERE void AND marque_id = $1", decisionMarque(t, f, id)).Scan(&voided); err != nil || voided != 1 {
+		t.Fatalf("the marque was not burned by a void receipt: %d %v", voided, err)
+	}
 	checkReconciled(t, f, id, "not_executed")
 }
 
-// decisionTxID is the transaction id request id's decision entry recorded.
-func decisionTxID(t *testing.T, f *fixture, id string) string {
+// decisionMarque is the marque id request id's decision entry recorded.
+func decisionMarque(t *testing.T, f *fixture, id string) string {
 	t.Helper()
 	ds := ofKind(entries(t, f.sys.Logbook, id), "decision")
 	if len(ds) != 1 {
 		t.Fatalf("%s: %d decision entries", id, len(ds))
 	}
-	txid, _ := payload(t, ds[0])["txid"].(string)
-	return txid
+	m, _ := payload(t, ds[0])["marque_id"].(string)
+	return m
 }
 
-// TestCrashAfterCommit: the statement commits, then the logbook goes away
-// before the execution entry. The agent is told it executed (it did); the
-// request stays running, and a restarted gateway reconciles it from the
-// receipt as executed, with its row count, and runs nothing again.
+// TestCrashAfterCommit: the statement commits in its one round trip, then
+// the logbook goes away before the execution entry. The agent is told it
+// executed (it did); the request stays running, and a restarted gateway's
+// void receipt under the marque id meets the receipt's key: it reconciles
+// the request as executed, with the receipt's row count, and runs nothing
+// again.
 func TestCrashAfterCommit(t *testing.T) {
 	t.Parallel()
 	f := newCrashFixture(t)
@@ -503,8 +510,8 @@ func TestCrashAfterCommit(t *testing.T) {
 	done := f.submitAsync(crashSQL)
 	committingBackend(t, admin)
 	id := f.lastRequest(t)
-	if decisionTxID(t, f, id) == "" {
-		t.Fatal("the decision does not record the transaction id")
+	if decisionMarque(t, f, id) == "" {
+		t.Fatal("the decision does not record the marque id")
 	}
 	f.sys.StopLogbook(t)
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
@@ -548,10 +555,10 @@ func TestCrashAfterCommit(t *testing.T) {
 }
 
 // TestCrashDuringCommit: the process dies while COMMIT is in flight (its
-// backend is terminated). The decision recorded the transaction id; the
-// Pilot cannot know whether COMMIT took, so the request stays running.
-// The transaction aborted: a restarted gateway finds no receipt, asks the
-// target about the transaction id, and refers.
+// backend is terminated). The Pilot cannot know whether COMMIT took, so
+// the request stays running. The transaction aborted: a restarted
+// gateway's void receipt under the marque id the decision recorded
+// succeeds, and it refers.
 func TestCrashDuringCommit(t *testing.T) {
 	t.Parallel()
 	f := newCrashFixture(t)
@@ -577,9 +584,9 @@ func TestCrashDuringCommit(t *testing.T) {
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
 		t.Fatal("a transaction killed at COMMIT changed the target")
 	}
-	var txid string
-	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, "SELECT txid FROM requests WHERE id = ?", id).Scan(&txid); err != nil || txid == "" {
-		t.Fatalf("the transaction id was not recorded before COMMIT: %q %v", txid, err)
+	var marqueID string
+	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, "SELECT marque_id FROM requests WHERE id = ?", id).Scan(&marqueID); err != nil || marqueID == "" {
+		t.Fatalf("the marque id was not recorded before COMMIT: %q %v", marqueID, err)
 	}
 
 	f.restart(t)
@@ -658,10 +665,10 @@ func TestReferralsDoNotStarveThePool(t *testing.T) {
 
 // TestUnknownCommitReconciledWhileRunning: COMMIT's outcome is unknown
 // (the backend died during it) while the node and its logbook stay up.
-// The request is left running; the node's periodic reconciliation finds
-// no receipt, asks the target about the transaction id the decision
-// recorded (aborted), and refers it, without a restart and without
-// running anything.
+// The request is left running; the node's periodic reconciliation burns
+// the marque with a void receipt (the transaction aborted, so the insert
+// succeeds) and refers it, without a restart and without running
+// anything.
 func TestUnknownCommitReconciledWhileRunning(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *gatewaytest.Options) {

@@ -113,10 +113,14 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	if req.Detail != "" {
 		payload["detail"] = req.Detail
 	}
+	if req.MarqueID != "" {
+		// The id the marque will carry: a restart settles the request by
+		// it (its receipt, or a void receipt under it).
+		payload["marque_id"] = req.MarqueID
+	}
 	if req.TxID != "" {
-		// The target transaction the marque will run in, open already,
-		// and the id the marque will carry.
-		payload["txid"], payload["marque_id"] = req.TxID, req.MarqueID
+		// The surveyed path's target transaction, open already.
+		payload["txid"] = req.TxID
 	}
 	agentOutcome := req.Outcome
 	if agentOutcome == "run" {
@@ -447,15 +451,26 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 				continue
 			}
 		}
+		payload := map[string]any{"request_id": v.ID, "marque_id": v.MarqueID, "txid": txid, "reconciled": true}
 		found, rows := false, int64(0)
-		if v.MarqueID != "" {
+		switch {
+		case v.MarqueID != "" && txid == "":
+			// One round trip, no transaction id recorded ahead: a void
+			// receipt under the marque id settles it exactly (it waits for
+			// a transaction still holding the key; a conflict means it
+			// committed, a success burns the marque).
+			if found, rows, err = p.VoidReceipt(ctx, v.MarqueID, v.ID, v.Principal); err != nil {
+				return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+			}
+			payload["voided"] = !found
+		case v.MarqueID != "":
 			if found, rows, err = p.Receipt(ctx, v.MarqueID); err != nil {
 				return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
 			}
 		}
-		payload := map[string]any{"request_id": v.ID, "marque_id": v.MarqueID, "txid": txid, "reconciled": true}
 		switch {
 		case found:
+
 			req.Outcome, req.Status, req.RowsAffected = OutcomeExecuted, StatusExecuted, rows
 			payload["outcome"], payload["rows_affected"] = string(pilot.Executed), rows
 		default:

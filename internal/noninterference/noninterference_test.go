@@ -335,6 +335,31 @@ func (r *round) guard(t *testing.T, sql string) *pilot.Guarded {
 	return g
 }
 
+// template is the text side k's Pilot runs for sql on its one-round-trip
+// path (a template whose constants are bound as parameters), "" when it
+// takes the literal path.
+func (r *round) template(t *testing.T, k int, sql string) string {
+	t.Helper()
+	p := r.sides[k].sys.Pilot
+	d, err := bound.Parse(r.w.dlg, "noninterference.yaml")
+	if err != nil {
+		return ""
+	}
+	b, rep := bound.Compile(d, p.Catalog(), bound.Options{})
+	if !rep.Signable {
+		return ""
+	}
+	canon, err := b.Canonical()
+	if err != nil {
+		return ""
+	}
+	text, _, ok := p.TemplateOf(sqlcheck.Analyze(sql, p.Catalog(), sqlcheck.Limits{}).Canonical, canon)
+	if !ok {
+		return ""
+	}
+	return text
+}
+
 // physicalOrder compares the order in which a scan meets the region's rows
 // on each side (by ctid): the rows are the same, but where a write puts
 // their new versions depends on the pages the rows outside the bound

@@ -41,6 +41,9 @@ type Guarded struct {
 	// Views are the fence views the statement reads through, which must
 	// exist in the target before it runs (Pilot.ensureViews).
 	Views []FenceView
+	// FoldedSQL is a write folded into one statement with its row count,
+	// max_rows and receipt (WithFold; fold.go).
+	FoldedSQL string
 }
 
 func (g *Guarded) addView(v FenceView) {
@@ -256,6 +259,11 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 	}
 	g.SQL = sql
+	if o.fold && g.Kind != sqlcheck.OpSelect {
+		if g.FoldedSQL, err = foldWrite(stmt, g, o.params); err != nil {
+			return nil, fmt.Errorf("%w: fold: %v", ErrGuard, err)
+		}
+	}
 	if !o.evidence {
 		return g, nil
 	}
@@ -392,6 +400,14 @@ type GuardOption func(*guardOptions)
 type guardOptions struct {
 	evidence bool
 	cache    *ExprCache
+	fold     bool
+	params   int
+}
+
+// WithFold also builds FoldedSQL for a write whose statement binds params
+// parameters ($1..$params): the receipt's parameters follow them.
+func WithFold(params int) GuardOption {
+	return func(o *guardOptions) { o.fold, o.params = true, params }
 }
 
 // WithEvidence also builds the rehearsal's image queries (ImageSQL,

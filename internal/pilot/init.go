@@ -9,7 +9,9 @@ import (
 
 // InitSQL creates Harbormaster's schema in a target: the receipts table
 // (whose primary key makes each marque single-use, across any number of
-// Pilots) and the guard function. The planner cannot fold a volatile
+// Pilots; a void receipt burns a marque that never ran, for
+// reconciliation) and the guard functions: fence_violation, and max_rows,
+// which a folded write's receipt calls with its exact row count. The planner cannot fold a volatile
 // function call away, so a guard arm that is never taken never raises.
 // The Pilot creates its fence views in the same schema as statements need
 // them (views.go); harbormaster.drop_fence_views() drops them all, for a
@@ -30,7 +32,19 @@ CREATE TABLE IF NOT EXISTS harbormaster.receipts (
     txid             xid8 NOT NULL DEFAULT pg_current_xact_id(),
     executed_at      timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE harbormaster.receipts ADD COLUMN IF NOT EXISTS void boolean NOT NULL DEFAULT false;
 REVOKE ALL ON harbormaster.receipts FROM PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.max_rows(n bigint, cap bigint) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    AS $$ BEGIN
+        IF n > cap THEN
+            RAISE EXCEPTION 'harbormaster guard: max_rows violated' USING ERRCODE = 'HM002',
+                DETAIL = format('it would affect %s rows; max_rows is %s', n, cap);
+        END IF;
+        RETURN n;
+    END $$;
+REVOKE ALL ON FUNCTION harbormaster.max_rows(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.max_rows(bigint, bigint) TO PUBLIC;
 CREATE OR REPLACE FUNCTION harbormaster.fence_violation(reason text) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     AS $$ BEGIN RAISE EXCEPTION 'harbormaster guard: % violated', reason USING ERRCODE = 'HM001'; END $$;

@@ -24,8 +24,12 @@ import (
 	"harbormaster/internal/sqlcheck"
 )
 
-// ViolationSQLState is raised by harbormaster.fence_violation.
-const ViolationSQLState = "HM001"
+// ViolationSQLState is raised by harbormaster.fence_violation, and
+// MaxRowsSQLState by harbormaster.max_rows.
+const (
+	ViolationSQLState = "HM001"
+	MaxRowsSQLState   = "HM002"
+)
 
 // Config configures one Pilot for one target.
 type Config struct {
@@ -106,6 +110,7 @@ type Pilot struct {
 
 	bounds memo.Map[[32]byte, *parsedBound] // by the SHA-256 of the canonical bytes
 	guards memo.Map[guardKey, *Guarded]     // statements this Pilot checked and guarded
+	shapes shapeState                       // remembered shapes and their templates (shapes.go)
 
 	pins []any // the pinned settings' values
 
@@ -162,13 +167,16 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	// Only the extended protocol: one statement per Parse, no simple-query
 	// batches, even if a text ever slipped past the checker.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	pc.AfterConnect = prepareFixed
+	pins := pinArgs(cfg)
+	pc.AfterConnect = afterConnect(pins)
+	p := &Pilot{cfg: cfg, verifier: verifier, signers: signers, pins: pins,
+		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo}}
+	p.initShapes(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
 	}
-	p := &Pilot{cfg: cfg, pool: pool, verifier: verifier, signers: signers, pins: pinArgs(cfg),
-		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo}}
+	p.pool = pool
 	if err := p.RefreshCatalog(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -250,8 +258,10 @@ type Result struct {
 	Truncated    bool             `json:"truncated"`
 	TxID         string           `json:"txid,omitempty"`
 	MarqueID     string           `json:"marque_id,omitempty"`
-	// ExecutedSQL is the guarded text that ran.
-	ExecutedSQL string `json:"executed_sql,omitempty"`
+	// ExecutedSQL is the guarded text that ran: with ExecutedArgs, a
+	// template and the values bound to its $1..$n.
+	ExecutedSQL  string `json:"executed_sql,omitempty"`
+	ExecutedArgs []any  `json:"executed_args,omitempty"`
 	// Before and After are a rehearsal's row images (bounded).
 	Before []map[string]any `json:"before,omitempty"`
 	After  []map[string]any `json:"after,omitempty"`
@@ -296,9 +306,10 @@ func refused(code, format string, args ...any) *Result {
 	return &Result{Outcome: Refused, Code: code, Reasons: []string{fmt.Sprintf(format, args...)}}
 }
 
-// authorize verifies everything a marque rests on and returns the guarded
-// statement. Any failure is a refusal.
-func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
+// authorize verifies everything a marque rests on: the marque, the
+// grantor's signature over the bound, the bound in force for the
+// principal. Any failure is a refusal.
+func (p *Pilot) authorize(req Request) (*marque.Claims, *parsedBound, *Result) {
 	now := p.cfg.Clock()
 	claims, err := p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
 	if err != nil {
@@ -311,11 +322,7 @@ func (p *Pilot) authorize(req Request) (*marque.Claims, *Guarded, *Result) {
 	if res != nil {
 		return nil, nil, res
 	}
-	g, res := p.guard(req.SQL, pb, claims.Path, req.ExpectBefore != "")
-	if res != nil {
-		return nil, nil, res
-	}
-	return &claims, g, nil
+	return &claims, pb, nil
 }
 
 // verifyBound checks the signed bound bytes against the marque's auth block
@@ -411,17 +418,8 @@ func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (
 		return g, nil
 	}
 	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
-	d := sqlcheck.Check(a, pb.rules)
-	switch {
-	case d.Outcome == sqlcheck.Conforms:
-	case d.Outcome == sqlcheck.Survey && path == marque.PathSurveyed:
-	default:
-		r := refused(RefusedCheck, "the Pilot's own static check says %s", d.Outcome)
-		for _, why := range d.Reasons {
-			if why.Code != sqlcheck.CodeCovered {
-				r.Reasons = append(r.Reasons, why.String())
-			}
-		}
+	d, r := p.check(a, pb, path)
+	if r != nil {
 		return nil, r
 	}
 	opts := []GuardOption{WithExprCache(&p.exprs)}
@@ -436,11 +434,50 @@ func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (
 	return g, nil
 }
 
+// check is the Pilot's own static check of a against the bound: the
+// compiled path needs conforms; the surveyed path may also be survey.
+func (p *Pilot) check(a *sqlcheck.Analysis, pb *parsedBound, path string) (sqlcheck.Decision, *Result) {
+	d := sqlcheck.Check(a, pb.rules)
+	switch {
+	case d.Outcome == sqlcheck.Conforms:
+	case d.Outcome == sqlcheck.Survey && path == marque.PathSurveyed:
+	default:
+		r := refused(RefusedCheck, "the Pilot's own static check says %s", d.Outcome)
+		for _, why := range d.Reasons {
+			if why.Code != sqlcheck.CodeCovered {
+				r.Reasons = append(r.Reasons, why.String())
+			}
+		}
+		return d, r
+	}
+	return d, nil
+}
+
 // Execute verifies and runs one marque's statement in one transaction with
 // guards, writing the receipt that makes it single-use. Infrastructure
-// failures are errors; every other failure is a Refused result.
+// failures are errors; every other failure is a Refused result. A
+// compiled statement in a transaction of its own runs through its shape's
+// template in one round trip (shapes.go); everything else takes the
+// literal path.
 func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
-	claims, g, res := p.authorize(req)
+	claims, pb, res := p.authorize(req)
+	if res != nil {
+		return res, nil
+	}
+	if req.Txn == nil && req.BeforeCommit == nil && req.ExpectBefore == "" && req.ExpectRows == nil {
+		t, s, res := p.shaped(req.SQL, pb, claims.Path)
+		if res != nil {
+			return res, nil
+		}
+		if t != nil && !t.broken.Load() {
+			if res, ok, err := p.runShaped(ctx, claims, t, s); ok {
+				p.shapes.templated.Add(1)
+				return res, err
+			}
+		}
+	}
+	p.shapes.literal.Add(1)
+	g, res := p.guard(req.SQL, pb, claims.Path, req.ExpectBefore != "")
 	if res != nil {
 		return res, nil
 	}
@@ -696,6 +733,8 @@ func statementRefusal(err error) (*Result, error) {
 		r = refused(RefusedCheckRow, MessageCheckRow)
 	case pgErr.Code == ViolationSQLState:
 		r = refused(RefusedFence, MessageFence)
+	case pgErr.Code == MaxRowsSQLState:
+		r = refused(RefusedMaxRows, MessageMaxRows)
 	case pgErr.Code == "57014" || pgErr.Code == "55P03":
 		// query_canceled (statement_timeout) and lock_not_available
 		// (lock_timeout).
@@ -833,11 +872,13 @@ func jsonValue(v any) any {
 }
 
 // Receipt reports whether a marque's receipt exists in the target, and the
-// rows it affected: the proof that it committed.
+// rows it affected: the proof that it committed. A void receipt
+// (VoidReceipt) proves the opposite: it never ran.
 func (p *Pilot) Receipt(ctx context.Context, marqueID string) (bool, int64, error) {
 	var rows *int64
-	err := p.pool.QueryRow(ctx, `SELECT rows_affected FROM harbormaster.receipts WHERE marque_id = $1`, marqueID).Scan(&rows)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var void bool
+	err := p.pool.QueryRow(ctx, `SELECT rows_affected, void FROM harbormaster.receipts WHERE marque_id = $1`, marqueID).Scan(&rows, &void)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && void {
 		return false, 0, nil
 	}
 	if err != nil {

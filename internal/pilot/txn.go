@@ -77,8 +77,11 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 const (
 	stmtPin       = "harbormaster_pin"
 	stmtPinID     = "harbormaster_pin_id"
+	stmtPinRead   = "harbormaster_pin_read"
 	stmtReceipt   = "harbormaster_receipt"
 	stmtReceiptN  = "harbormaster_receipt_rows"
+	stmtVoid      = "harbormaster_void"
+	stmtSession   = "harbormaster_session"
 	pinSelectBody = `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
 		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`
 )
@@ -86,20 +89,38 @@ const (
 var fixedStatements = []struct{ name, sql string }{
 	{stmtPin, pinSelectBody},
 	{stmtPinID, pinSelectBody + `, pg_current_xact_id()::text`},
+	// A read on the one-round-trip path: its receipt is written first, then
+	// the transaction turns read-only for the agent's statement.
+	{stmtPinRead, pinSelectBody + `, set_config('transaction_read_only', 'on', true)`},
 	{stmtReceipt, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
 		VALUES ($1, $2, $3, $4, $5, $6)`},
 	{stmtReceiptN, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`},
+	// Reconciliation burns a marque that never committed (VoidReceipt).
+	{stmtVoid, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path, void)
+		VALUES ($1, $2, $3, $4, '', 'void', true)`},
+	// The same settings for the session, so a template is prepared (and
+	// its names resolved) under them, and an implicit transaction is READ
+	// COMMITTED whatever the server's default.
+	{stmtSession, `SELECT set_config('search_path', $1, false), set_config('statement_timeout', $2, false),
+		set_config('lock_timeout', $3, false), set_config('standard_conforming_strings', 'on', false),
+		set_config('default_transaction_isolation', 'read committed', false)`},
 }
 
-// prepareFixed prepares the fixed statements on a new connection. A target
-// without Harbormaster's schema fails here, before any marque.
-func prepareFixed(ctx context.Context, conn *pgx.Conn) error {
-	for _, s := range fixedStatements {
-		if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
-			return fmt.Errorf("pilot: prepare %s (has `harbormaster target init` run on this target?): %w", s.name, err)
+// afterConnect prepares the fixed statements on a new connection and pins
+// the session's settings. A target without Harbormaster's schema (or with
+// that of an older release) fails here, before any marque.
+func afterConnect(pins []any) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		for _, s := range fixedStatements {
+			if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
+				return fmt.Errorf("pilot: prepare %s (has `harbormaster target init` run on this target, with this release?): %w", s.name, err)
+			}
 		}
+		if _, err := conn.Exec(ctx, stmtSession, pins...); err != nil {
+			return fmt.Errorf("pilot: session settings: %w", err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // pinSQL names the prepared select of the pinned settings (set_config(...,

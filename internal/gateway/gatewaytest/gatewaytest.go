@@ -463,7 +463,7 @@ func Receipts(t testing.TB, dsn string) int {
 	}
 	defer conn.Close(ctx)
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM harbormaster.receipts").Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM harbormaster.receipts WHERE NOT void").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -1,0 +1,345 @@
+package pilot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"harbormaster/internal/marque"
+	"harbormaster/internal/memo"
+	"harbormaster/internal/sqlcheck"
+)
+
+// Remembered shapes and one round trip (DESIGN.md section 6, "Shapes and
+// templates"). A compiled statement's shape is checked against the bound
+// and turned into a guarded template once; the template is prepared once
+// per connection, with the statement's constants as parameters each of
+// its literal's own type, and a later statement of the same shape binds
+// its own constants, read from the canonical text the marque names, never
+// from anything the agent sent. A write runs folded (fold.go): the
+// guarded statement, its exact count against max_rows and the check in
+// one statement, after its receipt's insert; a read writes its receipt,
+// turns read-only and runs, in the same pipeline. Either way the statement and COMMIT are
+// one round trip: the messages run in one implicit transaction that the
+// closing Sync commits.
+//
+// What has no template takes the literal path (run): a statement without
+// an exact shape, a shape whose template does not rebuild its canonical
+// text, a write under a configured Role (the receipt is not the role's to
+// write), a template the target will not prepare, the surveyed path, and
+// rehearsals.
+
+// templateKey is everything a template depends on: the catalog (and with
+// it the search path), the shape with its baked constants, the bound's
+// bytes and the path.
+type templateKey struct {
+	cat   *sqlcheck.Catalog
+	shape [32]byte
+	bound [32]byte
+	path  string
+}
+
+// shapeKey names a shape in a catalog.
+type shapeKey struct {
+	cat   *sqlcheck.Catalog
+	shape [32]byte
+}
+
+// template is one shape's guarded template against one bound.
+type template struct {
+	tpl *sqlcheck.Template
+	g   *Guarded
+	// text is what is prepared: the folded write, or the guarded read.
+	text string
+	name string
+	// broken is set when the target would not prepare the text: the
+	// shape's statements take the literal path from then on.
+	broken atomic.Bool
+}
+
+// maxPreparedPerConn bounds the templates prepared on one connection;
+// past it they are deallocated and prepared again as used.
+const maxPreparedPerConn = 256
+
+// connPrepared is what one connection has prepared. A pooled connection
+// is used by one goroutine at a time, so it needs no lock of its own.
+type connPrepared struct{ names map[string]bool }
+
+type shapeState struct {
+	baked     memo.Map[shapeKey, []int]
+	templates memo.Map[templateKey, *template]
+	prepared  sync.Map // *pgx.Conn -> *connPrepared
+
+	templated, literal atomic.Int64
+}
+
+// Stats counts the marques this Pilot ran through a template in one
+// round trip, and on the literal path.
+type Stats struct {
+	Templated int64 `json:"templated"`
+	Literal   int64 `json:"literal"`
+}
+
+// Stats returns the counts so far.
+func (p *Pilot) Stats() Stats {
+	return Stats{Templated: p.shapes.templated.Load(), Literal: p.shapes.literal.Load()}
+}
+
+// initShapes sets up the memos and forgets a connection's prepared
+// templates when the pool closes it.
+func (p *Pilot) initShapes(pc *pgxpool.Config) {
+	p.shapes.baked = memo.Map[shapeKey, []int]{Max: maxMemo}
+	p.shapes.templates = memo.Map[templateKey, *template]{Max: maxMemo}
+	prev := pc.BeforeClose
+	pc.BeforeClose = func(c *pgx.Conn) {
+		p.shapes.prepared.Delete(c)
+		if prev != nil {
+			prev(c)
+		}
+	}
+}
+
+// shaped returns the template for a compiled statement against pb, built
+// on the first statement of its shape; nil when it has none. A statement
+// the Pilot's own check refuses is a Result.
+func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sqlcheck.Shape, *Result) {
+	if path != marque.PathCompiled {
+		return nil, nil, nil
+	}
+	s, ok := sqlcheck.ShapeOf(sql, sqlcheck.Limits{})
+	if !ok {
+		return nil, nil, nil
+	}
+	cat := p.Catalog()
+	sk := shapeKey{cat: cat, shape: sha256.Sum256([]byte(s.Key()))}
+	if baked, ok := p.shapes.baked.Get(sk); ok {
+		tk := templateKey{cat: cat, shape: sha256.Sum256([]byte(sqlcheck.BakedKey(s, baked))), bound: pb.sum, path: path}
+		if t, ok := p.shapes.templates.Get(tk); ok {
+			return t, s, nil
+		}
+	}
+	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
+	d, res := p.check(a, pb, path)
+	if res != nil {
+		return nil, nil, res
+	}
+	if len(a.Reasons) > 0 || a.Facts == nil || a.Facts.Kind != sqlcheck.OpSelect && p.cfg.Role != "" {
+		return nil, nil, nil
+	}
+	tpl, err := sqlcheck.NewTemplate(a, s)
+	if err != nil {
+		return nil, nil, nil
+	}
+	tpl.Parameterize()
+	opts := []GuardOption{WithExprCache(&p.exprs)}
+	if a.Facts.Kind != sqlcheck.OpSelect {
+		opts = append(opts, WithFold(tpl.NumParams()))
+	}
+	g, err := BuildGuards(a, d, pb.b, cat, opts...)
+	if err != nil {
+		return nil, nil, refused(RefusedCheck, "%v", err)
+	}
+	t := &template{tpl: tpl, g: g, text: g.SQL}
+	if g.Kind != sqlcheck.OpSelect {
+		t.text = g.FoldedSQL
+	}
+	sum := sha256.Sum256([]byte(t.text))
+	t.name = "harbormaster_t_" + hex.EncodeToString(sum[:16])
+	p.shapes.baked.Put(sk, tpl.Baked())
+	p.shapes.templates.Put(templateKey{cat: cat, shape: sha256.Sum256([]byte(sqlcheck.BakedKey(s, tpl.Baked()))), bound: pb.sum, path: path}, t)
+	return t, s, nil
+}
+
+// prepare makes sure conn has t prepared. A refusal by the target marks
+// the template broken (err is then a *pgconn.PgError).
+func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template) error {
+	c := conn.Conn()
+	v, _ := p.shapes.prepared.LoadOrStore(c, &connPrepared{names: map[string]bool{}})
+	cp := v.(*connPrepared)
+	if cp.names[t.name] {
+		return nil
+	}
+	if len(cp.names) >= maxPreparedPerConn {
+		for name := range cp.names {
+			if err := c.Deallocate(ctx, name); err != nil {
+				return fmt.Errorf("pilot: deallocate: %w", err)
+			}
+		}
+		clear(cp.names)
+	}
+	if _, err := c.Prepare(ctx, t.name, t.text); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			t.broken.Store(true)
+			p.cfg.Logger.Warn("a template the target will not prepare takes the literal path",
+				"template", t.name, "sqlstate", pgErr.Code, "err", pgErr.Message)
+		}
+		return err
+	}
+	cp.names[t.name] = true
+	return nil
+}
+
+// runShaped runs a compiled statement through its template in one round
+// trip. ok is false when the template cannot run here (the target would
+// not prepare it): nothing ran, and the caller takes the literal path.
+func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *template, s *sqlcheck.Shape) (res *Result, ok bool, err error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, true, fmt.Errorf("pilot: acquire: %w", err)
+	}
+	// A connection left busy or inside a transaction is destroyed, not
+	// reused (pgxpool checks on release).
+	defer conn.Release()
+	g := t.g
+	if err := p.ensureViews(ctx, g.Views); err != nil {
+		return nil, true, err
+	}
+	if err := p.prepare(ctx, conn, t); err != nil {
+		if t.broken.Load() {
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	args := t.tpl.Args(s)
+	receipt := []any{claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path}
+	b := &pgx.Batch{}
+	read := g.Kind == sqlcheck.OpSelect
+	if read {
+		b.Queue(stmtReceipt, receipt...)
+		b.Queue(stmtPinRead, p.pins...)
+		if p.cfg.Role != "" {
+			b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
+		}
+		b.Queue(t.name, args...)
+	} else {
+		b.Queue(stmtReceipt, receipt...)
+		b.Queue(stmtPin, p.pins...)
+		b.Queue(t.name, append(args, claims.ID)...)
+	}
+	// The statement and its COMMIT are one exchange: its outcome must not
+	// hang on the caller's context (a cancelled exchange is one whose
+	// outcome nobody knows); the target's statement_timeout bounds it, and
+	// this deadline a target that stops answering.
+	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.StatementTimeout+p.cfg.LockTimeout+5*time.Second)
+	defer cancel()
+	res = &Result{Outcome: Executed, ExecutedSQL: t.text, ExecutedArgs: args, MarqueID: claims.ID}
+	br := conn.SendBatch(xctx, b)
+	var out stmtResult
+	for i := 0; i < b.Len()-1 && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			out, err = p.foldedResult(rows, g, read)
+		}
+	}
+	cerr := br.Close()
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || fatal(pgErr) {
+			// Sync was sent: the transaction may have committed. Only the
+			// receipt can tell (reconciliation).
+			return nil, true, fmt.Errorf("pilot: execute: %w: %w", ErrCommitUnknown, err)
+		}
+		// The target refused: the implicit transaction rolled back whole.
+		if isReceiptConflict(pgErr) {
+			return refused(RefusedReplay, "marque %s was already executed", claims.ID), true, nil
+		}
+		p.forgetViews(err)
+		res, err := statementRefusal(err)
+		return res, true, err
+	}
+	res.RowsAffected = out.n
+	if g.Returning || read {
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
+	}
+	return res, true, nil
+}
+
+// foldedResult reads a template's rows: a read's or a RETURNING write's
+// as the literal path does; a folded write without RETURNING returns one
+// row, its count.
+func (p *Pilot) foldedResult(rows pgx.Rows, g *Guarded, read bool) (stmtResult, error) {
+	if read || g.Returning {
+		return p.statement(rows, g, false)
+	}
+	defer rows.Close()
+	var out stmtResult
+	if !rows.Next() {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return out, err
+		}
+		return out, errors.New("pilot: the folded write returned no count")
+	}
+	if err := rows.Scan(&out.n); err != nil {
+		return out, err
+	}
+	rows.Close()
+	return out, rows.Err()
+}
+
+// isReceiptConflict is a unique violation of the receipts' primary key:
+// the marque was executed (or voided) before. A unique violation of the
+// agent's own table is the target's refusal, not a replay.
+func isReceiptConflict(e *pgconn.PgError) bool {
+	return e.Code == "23505" && e.SchemaName == "harbormaster" && e.TableName == "receipts"
+}
+
+// VoidReceipt settles a marque whose outcome nobody recorded (DESIGN.md
+// section 6): it inserts a void receipt under the marque's id. The insert
+// waits for any transaction still holding that key; a unique violation
+// means the statement committed (executed is true, with its rows), and a
+// success burns the marque, so it can never run. Either answer is final.
+func (p *Pilot) VoidReceipt(ctx context.Context, marqueID, requestID, principal string) (executed bool, rows int64, err error) {
+	_, err = p.pool.Exec(ctx, stmtVoid, marqueID, requestID, principal, p.cfg.Target)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return false, 0, nil
+	case errors.As(err, &pgErr) && isReceiptConflict(pgErr):
+		found, n, err := p.Receipt(ctx, marqueID)
+		if err != nil {
+			return false, 0, err
+		}
+		if !found {
+			// Voided before: it never ran.
+			return false, 0, nil
+		}
+		return true, n, nil
+	default:
+		return false, 0, fmt.Errorf("pilot: void receipt: %w", err)
+	}
+}
+
+// TemplateOf is what this Pilot runs for a compiled statement (its
+// canonical text) under a bound (its canonical bytes) on the
+// one-round-trip path: the template's text and the values bound to the
+// statement's own parameters. ok is false when the statement would take
+// the literal path. It verifies no signature and runs nothing: it is for
+// explaining, never for authority.
+func (p *Pilot) TemplateOf(sql string, canonicalBound []byte) (text string, args []any, ok bool) {
+	pb, err := p.parseBound(canonicalBound, sha256.Sum256(canonicalBound))
+	if err != nil {
+		return "", nil, false
+	}
+	t, s, res := p.shaped(sql, pb, marque.PathCompiled)
+	if res != nil || t == nil || t.broken.Load() {
+		return "", nil, false
+	}
+	return t.text, t.tpl.Args(s), true
+}

@@ -1,0 +1,293 @@
+package pilot_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"harbormaster/internal/marque"
+	"harbormaster/internal/pilot"
+)
+
+// marqueID is the id of the marque a fixture request carries.
+func (f *fixture) marqueID(t *testing.T, req pilot.Request) string {
+	t.Helper()
+	c, err := f.pilotVerifier.Verify(req.Marque, marque.Expect{Target: "shop", StatementHash: marque.StatementHash(req.SQL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+func (f *fixture) receiptRows(t *testing.T, id string) (bool, int64) {
+	t.Helper()
+	found, n, err := f.pilot.Receipt(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found, n
+}
+
+// TestTemplatedWrites: compiled writes with a new literal each time run
+// through one template in one round trip, bind exactly their own
+// constants, and leave a receipt with their count.
+func TestTemplatedWrites(t *testing.T) {
+	f := newFixture(t)
+	before := f.pilot.Stats()
+	for id := 11; id <= 15; id++ {
+		req := f.request(t, "unstick-orders.yaml", fmt.Sprintf("UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = %d", id))
+		res, err := f.pilot.Execute(t.Context(), req)
+		if err != nil || res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+			t.Fatalf("id %d: %+v %v", id, res, err)
+		}
+		if want := []any{"retrying", fmt.Sprint(id)}; !reflect.DeepEqual(res.ExecutedArgs, want) {
+			t.Fatalf("id %d: bound %v, want %v", id, res.ExecutedArgs, want)
+		}
+		if !strings.Contains(res.ExecutedSQL, "$2::int") || strings.Contains(res.ExecutedSQL, fmt.Sprintf("= %d", id)) {
+			t.Fatalf("id %d: ran %s", id, res.ExecutedSQL)
+		}
+		if found, n := f.receiptRows(t, f.marqueID(t, req)); !found || n != 1 {
+			t.Fatalf("id %d: receipt %v %d", id, found, n)
+		}
+	}
+	after := f.pilot.Stats()
+	if after.Templated-before.Templated != 5 || after.Literal != before.Literal {
+		t.Fatalf("stats %+v -> %+v: every write should have run through its template", before, after)
+	}
+}
+
+// TestTemplatedRefusals: a guard, the check and max_rows raise inside the
+// one statement; everything rolls back and no receipt is left.
+func TestTemplatedRefusals(t *testing.T) {
+	f := newFixture(t)
+	before, receipts := f.snapshot(t, "orders"), f.receipts(t)
+	stats := f.pilot.Stats()
+	for _, c := range []struct{ sql, code, detail string }{
+		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", pilot.RefusedMaxRows, "it would affect 30 rows; max_rows is 20"},
+		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 12 AND 39", pilot.RefusedMaxRows, "it would affect 28 rows; max_rows is 20"},
+		{"UPDATE orders SET status = 'failed' WHERE id = 45", pilot.RefusedFence, "SQLSTATE HM001"},
+		{"UPDATE orders SET status = 'shipped' WHERE id = 5", pilot.RefusedCheckRow, "SQLSTATE HM001"},
+		{"UPDATE orders SET status = 'failed' WHERE id = 46 OR id = 6", pilot.RefusedFence, "SQLSTATE HM001"},
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", c.sql))
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != c.code || !strings.Contains(res.Detail, c.detail) {
+			t.Fatalf("%s: %s %s %q", c.sql, res.Outcome, res.Code, res.Detail)
+		}
+	}
+	if f.snapshot(t, "orders") != before || f.receipts(t) != receipts {
+		t.Fatal("a refused statement changed the table or left a receipt")
+	}
+	if got := f.pilot.Stats(); got.Templated-stats.Templated != 5 {
+		t.Fatalf("stats %+v -> %+v", stats, got)
+	}
+}
+
+// TestTemplateUniqueViolationIsNotAReplay: the agent's own duplicate key
+// is the target's refusal; only the receipts' key means a replay.
+func TestTemplateUniqueViolationIsNotAReplay(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "insert-orders.yaml", []byte(`sentence: Record new orders.
+grantee: agent:demo
+target: shop
+expires: 2099-01-01T00:00:00Z
+allow:
+  - op: insert
+    table: public.orders
+    columns: [id, customer_id, status, total_cents, created_at]
+    max_rows: 1
+`))
+	ins := func(id int) *pilot.Result {
+		t.Helper()
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "insert-orders.yaml",
+			fmt.Sprintf("INSERT INTO orders (id, customer_id, status, total_cents, created_at) VALUES (%d, 1, 'pending', 100, now())", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := ins(90001); res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+		t.Fatalf("first insert: %+v", res)
+	}
+	if res := ins(90001); res.Outcome != pilot.Refused || res.Code != pilot.RefusedDatabase || !strings.Contains(res.Detail, "orders_pkey") {
+		t.Fatalf("duplicate id: %s %s %s", res.Outcome, res.Code, res.Detail)
+	}
+	if f.pilot.Stats().Literal != 0 {
+		t.Fatalf("stats %+v", f.pilot.Stats())
+	}
+}
+
+// TestTemplatedReadsMatchTheLiteralStatement: a read through its template
+// returns exactly what the canonical statement returns run as literal
+// text: the same columns, names and values.
+func TestTemplatedReadsMatchTheLiteralStatement(t *testing.T) {
+	f := newFixture(t)
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		"SELECT id, status FROM orders WHERE status = 'pending' AND created_at < now() - interval '1 day' AND id > 3 ORDER BY id LIMIT 5",
+		"SELECT id FROM orders WHERE id IN (1, 2, 3) ORDER BY 1",
+		"SELECT id, customer_id * 2.5 AS x FROM orders WHERE customer_id > 1 ORDER BY id LIMIT 3",
+		"SELECT status, count(*) FROM orders WHERE id < 50 GROUP BY status ORDER BY 1",
+		"SELECT id, 'x' AS tag, 5 AS n, 7, true AS b, 3000000000 AS big, -2 AS neg FROM orders WHERE id = 3",
+		"SELECT coalesce(status, 'none') || '!' FROM orders WHERE id = -(-3)",
+		"SELECT id FROM orders WHERE created_at > now() - interval '30' day AND id < 0x10 ORDER BY id",
+		"SELECT id FROM orders WHERE status LIKE 'pend%' AND id BETWEEN 1 AND 9 ORDER BY id OFFSET 1",
+	} {
+		req := f.request(t, "unstick-orders.yaml", sql)
+		before := f.pilot.Stats()
+		res, err := f.pilot.Execute(t.Context(), req)
+		if err != nil || res.Outcome != pilot.Executed {
+			t.Fatalf("%s: %+v %v", sql, res, err)
+		}
+		if got := f.pilot.Stats(); got.Templated != before.Templated+1 {
+			t.Fatalf("%s: not through its template (%+v)", sql, got)
+		}
+		rows, err := conn.Query(t.Context(), req.SQL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cols []string
+		for _, fd := range rows.FieldDescriptions() {
+			cols = append(cols, fd.Name)
+		}
+		var want []string
+		for rows.Next() {
+			vals, _ := rows.Values()
+			want = append(want, fmt.Sprint(vals))
+		}
+		rows.Close()
+		var got []string
+		for _, r := range res.Rows {
+			vals := make([]any, len(res.Columns))
+			for i, c := range res.Columns {
+				vals[i] = r[c]
+			}
+			got = append(got, fmt.Sprint(vals))
+		}
+		if !reflect.DeepEqual(cols, res.Columns) {
+			t.Fatalf("%s: columns %v, literal %v", sql, res.Columns, cols)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") && !strings.Contains(sql, "2.5") {
+			t.Fatalf("%s: rows\n%s\nliteral\n%s", sql, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows, literal %d", sql, len(got), len(want))
+		}
+	}
+}
+
+// TestTemplateTheTargetRefusesTakesTheLiteralPath: a shape whose template
+// the target will not prepare (the HAVING repeats a GROUP BY expression
+// whose constant becomes another parameter) runs as literal text, now and
+// from then on.
+func TestTemplateTheTargetRefusesTakesTheLiteralPath(t *testing.T) {
+	f := newFixture(t)
+	for i, sql := range []string{
+		"SELECT count(*) FROM orders GROUP BY customer_id + 1 HAVING customer_id + 1 > 2",
+		"SELECT count(*) FROM orders GROUP BY customer_id + 2 HAVING customer_id + 2 > 3",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
+		if err != nil || res.Outcome != pilot.Executed {
+			t.Fatalf("%s: %+v %v", sql, res, err)
+		}
+		if st := f.pilot.Stats(); st.Literal != int64(i+1) || st.Templated != 0 {
+			t.Fatalf("%s: stats %+v", sql, st)
+		}
+	}
+}
+
+// TestVoidReceipt: reconciliation's rule. A marque that never ran is
+// burned and can then never run; one that committed is found; one whose
+// transaction still holds the key is waited for.
+func TestVoidReceipt(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	const sql = "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = %d"
+
+	never := f.request(t, "unstick-orders.yaml", fmt.Sprintf(sql, 21))
+	executed, _, err := f.pilot.VoidReceipt(ctx, f.marqueID(t, never), "req_never", "agent:demo")
+	if err != nil || executed {
+		t.Fatalf("never ran: %v %v", executed, err)
+	}
+	res, err := f.pilot.Execute(ctx, never)
+	if err != nil || res.Code != pilot.RefusedReplay {
+		t.Fatalf("a voided marque ran: %+v %v", res, err)
+	}
+	if found, _ := f.receiptRows(t, f.marqueID(t, never)); found {
+		t.Fatal("a void receipt reads as executed")
+	}
+	again, _, err := f.pilot.VoidReceipt(ctx, f.marqueID(t, never), "req_never", "agent:demo")
+	if err != nil || again {
+		t.Fatalf("voided twice: %v %v", again, err)
+	}
+
+	ran := f.request(t, "unstick-orders.yaml", fmt.Sprintf(sql, 22))
+	if res, err := f.pilot.Execute(ctx, ran); err != nil || res.Outcome != pilot.Executed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	executed, rows, err := f.pilot.VoidReceipt(ctx, f.marqueID(t, ran), "req_ran", "agent:demo")
+	if err != nil || !executed || rows != 1 {
+		t.Fatalf("committed: %v %d %v", executed, rows, err)
+	}
+
+	// A transaction still holding the key: the void waits for its end.
+	for _, commit := range []bool{true, false} {
+		id := fmt.Sprintf("mq_inflight_%v", commit)
+		tx, err := f.pilotConn(t).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path, rows_affected)
+			VALUES ($1, 'req', 'agent:demo', 'shop', '', 'compiled', 3)`, id); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			executed bool
+			rows     int64
+			err      error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			e, n, err := f.pilot.VoidReceipt(ctx, id, "req", "agent:demo")
+			done <- answer{e, n, err}
+		}()
+		select {
+		case a := <-done:
+			t.Fatalf("the void did not wait for the open transaction: %+v", a)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := <-done
+		if a.err != nil || a.executed != commit || commit && a.rows != 3 {
+			t.Fatalf("commit=%v: %+v", commit, a)
+		}
+	}
+}
+
+func (f *fixture) pilotConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
