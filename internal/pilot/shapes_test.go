@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -290,4 +291,63 @@ func (f *fixture) pilotConn(t *testing.T) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// TestRememberedTemplateEqualsFresh: over random statements with new
+// literals, what a warm Pilot runs (a template it built for an earlier
+// statement of the shape, with this statement's constants bound) is
+// exactly what a fresh Pilot builds from this statement's own parse: the
+// same text, the same values.
+func TestRememberedTemplateEqualsFresh(t *testing.T) {
+	f := newFixture(t)
+	rng := newRand(t)
+	shapes := []func() string{
+		func() string {
+			return fmt.Sprintf("SELECT id, status FROM orders WHERE id = %d AND status <> '%s'", rng.IntN(300), []string{"x", "it''s", `a\b`, ""}[rng.IntN(4)])
+		},
+		func() string {
+			return fmt.Sprintf("SELECT id FROM orders WHERE customer_id IN (%d, %d) AND created_at < now() - interval '%d days' ORDER BY id LIMIT %d", rng.IntN(30), rng.IntN(30), rng.IntN(9), 1+rng.IntN(50))
+		},
+		func() string {
+			return fmt.Sprintf("UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = %d AND id < %d", 1+rng.IntN(60), 100+rng.IntN(1<<30))
+		},
+		func() string {
+			return fmt.Sprintf("UPDATE orders SET status = '%s' WHERE id = %d RETURNING id, status", []string{"retrying", "failed"}[rng.IntN(2)], 1+rng.IntN(60))
+		},
+	}
+	canon := f.bounds["unstick-orders.yaml"]
+	ran := 0
+	for i := 0; i < 40; i++ {
+		req := f.request(t, "unstick-orders.yaml", shapes[i%len(shapes)]())
+		res, err := f.pilot.Execute(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn, MaxConns: 1}, f.pilotVerifier, f.signers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, args, ok := fresh.TemplateOf(req.SQL, canon)
+		fresh.Close()
+		if !ok {
+			t.Fatalf("%s: no template from a fresh parse", req.SQL)
+		}
+		if res.Outcome != pilot.Executed {
+			continue
+		}
+		ran++
+		if res.ExecutedSQL != text || !reflect.DeepEqual(res.ExecutedArgs, args) {
+			t.Fatalf("%s:\nran   %s %v\nfresh %s %v", req.SQL, res.ExecutedSQL, res.ExecutedArgs, text, args)
+		}
+	}
+	if ran < 20 || f.pilot.Stats().Literal != 0 {
+		t.Fatalf("%d executed, stats %+v", ran, f.pilot.Stats())
+	}
+}
+
+func newRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, 10))
 }

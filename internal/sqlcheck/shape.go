@@ -310,9 +310,15 @@ func plainDecimal(s string) bool {
 }
 
 // simpleString decodes '...' with '' for a quote (standard conforming
-// strings, as the parser reads them). A string continued on another line
-// ('a'<newline>'b'), or any other form (E'', U&'', $$), is not simple.
+// strings, as the parser reads them), and E'...' whose only escapes are
+// '' and \\ (the form the deparser writes a string with a backslash in).
+// A string continued on another line ('a'<newline>'b'), any other escape,
+// or any other form (U&'', $$) is not simple.
 func simpleString(text string) (string, bool) {
+	escape := false
+	if len(text) > 0 && (text[0] == 'E' || text[0] == 'e') {
+		escape, text = true, text[1:]
+	}
 	if len(text) < 2 || text[0] != '\'' || text[len(text)-1] != '\'' {
 		return "", false
 	}
@@ -320,8 +326,14 @@ func simpleString(text string) (string, bool) {
 	var b strings.Builder
 	b.Grow(len(body))
 	for i := 0; i < len(body); i++ {
-		if body[i] == '\'' {
+		switch {
+		case body[i] == '\'':
 			if i+1 >= len(body) || body[i+1] != '\'' {
+				return "", false
+			}
+			i++
+		case body[i] == '\\' && escape:
+			if i+1 >= len(body) || body[i+1] != '\\' {
 				return "", false
 			}
 			i++

@@ -59,7 +59,7 @@ func decisionOf(d sqlcheck.Decision) string {
 	if d.Rule != nil {
 		rule = *d.Rule
 	}
-	return fmt.Sprintf("%s rule=%d reasons=%v uses=%v", d.Outcome, rule, reasonCodes(d), d.Uses)
+	return fmt.Sprintf("%s rule=%d reasons=%q uses=%v", d.Outcome, rule, d.ReasonStrings(), d.Uses)
 }
 
 // TestRememberedShapeEqualsFreshCheck is the property behind remembered
@@ -151,6 +151,7 @@ func TestShapeEdges(t *testing.T) {
 		{sql: "SELECT id FROM orders ORDER BY 1 LIMIT 10", shape: true, tpl: true, params: 1},
 		{sql: "SELECT id FROM orders WHERE 't'::boolean", shape: true, tpl: true, params: 0, baked: 1},
 		{sql: "SELECT id FROM orders WHERE note = E'a\\nb'"},
+		{sql: "SELECT id FROM orders WHERE note = E'a\\\\b' AND id = 1", shape: true, tpl: true, params: 2},
 		{sql: "SELECT id FROM orders WHERE note = $$x$$"},
 		{sql: "SELECT id FROM orders WHERE note = 'a'\n'b'"},
 		{sql: "SELECT id FROM orders WHERE id = $1"},
