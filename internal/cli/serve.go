@@ -87,7 +87,7 @@ func runTarget(e *env, args []string) int {
 				e.errorf("%v", err)
 				return exitFail
 			}
-			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, function harbormaster.fence_violation")
+			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, functions harbormaster.fence_violation and harbormaster.max_rows")
 			return exitOK
 		}},
 	}, args)
