@@ -263,9 +263,14 @@ func (g *Gateway) executed(ctx context.Context, req *request, res *pilot.Result)
 }
 
 func executedPayload(req *request, res *pilot.Result) map[string]any {
-	return map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
+	p := map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "outcome": string(res.Outcome),
 		"code": res.Code, "rows_affected": res.RowsAffected, "reasons": nonNil(res.Reasons), "txid": res.TxID,
 		"executed_sql": res.ExecutedSQL, "detail": res.Detail}
+	if len(res.ExecutedArgs) > 0 {
+		// A template ran: these are the values bound to its $1..$n.
+		p["executed_args"] = res.ExecutedArgs
+	}
+	return p
 }
 
 // finish records a request's outcome with its execution entry.
