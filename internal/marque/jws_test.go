@@ -434,3 +434,63 @@ func BenchmarkJWSVerify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSideBySide runs the JWS path and hm2 alternately in each
+// iteration and reports each one's mean time, so that load from other work
+// on the machine falls on both alike; ns/op is the pair.
+func BenchmarkSideBySide(b *testing.B) {
+	key := testKey(1)
+	c := baseClaims()
+	want := wantExpect()
+	jm, hm := newJWSMinter(b, key), newMinter(b, nil)
+	jv, hv := newJWSVerifier(key.Public().(ed25519.PublicKey)), newVerifier(b, nil)
+	report := func(b *testing.B, jws, hm2 time.Duration, n int) {
+		b.ReportMetric(float64(jws.Nanoseconds())/float64(n), "jws-ns/op")
+		b.ReportMetric(float64(hm2.Nanoseconds())/float64(n), "hm2-ns/op")
+		b.ReportMetric(float64(hm2)/float64(jws), "hm2/jws")
+	}
+	b.Run("mint", func(b *testing.B) {
+		var jws, hm2 time.Duration
+		n := 0
+		for b.Loop() {
+			start := time.Now()
+			id, err := hm.NewID()
+			if err == nil {
+				_, err = jm.mint(id, c)
+			}
+			mid := time.Now()
+			if err == nil {
+				_, _, err = hm.Mint(c)
+			}
+			end := time.Now()
+			if err != nil {
+				b.Fatal(err)
+			}
+			jws, hm2, n = jws+mid.Sub(start), hm2+end.Sub(mid), n+1
+		}
+		report(b, jws, hm2, n)
+	})
+	b.Run("verify", func(b *testing.B) {
+		jtok, err := jm.mint(strings.Repeat("a", idLen), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		htok, _ := mint(b, hm, c)
+		var jws, hm2 time.Duration
+		n := 0
+		for b.Loop() {
+			start := time.Now()
+			_, err := jv.verify(jtok, want)
+			mid := time.Now()
+			if err == nil {
+				_, err = hv.Verify(htok, want)
+			}
+			end := time.Now()
+			if err != nil {
+				b.Fatal(err)
+			}
+			jws, hm2, n = jws+mid.Sub(start), hm2+end.Sub(mid), n+1
+		}
+		report(b, jws, hm2, n)
+	})
+}
