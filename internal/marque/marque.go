@@ -1,24 +1,26 @@
 package marque
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// TokenType is the value of the "typ" header of every marque. Verify compares
-// it exactly.
-const TokenType = "harbormaster-marque+jwt"
+// Prefix begins every marque: the name and version of its format, "hm2", and
+// a dot. The version pins everything a JWS header would have said: the
+// algorithm (Ed25519), the payload encoding and the signing context. There is
+// no algorithm field to choose another.
+const Prefix = formatVersion + "."
+
+const formatVersion = "hm2"
 
 // MaxTokenSize is the largest token, in bytes, that Verify will look at and
-// Mint will produce. A marque is about 1 KiB; an armored RSA-4096 sshsig
+// Mint will produce. A marque is under 1 KiB; an armored RSA-4096 sshsig
 // signature in its auth block adds under 1 KiB more.
 const MaxTokenSize = 64 << 10
 
@@ -43,13 +45,15 @@ const (
 // Sentinel errors. Every error Verify returns for a bad token wraps exactly one
 // of them; Mint returns ErrClaims for claims it refuses to sign.
 var (
-	// ErrMalformed: not a well-formed compact JWS marque (size, encoding,
-	// segments, JSON, header parameters, typ).
+	// ErrMalformed: not a well-formed marque (size, characters, segments,
+	// base64url, signature length, payload structure).
 	ErrMalformed = errors.New("malformed marque")
-	// ErrAlgorithm: the "alg" header is not EdDSA.
+	// ErrAlgorithm: the token is of another version or encoding than Prefix
+	// pins (a JWS, a PASETO, a marque of another version): its algorithm is
+	// not Ed25519 under this package's rules, whatever it says.
 	ErrAlgorithm = errors.New("marque algorithm not allowed")
-	// ErrSignature: the signature does not verify with the configured key, or
-	// the token names another key id.
+	// ErrSignature: the signature does not verify with the configured key
+	// under the configured key id.
 	ErrSignature = errors.New("marque signature invalid")
 	// ErrExpired: now is past exp (beyond the leeway).
 	ErrExpired = errors.New("marque expired")
@@ -61,50 +65,52 @@ var (
 	ErrWrongStatement = errors.New("marque is for another statement")
 	// ErrWrongIssuer: the marque was issued by another control plane.
 	ErrWrongIssuer = errors.New("marque from another issuer")
-	// ErrClaims: a required claim is missing or invalid, a claim is unknown,
-	// or the lifetime exceeds the verifier's MaxTTL.
+	// ErrClaims: a required claim is missing or invalid, the payload goes on
+	// past its last claim (which is how an unknown claim would show), or the
+	// lifetime exceeds the verifier's MaxTTL.
 	ErrClaims = errors.New("marque claims invalid")
 )
 
-// Claims are the payload of a marque. The JSON field names are the wire
-// contract between the control plane and the Pilot.
+// Claims are the payload of a marque. The names in parentheses are the claims'
+// names in errors and in the documentation; on the wire a claim is known by its
+// place in a fixed order (doc.go), never by a name.
 type Claims struct {
 	// ID ("jti") is 128 random bits as 26 lowercase base32 characters, filled
 	// by Mint. It is the primary key of the Pilot's receipt in the target, which
 	// is what makes a marque single-use.
-	ID string `json:"jti"`
+	ID string
 	// Issuer ("iss") names the control plane that minted it; filled by Mint.
-	Issuer string `json:"iss"`
+	Issuer string
 	// RequestID ("request_id") is the gateway's request id, for correlation
 	// with the logbook and the queue. Required.
-	RequestID string `json:"request_id"`
+	RequestID string
 	// Principal ("sub") is the agent principal the statement is run for,
 	// e.g. "agent:ops-bot". Required.
-	Principal string `json:"sub"`
+	Principal string
 	// Target ("target") is the target database name. Required.
-	Target string `json:"target"`
+	Target string
 	// StatementHash ("statement_sha256") is the lowercase hex SHA-256 of the
 	// canonical SQL text (see StatementHash). Required.
-	StatementHash string `json:"statement_sha256"`
+	StatementHash string
 	// Path ("path") is PathCompiled, PathSurveyed or PathApproved. Required.
-	Path string `json:"path"`
+	Path string
 	// Auth ("auth") names the human signature the marque rests on. Required.
-	Auth Auth `json:"auth"`
+	Auth Auth
 	// JudgmentID ("judgment_id") is the Surveyor judgment; required on the
 	// surveyed path.
-	JudgmentID string `json:"judgment_id,omitempty"`
+	JudgmentID string
 	// RuleIndex ("rule") is the index of the delegation rule that covered the
 	// statement; required on the surveyed path, optional otherwise, >= 0.
-	RuleIndex *int `json:"rule,omitempty"`
+	RuleIndex *int
 	// MaxRows ("max_rows") is the approval guard: the statement may reach no
 	// more rows than its rehearsal did. Optional, >= 0.
-	MaxRows *int64 `json:"max_rows,omitempty"`
+	MaxRows *int64
 
-	// IssuedAt ("iat"), NotBefore ("nbf") and Expiry ("exp") are JWT
-	// NumericDates (integer seconds since the epoch), filled by Mint.
-	IssuedAt  time.Time `json:"-"`
-	NotBefore time.Time `json:"-"`
-	Expiry    time.Time `json:"-"`
+	// IssuedAt ("iat"), NotBefore ("nbf") and Expiry ("exp") are whole
+	// seconds since the Unix epoch on the wire, filled by Mint.
+	IssuedAt  time.Time
+	NotBefore time.Time
+	Expiry    time.Time
 }
 
 // Auth names the human signature a marque rests on (invariant 1). The Pilot
@@ -112,22 +118,22 @@ type Claims struct {
 type Auth struct {
 	// Kind ("kind") is AuthDelegation or AuthApproval. It must be
 	// AuthApproval on PathApproved and AuthDelegation otherwise.
-	Kind string `json:"kind"`
+	Kind string
 	// DelegationID ("delegation_id") is the delegation; required for
 	// AuthDelegation.
-	DelegationID string `json:"delegation_id,omitempty"`
+	DelegationID string
 	// BoundSHA256 ("bound_sha256") is the lowercase hex SHA-256 of the signed
 	// canonical delegation bytes; required for AuthDelegation.
-	BoundSHA256 string `json:"bound_sha256,omitempty"`
+	BoundSHA256 string
 	// Signer ("signer") is the human principal that signed. Required.
-	Signer string `json:"signer"`
+	Signer string
 	// Signature ("signature") is the armored sshsig signature
 	// ("-----BEGIN SSH SIGNATURE-----"). Required.
-	Signature string `json:"signature"`
+	Signature string
 	// ApprovalSHA256 ("approval_sha256") is the lowercase hex SHA-256 of the
 	// signed canonical approval bytes; required for AuthApproval and forbidden
 	// for AuthDelegation.
-	ApprovalSHA256 string `json:"approval_sha256,omitempty"`
+	ApprovalSHA256 string
 }
 
 // StatementHash returns the lowercase hex SHA-256 of the canonical SQL text,
@@ -137,228 +143,12 @@ func StatementHash(canonicalSQL string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DefaultKeyID is the key id ("kid") used when a config leaves KeyID empty:
+// DefaultKeyID is the key id used when a config leaves KeyID empty:
 // "ed25519:" and the first 16 bytes of the SHA-256 of the raw public key, in
 // hex.
 func DefaultKeyID(pub ed25519.PublicKey) string {
 	sum := sha256.Sum256(pub)
 	return "ed25519:" + hex.EncodeToString(sum[:16])
-}
-
-// wireClaims is the JSON form of Claims.
-type wireClaims struct {
-	ID            string `json:"jti"`
-	Issuer        string `json:"iss"`
-	RequestID     string `json:"request_id"`
-	Principal     string `json:"sub"`
-	Target        string `json:"target"`
-	StatementHash string `json:"statement_sha256"`
-	Path          string `json:"path"`
-	Auth          Auth   `json:"auth"`
-	JudgmentID    string `json:"judgment_id,omitempty"`
-	RuleIndex     *int   `json:"rule,omitempty"`
-	MaxRows       *int64 `json:"max_rows,omitempty"`
-	IssuedAt      int64  `json:"iat"`
-	NotBefore     int64  `json:"nbf"`
-	Expiry        int64  `json:"exp"`
-}
-
-// payloadSchema lists the exact, case-sensitive member names allowed in a
-// marque payload. encoding/json matches names case-insensitively, so the
-// verifier checks the names itself before decoding.
-var payloadSchema = &jsonSchema{
-	members: keySet("jti", "iss", "request_id", "sub", "target", "statement_sha256",
-		"path", "auth", "judgment_id", "rule", "max_rows", "iat", "nbf", "exp"),
-	children: map[string]*jsonSchema{
-		"auth": {members: keySet("kind", "delegation_id", "bound_sha256", "signer",
-			"signature", "approval_sha256")},
-	},
-}
-
-// headerKeys are the protected header parameters a marque may carry.
-var headerKeys = keySet("alg", "kid", "typ")
-
-func keySet(keys ...string) map[string]bool {
-	m := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		m[k] = true
-	}
-	return m
-}
-
-func (c Claims) wire() wireClaims {
-	return wireClaims{
-		ID:            c.ID,
-		Issuer:        c.Issuer,
-		RequestID:     c.RequestID,
-		Principal:     c.Principal,
-		Target:        c.Target,
-		StatementHash: c.StatementHash,
-		Path:          c.Path,
-		Auth:          c.Auth,
-		JudgmentID:    c.JudgmentID,
-		RuleIndex:     c.RuleIndex,
-		MaxRows:       c.MaxRows,
-		IssuedAt:      numericDate(c.IssuedAt),
-		NotBefore:     numericDate(c.NotBefore),
-		Expiry:        numericDate(c.Expiry),
-	}
-}
-
-func (w wireClaims) claims() Claims {
-	return Claims{
-		ID:            w.ID,
-		Issuer:        w.Issuer,
-		RequestID:     w.RequestID,
-		Principal:     w.Principal,
-		Target:        w.Target,
-		StatementHash: w.StatementHash,
-		Path:          w.Path,
-		Auth:          w.Auth,
-		JudgmentID:    w.JudgmentID,
-		RuleIndex:     w.RuleIndex,
-		MaxRows:       w.MaxRows,
-		IssuedAt:      fromNumericDate(w.IssuedAt),
-		NotBefore:     fromNumericDate(w.NotBefore),
-		Expiry:        fromNumericDate(w.Expiry),
-	}
-}
-
-func numericDate(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.Unix()
-}
-
-func fromNumericDate(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(n, 0).UTC()
-}
-
-// MarshalJSON writes the wire form, with iat, nbf and exp as NumericDates.
-func (c Claims) MarshalJSON() ([]byte, error) {
-	return json.Marshal(c.wire())
-}
-
-// UnmarshalJSON reads the wire form. It does not validate; only Verify does.
-func (c *Claims) UnmarshalJSON(data []byte) error {
-	var w wireClaims
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	*c = w.claims()
-	return nil
-}
-
-// decodeClaims parses a verified payload strictly: no duplicate or unknown
-// members at any level, no trailing data.
-func decodeClaims(payload []byte) (Claims, error) {
-	// The minter writes json.Marshal of the wire claims: a payload that
-	// decodes and encodes back to exactly its own bytes has no duplicate,
-	// unknown or trailing members. Anything else gets the strict walk,
-	// which says what is wrong.
-	var w wireClaims
-	if json.Unmarshal(payload, &w) == nil {
-		if again, err := json.Marshal(w); err == nil && bytes.Equal(again, payload) {
-			return w.claims(), nil
-		}
-	}
-	if err := checkJSON(payload, payloadSchema); err != nil {
-		if errors.Is(err, errUnknownMember) {
-			return Claims{}, fmt.Errorf("%w: %w", ErrClaims, err)
-		}
-		return Claims{}, fmt.Errorf("%w: payload: %w", ErrMalformed, err)
-	}
-	w = wireClaims{}
-	if err := json.Unmarshal(payload, &w); err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrClaims, err)
-	}
-	return w.claims(), nil
-}
-
-// jsonSchema constrains an object: which member names it may have, and the
-// schemas of member values that must themselves be objects.
-type jsonSchema struct {
-	members  map[string]bool
-	children map[string]*jsonSchema
-}
-
-var errUnknownMember = errors.New("unknown member")
-
-// maxJSONDepth bounds nesting in untrusted JSON; a marque needs 2.
-const maxJSONDepth = 8
-
-// checkJSON reports whether data is exactly one JSON value with no duplicate
-// object member names at any depth, nesting no deeper than maxJSONDepth, and,
-// if schema is not nil, an object that conforms to it.
-func checkJSON(data []byte, schema *jsonSchema) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := walkJSON(dec, 0, schema); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after JSON value")
-	}
-	return nil
-}
-
-func walkJSON(dec *json.Decoder, depth int, schema *jsonSchema) error {
-	if depth > maxJSONDepth {
-		return errors.New("JSON nested too deeply")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	delim, ok := tok.(json.Delim)
-	if schema != nil && (!ok || delim != '{') {
-		return fmt.Errorf("%v is not a JSON object", tok)
-	}
-	if !ok {
-		return nil
-	}
-	switch delim {
-	case '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			keyTok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, ok := keyTok.(string)
-			if !ok {
-				return errors.New("object member name is not a string")
-			}
-			if seen[key] {
-				return fmt.Errorf("duplicate member %q", clip(key))
-			}
-			seen[key] = true
-			var child *jsonSchema
-			if schema != nil {
-				if !schema.members[key] {
-					return fmt.Errorf("%w %q", errUnknownMember, clip(key))
-				}
-				child = schema.children[key]
-			}
-			if err := walkJSON(dec, depth+1, child); err != nil {
-				return err
-			}
-		}
-	case '[':
-		for dec.More() {
-			if err := walkJSON(dec, depth+1, nil); err != nil {
-				return err
-			}
-		}
-	default:
-		return fmt.Errorf("unexpected %q", delim)
-	}
-	_, err = dec.Token() // the closing delimiter
-	return err
 }
 
 // validate checks the claims that do not depend on the verifier's clock or
@@ -368,6 +158,13 @@ func (c Claims) validate() error {
 	var problems []string
 	bad := func(format string, args ...any) {
 		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	for i, p := range c.wireStrings() {
+		if len(*p) > maxString {
+			bad("%s is %d bytes, over %d", wireStringNames[i], len(*p), maxString)
+		} else if !utf8.ValidString(*p) {
+			bad("%s is not valid UTF-8", wireStringNames[i])
+		}
 	}
 	if !validID(c.ID) {
 		bad("jti %q is not 26 lowercase base32 characters", c.ID)
@@ -445,6 +242,8 @@ func (c Claims) validate() error {
 
 	if c.IssuedAt.IsZero() || c.NotBefore.IsZero() || c.Expiry.IsZero() {
 		bad("iat, nbf and exp are required")
+	} else if !inRange(c.IssuedAt) || !inRange(c.NotBefore) || !inRange(c.Expiry) {
+		bad("iat %d, nbf %d or exp %d is outside 1970 to 9999", c.IssuedAt.Unix(), c.NotBefore.Unix(), c.Expiry.Unix())
 	} else {
 		if c.NotBefore.Before(c.IssuedAt) {
 			bad("nbf %d is before iat %d", c.NotBefore.Unix(), c.IssuedAt.Unix())
@@ -457,6 +256,13 @@ func (c Claims) validate() error {
 		return fmt.Errorf("%w: %s", ErrClaims, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// inRange reports whether t is a time a marque can carry: after the Unix
+// epoch and before the year 10000, where every comparison is exact.
+func inRange(t time.Time) bool {
+	n := t.Unix()
+	return n > 0 && n < 253402300800
 }
 
 // idLen is the length of a jti: 16 random bytes in unpadded base32.

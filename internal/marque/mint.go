@@ -4,14 +4,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"time"
-
-	jose "github.com/go-jose/go-jose/v4"
 )
 
 // DefaultTTL is the lifetime of a marque when MinterConfig.TTL is zero.
@@ -19,11 +16,14 @@ const DefaultTTL = 30 * time.Second
 
 // MinterConfig configures a Minter.
 type MinterConfig struct {
-	// Issuer is the control plane's name, written as "iss". Required.
+	// Issuer is the control plane's name, written as the "iss" claim.
+	// Required.
 	Issuer string
 	// Key is the control plane's Ed25519 signing key. Required.
 	Key ed25519.PrivateKey
-	// KeyID is written as "kid". Defaults to DefaultKeyID of Key's public key.
+	// KeyID names Key. It is signed into every marque, not written into it,
+	// and must equal the verifiers' KeyID; at most 65535 bytes. Defaults to
+	// DefaultKeyID of Key's public key.
 	KeyID string
 	// TTL is exp-iat, rounded down to whole seconds; at least 1s. It must not
 	// exceed the verifiers' MaxTTL or they refuse every marque. Defaults to 30
@@ -56,8 +56,8 @@ func (c MinterConfig) validate() error {
 	if err := checkPrivateKey(c.Key); err != nil {
 		return fmt.Errorf("Key: %w", err)
 	}
-	if c.KeyID == "" {
-		return errors.New("KeyID is required")
+	if err := checkKeyID(c.KeyID); err != nil {
+		return err
 	}
 	if c.TTL < time.Second {
 		return fmt.Errorf("TTL %s is under one second", c.TTL)
@@ -89,7 +89,8 @@ type Minter struct {
 	issuer string
 	ttl    time.Duration
 	clock  func() time.Time
-	signer jose.Signer
+	key    ed25519.PrivateKey
+	prefix []byte // signingPrefix(KeyID)
 
 	randMu sync.Mutex // Rand need not be safe for concurrent use
 	rand   io.Reader
@@ -102,19 +103,12 @@ func NewMinter(cfg MinterConfig) (*Minter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("marque: new minter: %w", err)
 	}
-	opts := (&jose.SignerOptions{}).WithType(jose.ContentType(TokenType))
-	signer, err := jose.NewSigner(jose.SigningKey{
-		Algorithm: jose.EdDSA,
-		Key:       jose.JSONWebKey{Key: cfg.Key, KeyID: cfg.KeyID, Algorithm: string(jose.EdDSA)},
-	}, opts)
-	if err != nil {
-		return nil, fmt.Errorf("marque: new minter: %w", err)
-	}
 	return &Minter{
 		issuer: cfg.Issuer,
 		ttl:    cfg.TTL.Truncate(time.Second),
 		clock:  cfg.Clock,
-		signer: signer,
+		key:    append(ed25519.PrivateKey(nil), cfg.Key...),
+		prefix: signingPrefix(cfg.KeyID),
 		rand:   cfg.Rand,
 	}, nil
 }
@@ -159,23 +153,22 @@ func (m *Minter) MintID(id string, c Claims) (string, Claims, error) {
 	if err := c.validate(); err != nil {
 		return "", Claims{}, fmt.Errorf("marque: mint: %w", err)
 	}
-	payload, err := json.Marshal(c.wire())
-	if err != nil {
-		return "", Claims{}, fmt.Errorf("marque: mint: %w", err)
+	size := payloadSize(&c)
+	n := len(Prefix) + strictB64.EncodedLen(size) + 1 + sigChars
+	if n > MaxTokenSize {
+		return "", Claims{}, fmt.Errorf("marque: mint: %w: token would be %d bytes, over MaxTokenSize %d",
+			ErrClaims, n, MaxTokenSize)
 	}
-	jws, err := m.signer.Sign(payload)
-	if err != nil {
-		return "", Claims{}, fmt.Errorf("marque: mint: sign: %w", err)
-	}
-	token, err := jws.CompactSerialize()
-	if err != nil {
-		return "", Claims{}, fmt.Errorf("marque: mint: serialize: %w", err)
-	}
-	if len(token) > MaxTokenSize {
-		return "", Claims{}, fmt.Errorf("marque: mint: %w: token is %d bytes, over MaxTokenSize %d",
-			ErrClaims, len(token), MaxTokenSize)
-	}
-	return token, c, nil
+	msg := make([]byte, 0, len(m.prefix)+size)
+	msg = append(msg, m.prefix...)
+	msg = appendPayload(msg, &c)
+	sig := ed25519.Sign(m.key, msg)
+	token := make([]byte, 0, n)
+	token = append(token, Prefix...)
+	token = strictB64.AppendEncode(token, msg[len(m.prefix):])
+	token = append(token, '.')
+	token = strictB64.AppendEncode(token, sig)
+	return string(token), c, nil
 }
 
 func (m *Minter) newID() (string, error) {
@@ -187,4 +180,14 @@ func (m *Minter) newID() (string, error) {
 		return "", err
 	}
 	return idEncoding.EncodeToString(b[:]), nil
+}
+
+func checkKeyID(kid string) error {
+	if kid == "" {
+		return errors.New("KeyID is required")
+	}
+	if len(kid) > maxString {
+		return fmt.Errorf("KeyID is %d bytes, over %d", len(kid), maxString)
+	}
+	return nil
 }

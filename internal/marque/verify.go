@@ -2,15 +2,10 @@ package marque
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	jose "github.com/go-jose/go-jose/v4"
 )
 
 // Verifier defaults.
@@ -28,7 +23,9 @@ type VerifierConfig struct {
 	Issuer string
 	// Key is the control plane's Ed25519 public key. Required.
 	Key ed25519.PublicKey
-	// KeyID is the "kid" a marque must carry. Defaults to DefaultKeyID(Key).
+	// KeyID is the key id the minter signed under (MinterConfig.KeyID); a
+	// marque signed under another fails the signature. Defaults to
+	// DefaultKeyID(Key).
 	KeyID string
 	// Clock gives the current time. Required.
 	Clock func() time.Time
@@ -65,8 +62,8 @@ func (c VerifierConfig) validate() error {
 	if len(c.Key) != ed25519.PublicKeySize {
 		return fmt.Errorf("Key is %d bytes, want %d", len(c.Key), ed25519.PublicKeySize)
 	}
-	if c.KeyID == "" {
-		return errors.New("KeyID is required")
+	if err := checkKeyID(c.KeyID); err != nil {
+		return err
 	}
 	if c.Clock == nil {
 		return errors.New("Clock is required")
@@ -85,14 +82,10 @@ type Verifier struct {
 	issuer string
 	key    ed25519.PublicKey
 	keyID  string
+	prefix []byte // signingPrefix(keyID)
 	clock  func() time.Time
 	leeway time.Duration
 	maxTTL time.Duration
-
-	// header is the last protected-header segment checkHeader accepted: a
-	// control plane sends the same one every time, and the check is a
-	// function of the segment alone.
-	header atomic.Pointer[string]
 }
 
 // NewVerifier returns a Verifier for the config, after filling defaults and
@@ -106,6 +99,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		issuer: cfg.Issuer,
 		key:    append(ed25519.PublicKey(nil), cfg.Key...),
 		keyID:  cfg.KeyID,
+		prefix: signingPrefix(cfg.KeyID),
 		clock:  cfg.Clock,
 		leeway: cfg.Leeway,
 		maxTTL: cfg.MaxTTL,
@@ -140,30 +134,21 @@ func (v *Verifier) Verify(token string, want Expect) (Claims, error) {
 func (v *Verifier) verify(token string, want Expect) (Claims, error) {
 	// Everything up to the signature check runs on attacker-controlled bytes:
 	// keep it small, strict and free of the payload.
-	if len(token) > MaxTokenSize {
-		return Claims{}, fmt.Errorf("%w: token is %d bytes, over MaxTokenSize %d", ErrMalformed, len(token), MaxTokenSize)
-	}
-	if err := v.splitCompact(token); err != nil {
+	payloadB64, sig, err := split(token)
+	if err != nil {
 		return Claims{}, err
 	}
-
-	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
-	if err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	msg := make([]byte, len(v.prefix), len(v.prefix)+strictB64.DecodedLen(len(payloadB64)))
+	copy(msg, v.prefix)
+	if msg, err = strictB64.AppendDecode(msg, payloadB64); err != nil {
+		return Claims{}, fmt.Errorf("%w: payload segment: %w", ErrMalformed, err)
 	}
-	if len(jws.Signatures) != 1 {
-		return Claims{}, fmt.Errorf("%w: %d signatures, want 1", ErrMalformed, len(jws.Signatures))
-	}
-	if alg := jws.Signatures[0].Protected.Algorithm; alg != string(jose.EdDSA) {
-		return Claims{}, fmt.Errorf("%w: alg %q", ErrAlgorithm, alg)
-	}
-	payload, err := jws.Verify(v.key)
-	if err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrSignature, err)
+	if !ed25519.Verify(v.key, msg, sig[:]) {
+		return Claims{}, fmt.Errorf("%w: the signature does not verify under key id %q", ErrSignature, v.keyID)
 	}
 
 	// From here the bytes are the control plane's; still parse them strictly.
-	c, err := decodeClaims(payload)
+	c, err := decodePayload(msg[len(v.prefix):])
 	if err != nil {
 		return Claims{}, err
 	}
@@ -195,92 +180,49 @@ func (v *Verifier) verify(token string, want Expect) (Claims, error) {
 	return c, nil
 }
 
-// strictB64 refuses padding, whitespace and non-zero trailing bits, so a
-// marque has exactly one string form.
-var strictB64 = base64.RawURLEncoding.Strict()
-
-// splitCompact checks that token is three base64url segments, checks the
-// protected header, then checks the payload and signature segments. Each
-// segment must be strict base64url. The header goes first so that an "alg"
-// of "none" (whose signature segment is empty) is reported as ErrAlgorithm.
-func (v *Verifier) splitCompact(token string) error {
-	if token == "" {
-		return fmt.Errorf("%w: empty token", ErrMalformed)
+// split checks the token's form and returns its payload segment, still in
+// base64url, and its signature. The form is exactly
+// Prefix + payload + "." + signature, of base64url characters only; the
+// version goes first so that a token of another format (a JWS, a PASETO, a
+// marque of another version) is reported as such.
+func split(token string) ([]byte, [64]byte, error) {
+	var sig [64]byte
+	if len(token) > MaxTokenSize {
+		return nil, sig, fmt.Errorf("%w: token is %d bytes, over MaxTokenSize %d", ErrMalformed, len(token), MaxTokenSize)
 	}
-	if token[0] == '{' {
-		return fmt.Errorf("%w: JWS JSON serialization is not accepted, only compact", ErrMalformed)
+	if token == "" {
+		return nil, sig, fmt.Errorf("%w: empty token", ErrMalformed)
 	}
 	for i := 0; i < len(token); i++ {
 		c := token[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("%w: byte %#02x at offset %d is not base64url", ErrMalformed, c, i)
+			return nil, sig, fmt.Errorf("%w: byte %#02x at offset %d is not base64url", ErrMalformed, c, i)
 		}
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return fmt.Errorf("%w: %d segments, want 3", ErrMalformed, len(parts))
-	}
-	if h := v.header.Load(); h == nil || *h != parts[0] {
-		header, err := strictB64.DecodeString(parts[0])
-		if err != nil {
-			return fmt.Errorf("%w: header segment: %w", ErrMalformed, err)
-		}
-		if err := v.checkHeader(header); err != nil {
-			return err
-		}
-		v.header.Store(&parts[0])
-	}
-	for i, p := range parts[1:] {
-		if p == "" {
-			return fmt.Errorf("%w: segment %d is empty", ErrMalformed, i+2)
-		}
-		if _, err := strictB64.DecodeString(p); err != nil {
-			return fmt.Errorf("%w: segment %d: %w", ErrMalformed, i+2, err)
-		}
-	}
-	return nil
-}
-
-// checkHeader accepts exactly {"alg":"EdDSA","kid":v.keyID,"typ":TokenType}
-// in any member order. alg is checked before anything else about the key.
-func (v *Verifier) checkHeader(raw []byte) error {
-	if err := checkJSON(raw, nil); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrMalformed, err)
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
-		return fmt.Errorf("%w: header is not a JSON object", ErrMalformed)
-	}
-	str := func(name string) (string, bool) {
-		m, ok := members[name]
-		if !ok {
-			return "", false
-		}
-		var s string
-		if json.Unmarshal(m, &s) != nil {
-			return "", false
-		}
-		return s, true
-	}
-	alg, ok := str("alg")
+	version, rest, ok := strings.Cut(token, ".")
 	if !ok {
-		return fmt.Errorf("%w: header alg missing or not a string", ErrAlgorithm)
+		return nil, sig, fmt.Errorf("%w: no version prefix", ErrMalformed)
 	}
-	if alg != string(jose.EdDSA) {
-		return fmt.Errorf("%w: alg %q, only EdDSA is accepted", ErrAlgorithm, clip(alg))
+	if version != formatVersion {
+		return nil, sig, fmt.Errorf("%w: version %q, only %q is accepted", ErrAlgorithm, clip(version), formatVersion)
 	}
-	for name := range members {
-		if !headerKeys[name] {
-			return fmt.Errorf("%w: header parameter %q is not accepted", ErrMalformed, clip(name))
-		}
+	payload, sigB64, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil, sig, fmt.Errorf("%w: 2 segments, want 3", ErrMalformed)
 	}
-	if typ, ok := str("typ"); !ok || typ != TokenType {
-		return fmt.Errorf("%w: typ %q, want %q", ErrMalformed, clip(typ), TokenType)
+	if strings.IndexByte(sigB64, '.') >= 0 {
+		return nil, sig, fmt.Errorf("%w: more than 3 segments", ErrMalformed)
 	}
-	if kid, ok := str("kid"); !ok || kid != v.keyID {
-		return fmt.Errorf("%w: kid %q is not the configured key %q", ErrSignature, clip(kid), v.keyID)
+	if payload == "" {
+		return nil, sig, fmt.Errorf("%w: empty payload segment", ErrMalformed)
 	}
-	return nil
+	if len(sigB64) != sigChars {
+		return nil, sig, fmt.Errorf("%w: signature segment is %d characters, want %d", ErrMalformed, len(sigB64), sigChars)
+	}
+	if _, err := strictB64.Decode(sig[:], []byte(sigB64)); err != nil {
+		return nil, sig, fmt.Errorf("%w: signature segment: %w", ErrMalformed, err)
+	}
+	return []byte(payload), sig, nil
 }
 
 // clip shortens untrusted text quoted into an error message.

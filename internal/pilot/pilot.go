@@ -214,7 +214,7 @@ func (p *Pilot) Ping(ctx context.Context) error { return p.pool.Ping(ctx) }
 
 // Request is one statement to execute (or rehearse).
 type Request struct {
-	// Marque is the compact JWS token. Required for Execute.
+	// Marque is the token, as Minter.Mint returned it. Required for Execute.
 	Marque string
 	// SQL is the canonical statement the marque's statement hash names.
 	SQL string
