@@ -51,7 +51,12 @@ func (w *writer) settle(ctx context.Context) (err error) {
 			err = errors.Join(err, fmt.Errorf("%w: settle: restore synchronous=FULL: %w", ErrUnavailable, rerr))
 		}
 	}()
-	n, err := w.settleTx(ctx, conn)
+	n, err := w.settleTx(ctx, conn, false)
+	if errors.Is(err, errAfterFailed) {
+		// Again, each After in a savepoint, so the one that fails is
+		// undone alone.
+		n, err = w.settleTx(ctx, conn, true)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 	}
@@ -64,7 +69,9 @@ func (w *writer) settle(ctx context.Context) (err error) {
 }
 
 // settleTx is settle's transaction; it returns how many entries it indexed.
-func (w *writer) settleTx(ctx context.Context, conn *sql.Conn) (int64, error) {
+// It runs the After callbacks one after another (errAfterFailed if one
+// fails, and nothing commits), or, careful, each in a savepoint.
+func (w *writer) settleTx(ctx context.Context, conn *sql.Conn, careful bool) (int64, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -120,7 +127,13 @@ func (w *writer) settleTx(ctx context.Context, conn *sql.Conn) (int64, error) {
 		if d.after == nil {
 			continue
 		}
-		if err := runAfter(ctx, tx, d.after); err != nil {
+		if !careful {
+			if err := d.after(ctx, tx); err != nil {
+				return 0, fmt.Errorf("%w: seq %d: %w", errAfterFailed, d.seq, err)
+			}
+			continue
+		}
+		if err := w.runAfter(ctx, tx, d.after); err != nil {
 			w.l.log.Error("logbook: a record's After statements failed; rolled back", "seq", d.seq, "err", err)
 			if errors.Is(err, errTxBroken) {
 				return 0, err
@@ -139,12 +152,15 @@ func (w *writer) settleTx(ctx context.Context, conn *sql.Conn) (int64, error) {
 	return head - through, nil
 }
 
-var errTxBroken = errors.New("transaction unusable")
+var (
+	errTxBroken    = errors.New("transaction unusable")
+	errAfterFailed = errors.New("an After callback failed")
+)
 
 // runAfter runs one After callback in a savepoint, so that its failure
 // undoes its own statements only.
-func runAfter(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) error) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT logbook_after"); err != nil {
+func (w *writer) runAfter(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) error) error {
+	if _, err := tx.StmtContext(ctx, w.savepoint).ExecContext(ctx); err != nil {
 		return fmt.Errorf("%w: %w", errTxBroken, err)
 	}
 	ferr := fn(ctx, tx)
@@ -153,7 +169,7 @@ func runAfter(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx)
 			return fmt.Errorf("%w: %w (after %w)", errTxBroken, err, ferr)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE logbook_after"); err != nil {
+	if _, err := tx.StmtContext(ctx, w.release).ExecContext(ctx); err != nil {
 		return fmt.Errorf("%w: %w", errTxBroken, err)
 	}
 	return ferr

@@ -55,8 +55,10 @@ type Record struct {
 	// work of many records with the subject index, without an fsync of its
 	// own (see Config.IndexBatch and IndexDelay). Append does not wait for
 	// it; Settle does. Records' After callbacks run in seq order, each
-	// after its own record's With, each in a savepoint: one that fails is
-	// rolled back alone and logged, and nothing reports it to the caller.
+	// after its own record's With. One that fails is rolled back alone and
+	// logged, and nothing reports it to the caller; the others in its
+	// transaction are then rolled back and run again, so a callback may
+	// run more than once and must act only through tx.
 	//
 	// It is for state that can be rebuilt from the logbook (the request
 	// row of a decision): a crash or power loss between the entry's commit

@@ -516,6 +516,8 @@ type writer struct {
 	db         *sql.DB
 	head       *sql.Stmt
 	insCP      *sql.Stmt
+	savepoint  *sql.Stmt // around each After callback
+	release    *sql.Stmt
 	insEntry   []*sql.Stmt // [i] inserts 2^i rows
 	insSubject []*sql.Stmt
 	h          hasher
@@ -554,6 +556,8 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 	}{
 		{&w.head, headQuery},
 		{&w.insCP, "INSERT INTO logbook_checkpoints (size, hash, time_ns, note) VALUES (?, ?, ?, ?)"},
+		{&w.savepoint, "SAVEPOINT logbook_after"},
+		{&w.release, "RELEASE logbook_after"},
 	}
 	for _, s := range stmts {
 		stmt, err := w.db.PrepareContext(ctx, s.sql)
@@ -578,7 +582,7 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.head, w.insCP} {
+	for _, s := range []*sql.Stmt{w.head, w.insCP, w.savepoint, w.release} {
 		if s != nil {
 			s.Close()
 		}

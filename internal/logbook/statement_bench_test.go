@@ -24,10 +24,10 @@ import (
 // the writer, the appenders and SQLite together), statements and appends
 // per second, and the decision append's median latency.
 //
-// Sub-benchmarks: appenders=N as above; /window=off without the commit
-// window; /pilot=1ms with a millisecond between an appender's decision and
-// its execution (the Pilot's work), so appends arrive spread out as they do
-// in the gateway; /rows=after with the request rows written by
+// Sub-benchmarks: appenders=N as above; ",window=off" without the commit
+// window; ",pilot=1ms" with a millisecond between an appender's decision
+// and its execution (the Pilot's work), so appends arrive spread out as
+// they do in the gateway; ",rows=after" with the request rows written by
 // Record.After instead of With.
 func BenchmarkStatementPath(b *testing.B) {
 	for _, c := range []struct {
@@ -37,13 +37,13 @@ func BenchmarkStatementPath(b *testing.B) {
 	}{
 		{"appenders=1", 1, pathOptions{}},
 		{"appenders=16", 16, pathOptions{}},
-		{"appenders=1/window=off", 1, pathOptions{cfg: Config{CommitWindow: -1}}},
-		{"appenders=16/window=off", 16, pathOptions{cfg: Config{CommitWindow: -1}}},
-		{"appenders=1/pilot=1ms", 1, pathOptions{pilot: time.Millisecond}},
-		{"appenders=16/pilot=1ms", 16, pathOptions{pilot: time.Millisecond}},
-		{"appenders=16/pilot=1ms/window=off", 16, pathOptions{pilot: time.Millisecond, cfg: Config{CommitWindow: -1}}},
-		{"appenders=1/rows=after", 1, pathOptions{after: true}},
-		{"appenders=16/rows=after", 16, pathOptions{after: true}},
+		{"appenders=1,window=off", 1, pathOptions{cfg: Config{CommitWindow: -1}}},
+		{"appenders=16,window=off", 16, pathOptions{cfg: Config{CommitWindow: -1}}},
+		{"appenders=1,pilot=1ms", 1, pathOptions{pilot: time.Millisecond}},
+		{"appenders=16,pilot=1ms", 16, pathOptions{pilot: time.Millisecond}},
+		{"appenders=16,pilot=1ms,window=off", 16, pathOptions{pilot: time.Millisecond, cfg: Config{CommitWindow: -1}}},
+		{"appenders=1,rows=after", 1, pathOptions{after: true}},
+		{"appenders=16,rows=after", 16, pathOptions{after: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchStatementPath(b, c.n, c.opt) })
 	}
