@@ -63,8 +63,9 @@ func (w *writer) settle(ctx context.Context) (err error) {
 	if n > 0 || len(w.deferred) > 0 {
 		w.l.stats.deferred.Add(1)
 	}
-	clear(w.deferred) // release the closures and maps
-	w.deferred = w.deferred[:0]
+	clear(w.deferred) // release the closures and strings
+	clear(w.deferredSub)
+	w.deferred, w.deferredSub = w.deferred[:0], w.deferredSub[:0]
 	return nil
 }
 
@@ -109,9 +110,7 @@ func (w *writer) settleTx(ctx context.Context, conn *sql.Conn, careful bool) (in
 		if err := addGap(d.seq - 1); err != nil {
 			return 0, err
 		}
-		for k, v := range d.subjects {
-			args = append(args, k, v, d.seq)
-		}
+		args = append(args, w.deferredSub[d.sub:d.end]...)
 		next = d.seq + 1
 	}
 	if err := addGap(head); err != nil {

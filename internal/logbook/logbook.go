@@ -382,7 +382,9 @@ func (l *Logbook) Run(ctx context.Context) error {
 		laterOn = false
 		later.Stop()
 		if err := w.settle(wctx); err != nil {
-			l.log.Error("logbook: subject index and After work not committed", "err", err)
+			l.log.Error("logbook: subject index and After work not committed; retrying", "err", err)
+			laterOn = true
+			later.Reset(max(l.cfg.IndexDelay, time.Second))
 		}
 	}
 	flush := func(timedOut bool) {
@@ -524,15 +526,18 @@ type writer struct {
 	args       []any
 
 	// Committed entries whose subject rows and After work are not written
-	// yet, in seq order, and the last settle's outcome.
-	deferred  []deferredEntry
-	settleErr error
+	// yet, in seq order; their subject rows as (key, value, seq) triples,
+	// in the same order; the last settle's outcome.
+	deferred    []deferredEntry
+	deferredSub []any
+	settleErr   error
 }
 
-// deferredEntry is the work a committed entry leaves for settle.
+// deferredEntry is the work a committed entry leaves for settle: its
+// subject rows are deferredSub[sub:end].
 type deferredEntry struct {
 	seq      int64
-	subjects map[string]string
+	sub, end int
 	after    func(ctx context.Context, tx *sql.Tx) error
 }
 
@@ -789,11 +794,19 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		w.l.stats.commits.Add(1)
 		w.l.stats.entries.Add(headSeq - firstSeq + 1)
 	}
+	// The subject rows are copied out now: the caller owns the entry (and
+	// its Subjects map) from the moment it is answered.
 	for _, r := range reqs {
-		if r.kind == reqEntry {
-			w.deferred = append(w.deferred, deferredEntry{seq: firstSeq, subjects: r.rec.subjects, after: r.rec.after})
-			firstSeq++
+		if r.kind != reqEntry {
+			continue
 		}
+		d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: r.rec.after}
+		for k, v := range r.rec.subjects {
+			w.deferredSub = append(w.deferredSub, k, v, firstSeq)
+		}
+		d.end = len(w.deferredSub)
+		w.deferred = append(w.deferred, d)
+		firstSeq++
 	}
 	return out, nil
 }
