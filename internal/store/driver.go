@@ -1,5 +1,3 @@
-//go:build !sqlite_modernc
-
 package store
 
 import (
@@ -14,8 +12,11 @@ import (
 // for tests and tools that open the file directly.
 const DriverName = "sqlite3"
 
-// dsn builds a github.com/mattn/go-sqlite3 data source name. The pragmas run on every
-// new connection of the pool.
+// dsn builds a github.com/mattn/go-sqlite3 data source name. The driver
+// runs the pragmas on every new connection of the pool, and the write
+// handles begin IMMEDIATE: they take the write lock at BEGIN, so a
+// transaction never fails halfway upgrading a read lock while another
+// process writes.
 func dsn(path string, busy time.Duration, wal, readOnly bool, sync string) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
