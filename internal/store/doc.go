@@ -4,8 +4,8 @@
 // The default store is SQLite, embedded, through github.com/mattn/go-sqlite3
 // (the SQLite C library, built with cgo, which the parser needs anyway). It
 // replaced the pure-Go modernc.org/sqlite when the logbook's statement-path
-// benchmark measured it 10-25% cheaper in CPU per statement
-// (docs/performance.md). A later change adds PostgreSQL for several nodes; the
+// benchmark measured it cheaper in CPU per statement, by a few to 20
+// percent (docs/performance.md). A later change adds PostgreSQL for several nodes; the
 // schema is kept to portable SQL where that costs nothing, but the
 // migrations in this package are written for SQLite.
 //
