@@ -55,7 +55,7 @@ func writeLogbook(t *testing.T, entries int, drop string) (string, string) {
 	}
 	st.Close()
 	if drop != "" {
-		db, err := sql.Open("sqlite", path)
+		db, err := sql.Open(store.DriverName, path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,6 +87,9 @@ func fillLog(tb testing.TB, f *fixture, n int) {
 		if _, err := w.write(ctx, reqs, cpDue); err != nil {
 			tb.Fatal(err)
 		}
+		if err := w.settle(ctx); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 

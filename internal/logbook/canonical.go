@@ -52,16 +52,113 @@ func CanonicalJSON(v any) ([]byte, error) {
 			return out, nil
 		}
 	}
+	return appendCanonical(make([]byte, 0, 256), v, 0)
+}
+
+// appendCanonical appends v's canonical JSON to dst. The types a payload is
+// usually made of (maps of string to any, slices, strings, integers, bools)
+// are written directly; anything else (structs, named types, Marshalers,
+// floats) goes through encoding/json and canonicalize, value by value. Both
+// give the same bytes: canonical form is built member by member, and
+// canonicalize normalizes whatever encoding/json escapes differently.
+func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
+	if depth > maxJSONDepth {
+		return nil, fmt.Errorf("%w: nested deeper than %d", ErrCanonicalJSON, maxJSONDepth)
+	}
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case string:
+		return appendString(dst, v), nil
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case int:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, v, 10), nil
+	case int32:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(dst, v, 10), nil
+	case json.RawMessage:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		return canonicalizeAppend(dst, v, depth)
+	case map[string]any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			if !utf8.ValidString(k) {
+				return marshalCanonical(dst, v, depth) // two invalid keys may print alike
+			}
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, compareUTF16)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendCanonical(dst, v[k], depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case map[string]string:
+		if out := canonicalStringMap(v); out != nil {
+			return append(dst, out...), nil
+		}
+	case []any:
+		return appendCanonicalSlice(dst, v, depth)
+	case []string:
+		return appendCanonicalSlice(dst, v, depth)
+	case []map[string]any:
+		return appendCanonicalSlice(dst, v, depth)
+	}
+	return marshalCanonical(dst, v, depth)
+}
+
+func appendCanonicalSlice[T any](dst []byte, s []T, depth int) ([]byte, error) {
+	if s == nil {
+		return append(dst, "null"...), nil // as encoding/json writes a nil slice
+	}
+	dst = append(dst, '[')
+	for i := range s {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = appendCanonical(dst, any(s[i]), depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+// marshalCanonical appends v's canonical JSON by way of encoding/json.
+func marshalCanonical(dst []byte, v any, depth int) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("logbook: canonical json: %w", err)
 	}
-	return canonicalize(raw)
+	return canonicalizeAppend(dst, raw, depth)
 }
 
 func canonicalize(raw []byte) ([]byte, error) {
+	return canonicalizeAppend(make([]byte, 0, len(raw)), raw, 0)
+}
+
+// canonicalizeAppend appends raw's canonical form to dst; depth is how deep
+// raw sits in the value being written.
+func canonicalizeAppend(dst, raw []byte, depth int) ([]byte, error) {
 	p := canonParser{data: raw}
-	out, err := p.value(make([]byte, 0, len(raw)), 0)
+	out, err := p.value(dst, depth)
 	if err != nil {
 		return nil, err
 	}

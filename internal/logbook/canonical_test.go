@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -292,4 +293,62 @@ func FuzzCanonicalJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// viaEncodingJSON is CanonicalJSON the long way: encoding/json for the
+// whole value, then canonicalize.
+func viaEncodingJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalize(raw)
+}
+
+// The direct encoder writes exactly what encoding/json plus canonicalize
+// write, for the types it handles itself and for those it hands over.
+func TestCanonicalJSONDirectMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	type named string
+	type row struct {
+		ID   int      `json:"id"`
+		Tags []string `json:"tags,omitempty"`
+		Note named    `json:"note"`
+	}
+	edge := []any{
+		map[string]any{"a": []string(nil), "b": []any(nil), "c": map[string]any(nil), "d": map[string]string(nil), "e": []map[string]any(nil)},
+		map[string]any{"s": []string{"<&>", "\u2028\u2029", "\xff\xfe", ""}, "n": named("x<y"), "r": row{ID: 1, Note: "é"}},
+		map[string]any{"ints": []any{int(-1), int64(math.MinInt64), int32(7), uint64(math.MaxUint64), uint8(3), int8(-3), uint(9)}},
+		map[string]any{"floats": []any{0.1, float32(0.1), -0.0, 1e21, 1e20, 5e-324, math.MaxFloat64, 1.0}},
+		map[string]any{"raw": json.RawMessage(` {"z": 1, "a" : [ 1.50 ] } `), "nilraw": json.RawMessage(nil)},
+		map[string]any{"evaluated": []map[string]any{{"rule": 1, "decision": "conforms"}}, "rows": []row{{ID: 2, Tags: []string{"b", "a"}}}},
+		map[string]any{"\U0001F600": 1, "\uFB01": 2, "a": map[string]string{"y": "1", "x": "2"}},
+		[]any{nil, true, false, "x", map[string]any{}},
+		[]string{},
+		time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		edge = append(edge, randomValue(rng, 0))
+	}
+	for i, v := range edge {
+		want, werr := viaEncodingJSON(v)
+		got, gerr := CanonicalJSON(v)
+		if (werr != nil) != (gerr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("value %d (%#v):\ndirect   %s (%v)\nencoding %s (%v)", i, v, got, gerr, want, werr)
+		}
+	}
+	// What encoding/json refuses, the direct encoder refuses too.
+	for _, v := range []any{map[string]any{"f": math.NaN()}, []any{math.Inf(1)}, map[string]any{"c": make(chan int)}} {
+		if _, err := CanonicalJSON(v); err == nil {
+			t.Errorf("CanonicalJSON(%#v) accepted", v)
+		}
+	}
+	deep := any("x")
+	for range maxJSONDepth + 2 {
+		deep = []any{deep}
+	}
+	if _, err := CanonicalJSON(deep); !errors.Is(err, ErrCanonicalJSON) {
+		t.Errorf("nesting deeper than %d: %v", maxJSONDepth, err)
+	}
 }

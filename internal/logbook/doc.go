@@ -68,13 +68,38 @@
 // New builds a Logbook over an open store. Reads (Get, Tail, Find, Iterate,
 // Export, Checkpoints) and Verify work at any time, from any process. Append
 // needs the writer: the owner runs Run(ctx) in a goroutine it waits for, and
-// cancels ctx to stop it. Run commits every batch it has taken, answers every
-// queued Append with ErrClosed, signs a last checkpoint and returns; later
-// Appends return ErrClosed at once. Concurrent Appends are batched by that
-// one goroutine into one transaction (group commit): while one batch's fsync
-// runs, the next batch gathers. The writer re-reads the chain head inside
+// cancels ctx to stop it. Run commits every batch it has taken, settles (see
+// below), answers every queued Append with ErrClosed, signs a last
+// checkpoint and returns; later Appends return ErrClosed at once. Concurrent
+// Appends are batched by that one goroutine into one transaction (group
+// commit): while one batch's fsync runs, the next batch gathers. While its
+// recent batches held several entries that are not lazy (several appenders
+// at once), the writer also holds a batch open for up to
+// Config.CommitWindow until it holds as many, so that they share one fsync;
+// a lone appender never waits. The writer re-reads the chain head inside
 // each transaction, under SQLite's write lock, so two processes writing the
 // same file cannot fork the chain (they only take turns).
+//
+// # The subject index and After work
+//
+// An entry's transaction holds the entry (and its record's With) only. Its
+// subject index rows (logbook_subjects) and its record's After callback
+// are written behind it by the writer, in a transaction of its own that
+// batches many entries (a "settle": every Config.IndexBatch entries or
+// Config.IndexDelay, on Settle, when Run starts and when it stops). A
+// settle commits with synchronous=NORMAL on a connection it holds
+// throughout, so no other transaction ever commits on the write handle
+// without an fsync; the next entry commit's fsync makes it durable. Its
+// work is derived (the index) or, by After's contract, rebuildable, so a
+// crash that loses a settle loses no entry.
+//
+// logbook_index.indexed_through, committed with the index rows, is the
+// last seq they cover. A lookup by subject reads the index up to it and
+// matches the entries after it on their subjects field, in one statement:
+// it sees every committed entry the moment its Append returns, however
+// far the index lags, after a crash and with another process writing. The
+// next settle indexes every entry past indexed_through, reading from the
+// store those its own writer did not write.
 //
 // # What Verify proves, and what it cannot
 //
@@ -103,9 +128,10 @@
 //     when it does, or when there are entries and no checkpoint at all:
 //     what deleting checkpoints and rewriting the entries after them leaves.
 //     The command refuses such a log unless told otherwise.
-//   - whether the subject index (logbook_subjects) is complete. It is
-//     derived data, not covered by the chain: an attacker could hide an
-//     entry from "entries about request X" without breaking the chain. The
+//   - whether the subject index (logbook_subjects, logbook_index) is
+//     complete. It is derived data, not covered by the chain: an attacker
+//     could hide an entry from "entries about request X" (a deleted index
+//     row, or a raised indexed_through) without breaking the chain. The
 //     entries themselves, and their subjects field, are covered.
 //
 // Verify never trusts the stored size and hash columns of a checkpoint: they

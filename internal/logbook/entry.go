@@ -50,6 +50,21 @@ type Record struct {
 	// it, in the same group commit. If it fails, the whole batch rolls back
 	// and every Append in it fails: keep it to simple statements.
 	With func(ctx context.Context, tx *sql.Tx) error
+	// After, when set, runs once the entry is durable, off the append's
+	// path: in a later transaction of the writer that batches the After
+	// work of many records with the subject index, without an fsync of its
+	// own (see Config.IndexBatch and IndexDelay). Append does not wait for
+	// it; Settle does. Records' After callbacks run in seq order, each
+	// after its own record's With. One that fails is rolled back alone and
+	// logged, and nothing reports it to the caller; the others in its
+	// transaction are then rolled back and run again, so a callback may
+	// run more than once and must act only through tx.
+	//
+	// It is for state that can be rebuilt from the logbook (the request
+	// row of a decision): a crash or power loss between the entry's commit
+	// and this transaction's loses the After work but never the entry.
+	// When both are set, With runs first, in the entry's transaction.
+	After func(ctx context.Context, tx *sql.Tx) error
 	// Lazy lets the writer hold the entry for up to Config.LazyWait, so it
 	// commits with the next entry that is not lazy and shares its fsync.
 	// Append still returns only once the entry is durable. It is for
@@ -95,6 +110,7 @@ type prepared struct {
 	subjJSON []byte // canonical JSON of subjects
 	payload  []byte // canonical JSON
 	with     func(ctx context.Context, tx *sql.Tx) error
+	after    func(ctx context.Context, tx *sql.Tx) error
 	lazy     bool
 }
 
@@ -126,7 +142,7 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With, lazy: r.Lazy}, nil
+	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With, after: r.After, lazy: r.Lazy}, nil
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

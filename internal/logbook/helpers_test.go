@@ -131,7 +131,7 @@ func (f *fixture) verify(external ...Checkpoint) Report {
 // triggers.
 func (f *fixture) tamper(stmts ...string) {
 	f.t.Helper()
-	db, err := sql.Open("sqlite", f.path+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open(store.DriverName, f.path+"?_busy_timeout=5000")
 	if err != nil {
 		f.t.Fatal(err)
 	}

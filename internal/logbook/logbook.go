@@ -65,6 +65,24 @@ type Config struct {
 	// waiting for an entry that is not lazy to commit with. Defaults to
 	// 5 milliseconds.
 	LazyWait time.Duration
+	// CommitWindow is the longest the writer holds a batch open for more
+	// entries while several appenders are active, so that concurrent
+	// statements share one commit and its fsync. It waits only when its
+	// recent batches held more than one entry that is not lazy, and only
+	// until the batch holds as many as they did; with one appender it
+	// never waits. Defaults to 1 millisecond; a negative value turns the
+	// window off.
+	CommitWindow time.Duration
+	// IndexBatch is how many committed entries may wait for their subject
+	// index rows (and their Record.After work) before the writer writes
+	// them, in a transaction of its own that needs no fsync. Readers do
+	// not wait for it: a lookup by subject also reads the entries past the
+	// index. Defaults to 256.
+	IndexBatch int
+	// IndexDelay is the longest an entry waits for its subject index rows
+	// and After work when fewer than IndexBatch wait. Defaults to 20
+	// milliseconds.
+	IndexDelay time.Duration
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -90,6 +108,15 @@ func (c Config) WithDefaults() Config {
 	if c.LazyWait == 0 {
 		c.LazyWait = 5 * time.Millisecond
 	}
+	if c.CommitWindow == 0 {
+		c.CommitWindow = time.Millisecond
+	}
+	if c.IndexBatch == 0 {
+		c.IndexBatch = 256
+	}
+	if c.IndexDelay == 0 {
+		c.IndexDelay = 20 * time.Millisecond
+	}
 	return c
 }
 
@@ -109,6 +136,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("logbook: config: QueueLength %d must be at least 1", c.QueueLength)
 	case c.MaxPayloadBytes < 4:
 		return fmt.Errorf("logbook: config: MaxPayloadBytes %d must be at least 4", c.MaxPayloadBytes)
+	case c.IndexBatch < 1:
+		return fmt.Errorf("logbook: config: IndexBatch %d must be at least 1", c.IndexBatch)
+	case c.IndexDelay <= 0:
+		return fmt.Errorf("logbook: config: IndexDelay %v must be positive", c.IndexDelay)
 	}
 	return nil
 }
@@ -131,10 +162,22 @@ type Logbook struct {
 	reqs    chan *request
 	started atomic.Bool
 	stopped chan struct{} // closed once Run has answered every request it took
+
+	stats stats
+	// est is Run's estimate of the active appenders (the commit window's
+	// target). A field, so tests can seed it before Run.
+	est concurrency
+}
+
+// stats count the writer's work, for benchmarks and tests.
+type stats struct {
+	commits  atomic.Int64 // transactions that committed entries
+	entries  atomic.Int64 // entries committed
+	deferred atomic.Int64 // transactions that wrote the subject index and After work
 }
 
 // New returns a Logbook over st (whose schema must include the logbook
-// migration; store.Open applies it). signer signs checkpoints with the
+// migrations; store.Open applies them). signer signs checkpoints with the
 // control-plane key (see NewCheckpointSigner); clock stamps entries. With a
 // nil signer or clock the Logbook is read-only: reads and Verify work,
 // Append and Run return ErrReadOnly. A nil logger discards.
@@ -170,11 +213,20 @@ const (
 	reqAbandoned       // the appender gave up first; the writer skips it
 )
 
+// reqKind says what a request asks of the writer.
+type reqKind uint8
+
+const (
+	reqEntry      reqKind = iota // append rec
+	reqCheckpoint                // Checkpoint
+	reqSettle                    // Settle
+)
+
 type request struct {
-	rec        prepared
-	checkpoint bool // a Checkpoint call, not an entry
-	state      atomic.Int32
-	done       chan result // buffered: the writer never blocks on it
+	rec   prepared
+	kind  reqKind
+	state atomic.Int32
+	done  chan result // buffered: the writer never blocks on it
 }
 
 type result struct {
@@ -186,6 +238,8 @@ type result struct {
 // Append records rec and returns the entry once it is durable: its
 // transaction has committed (WAL, synchronous=FULL). Concurrent appends are
 // committed together by the writer (group commit), so Append waits for Run.
+// The entry's subject index rows and rec.After are written later (see
+// Settle); lookups by subject see the entry as soon as Append returns.
 //
 // If Append returns an error, the entry does not exist and never will:
 // callers refuse to act on that ("if the logbook cannot be written, nothing
@@ -214,11 +268,27 @@ func (l *Logbook) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	if l.signer == nil {
 		return Checkpoint{}, fmt.Errorf("logbook: checkpoint: %w", ErrReadOnly)
 	}
-	res := l.submit(ctx, &request{checkpoint: true, done: make(chan result, 1)})
+	res := l.submit(ctx, &request{kind: reqCheckpoint, done: make(chan result, 1)})
 	if res.err != nil {
 		return Checkpoint{}, fmt.Errorf("logbook: checkpoint: %w", res.err)
 	}
 	return res.cp, nil
+}
+
+// Settle returns once the deferred work of every entry appended before it
+// was called has committed: their subject index rows and their records'
+// After callbacks. Call it before reading state that an After callback
+// writes. It does not make anything more durable: entries are durable when
+// Append returns, and After work is not fsynced (see Record.After).
+// Errors: ErrUnavailable (the store), ErrClosed, ErrReadOnly, ctx's error.
+func (l *Logbook) Settle(ctx context.Context) error {
+	if l.signer == nil {
+		return fmt.Errorf("logbook: settle: %w", ErrReadOnly)
+	}
+	if res := l.submit(ctx, &request{kind: reqSettle, done: make(chan result, 1)}); res.err != nil {
+		return fmt.Errorf("logbook: settle: %w", res.err)
+	}
+	return nil
 }
 
 func (l *Logbook) submit(ctx context.Context, r *request) result {
@@ -256,12 +326,14 @@ func (l *Logbook) submit(ctx context.Context, r *request) result {
 	}
 }
 
-// Run is the writer: it commits appends in batches and signs checkpoints
-// (every CheckpointEvery entries, every CheckpointInterval, and a last one
-// when it stops). It runs until ctx ends, then finishes the batch it is
-// committing, answers every waiting Append with ErrClosed and returns nil.
-// Run may be called once; the caller owns the goroutine and waits for it.
-// It returns an error only if it cannot start.
+// Run is the writer: it commits appends in batches, writes the subject
+// index and After work behind them, and signs checkpoints (every
+// CheckpointEvery entries, every CheckpointInterval, and a last one when it
+// stops). It runs until ctx ends, then finishes the batch it is
+// committing and the deferred work of every committed entry, answers every
+// waiting Append with ErrClosed and returns nil. Run may be called once;
+// the caller owns the goroutine and waits for it. It returns an error only
+// if it cannot start.
 func (l *Logbook) Run(ctx context.Context) error {
 	if l.signer == nil {
 		return fmt.Errorf("logbook: run: %w", ErrReadOnly)
@@ -278,31 +350,73 @@ func (l *Logbook) Run(ctx context.Context) error {
 		return fmt.Errorf("logbook: run: %w", err)
 	}
 	defer w.close()
+	// A batch the writer has taken commits or fails on its own merits, not
+	// because Run's ctx ended halfway.
+	wctx := context.WithoutCancel(ctx)
+	// Entries a crash left unindexed (or another process wrote).
+	if err := w.settle(wctx); err != nil {
+		l.log.Warn("logbook: subject index catch-up failed", "err", err)
+	}
 
 	ticker := time.NewTicker(l.cfg.CheckpointInterval)
 	defer ticker.Stop()
-	// Lazy records wait in batch (up to LazyWait) for an eager one.
-	batch := make([]*request, 0, l.cfg.MaxBatch)
-	eager := 0
-	lazy := time.NewTimer(time.Hour)
-	lazy.Stop()
+	newTimer := func() *time.Timer {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
+	// lazy: lazy records wait in batch (up to LazyWait) for an eager one.
+	// window: an eager batch waits (up to CommitWindow) for the appenders
+	// recent batches had. later: deferred work waits up to IndexDelay.
+	lazy, window, later := newTimer(), newTimer(), newTimer()
 	defer lazy.Stop()
-	flush := func() {
+	defer window.Stop()
+	defer later.Stop()
+	laterOn := false
+	batch := make([]*request, 0, l.cfg.MaxBatch)
+	eager := 0      // entries in batch that are not lazy, and checkpoints
+	urgent := false // a Checkpoint or Settle in batch: no window
+	windowOn := false
+	est := &l.est
+	settleNow := func() {
+		laterOn = false
+		later.Stop()
+		if err := w.settle(wctx); err != nil {
+			l.log.Error("logbook: subject index and After work not committed; retrying", "err", err)
+			laterOn = true
+			later.Reset(max(l.cfg.IndexDelay, time.Second))
+		}
+	}
+	flush := func(timedOut bool) {
 		lazy.Stop()
+		window.Stop()
+		windowOn = false
 		if len(batch) == 0 {
 			return
 		}
-		// A batch the writer has taken commits or fails on its own
-		// merits, not because Run's ctx ended halfway.
-		w.commit(context.WithoutCancel(ctx), batch)
+		settles := w.commit(wctx, batch)
+		est.observe(eager, timedOut)
 		clear(batch)
-		batch, eager = batch[:0], 0
+		batch, eager, urgent = batch[:0], 0, false
+		switch {
+		case len(settles) > 0 || w.pending() >= l.cfg.IndexBatch:
+			settleNow()
+			for _, r := range settles {
+				r.done <- result{err: w.settleErr}
+			}
+		case w.pending() > 0 && !laterOn:
+			laterOn = true
+			later.Reset(l.cfg.IndexDelay)
+		}
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			flush()
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			flush(false)
+			fctx, cancel := context.WithTimeout(wctx, 5*time.Second)
+			if err := w.settle(fctx); err != nil {
+				l.log.Warn("logbook: subject index and After work at stop failed", "err", err)
+			}
 			if _, err := w.write(fctx, nil, cpIfNew); err != nil {
 				l.log.Warn("logbook: final checkpoint failed", "err", err)
 			}
@@ -321,25 +435,66 @@ func (l *Logbook) Run(ctx context.Context) error {
 				}
 			}
 			for _, r := range batch[held:] {
-				if r.checkpoint || !r.rec.lazy {
+				switch {
+				case r.kind != reqEntry:
+					eager++
+					urgent = true
+				case !r.rec.lazy:
 					eager++
 				}
 			}
 			switch {
-			case eager > 0 || len(batch) >= l.cfg.MaxBatch || l.cfg.LazyWait == 0:
-				flush()
+			case len(batch) >= l.cfg.MaxBatch || urgent || (eager > 0 && l.cfg.LazyWait == 0):
+				flush(false)
+			case eager > 0 && l.cfg.CommitWindow > 0 && eager < est.target():
+				// Other appenders are active: give them the window to join.
+				if !windowOn {
+					windowOn = true
+					window.Reset(l.cfg.CommitWindow)
+				}
+			case eager > 0:
+				flush(false)
 			case held == 0:
 				lazy.Reset(l.cfg.LazyWait)
 			}
+		case <-window.C:
+			windowOn = false
+			flush(true)
 		case <-lazy.C:
-			flush()
+			flush(false)
+		case <-later.C:
+			laterOn = false
+			if len(batch) > 0 && eager > 0 {
+				flush(false) // about to commit anyway; its deferred work joins
+			}
+			settleNow()
 		case <-ticker.C:
-			flush()
+			flush(false)
 			if _, err := w.write(ctx, nil, cpIfNew); err != nil {
 				l.log.Warn("logbook: timed checkpoint failed", "err", err)
 			}
 		}
 	}
+}
+
+// concurrency estimates how many appenders are active from the eager
+// entries of the last batches: an appender that waits for its entry has at
+// most one in a batch. The commit window waits for that many.
+type concurrency struct {
+	recent [4]int
+	next   int
+}
+
+func (c *concurrency) target() int { return max(c.recent[0], c.recent[1], c.recent[2], c.recent[3]) }
+
+// observe records a committed batch's eager entries. A window that ran out
+// means fewer appenders than estimated: forget the history.
+func (c *concurrency) observe(eager int, timedOut bool) {
+	if timedOut {
+		c.recent = [4]int{}
+	}
+	c.recent[c.next] = eager
+	c.next = (c.next + 1) % len(c.recent)
 }
 
 // stop answers every request still queued, then marks the writer stopped.
@@ -362,12 +517,28 @@ type writer struct {
 	l          *Logbook
 	db         *sql.DB
 	head       *sql.Stmt
-	cpSize     *sql.Stmt
 	insCP      *sql.Stmt
+	savepoint  *sql.Stmt // around each After callback
+	release    *sql.Stmt
 	insEntry   []*sql.Stmt // [i] inserts 2^i rows
 	insSubject []*sql.Stmt
 	h          hasher
 	args       []any
+
+	// Committed entries whose subject rows and After work are not written
+	// yet, in seq order; their subject rows as (key, value, seq) triples,
+	// in the same order; the last settle's outcome.
+	deferred    []deferredEntry
+	deferredSub []any
+	settleErr   error
+}
+
+// deferredEntry is the work a committed entry leaves for settle: its
+// subject rows are deferredSub[sub:end].
+type deferredEntry struct {
+	seq      int64
+	sub, end int
+	after    func(ctx context.Context, tx *sql.Tx) error
 }
 
 // Multi-row INSERTs of up to 2^(k-1) rows, well under SQLite's 32766 bound
@@ -377,15 +548,21 @@ const (
 	subjectInsertSizes = 8
 )
 
+// headQuery reads the chain head (NULLs when there are no entries) and the
+// newest checkpoint's size in one statement.
+const headQuery = `SELECT h.seq, h.hash, (SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints)
+	FROM (SELECT 1) LEFT JOIN (SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1) h`
+
 func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 	w := &writer{l: l, db: l.st.DB()}
 	stmts := []struct {
 		dst *(*sql.Stmt)
 		sql string
 	}{
-		{&w.head, "SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1"},
-		{&w.cpSize, "SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints"},
+		{&w.head, headQuery},
 		{&w.insCP, "INSERT INTO logbook_checkpoints (size, hash, time_ns, note) VALUES (?, ?, ?, ?)"},
+		{&w.savepoint, "SAVEPOINT logbook_after"},
+		{&w.release, "RELEASE logbook_after"},
 	}
 	for _, s := range stmts {
 		stmt, err := w.db.PrepareContext(ctx, s.sql)
@@ -400,7 +577,9 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 		w.close()
 		return nil, err
 	}
-	if w.insSubject, err = w.prepareInserts(ctx, "INSERT INTO logbook_subjects (key, value, seq) VALUES ", 3, subjectInsertSizes); err != nil {
+	// OR IGNORE: the index is derived; a row that is there already (written
+	// by another process's writer) is the same row.
+	if w.insSubject, err = w.prepareInserts(ctx, "INSERT OR IGNORE INTO logbook_subjects (key, value, seq) VALUES ", 3, subjectInsertSizes); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -408,7 +587,7 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.head, w.cpSize, w.insCP} {
+	for _, s := range []*sql.Stmt{w.head, w.insCP, w.savepoint, w.release} {
 		if s != nil {
 			s.Close()
 		}
@@ -457,20 +636,26 @@ func (w *writer) prepareInserts(ctx context.Context, head string, ncols, k int) 
 	return stmts, nil
 }
 
-// commit writes one batch and answers its requests.
-func (w *writer) commit(ctx context.Context, batch []*request) {
+// commit writes one batch and answers its requests, except Settle
+// requests, which it returns: they are answered after the deferred work.
+func (w *writer) commit(ctx context.Context, batch []*request) (settles []*request) {
 	live := make([]*request, 0, len(batch))
 	mode := cpDue
 	for _, r := range batch {
-		if r.state.CompareAndSwap(reqQueued, reqTaken) {
-			live = append(live, r)
-			if r.checkpoint {
-				mode = cpForce
-			}
+		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
+			continue
 		}
+		switch r.kind {
+		case reqSettle:
+			settles = append(settles, r)
+			continue
+		case reqCheckpoint:
+			mode = cpForce
+		}
+		live = append(live, r)
 	}
 	if len(live) == 0 {
-		return
+		return settles
 	}
 	out, err := w.write(ctx, live, mode)
 	if err != nil && !errors.Is(err, ErrEmpty) {
@@ -478,7 +663,7 @@ func (w *writer) commit(ctx context.Context, batch []*request) {
 	}
 	for i, r := range live {
 		switch {
-		case r.checkpoint:
+		case r.kind == reqCheckpoint:
 			r.done <- result{cp: out.cp, err: err}
 		case err != nil && !errors.Is(err, ErrEmpty):
 			r.done <- result{err: err}
@@ -486,6 +671,7 @@ func (w *writer) commit(ctx context.Context, batch []*request) {
 			r.done <- result{entry: out.entries[i]}
 		}
 	}
+	return settles
 }
 
 type written struct {
@@ -505,7 +691,8 @@ const (
 // write appends the entries of reqs (checkpoint requests carry none) in one
 // transaction, with a checkpoint as mode says. It re-reads the chain head
 // inside the transaction, which holds SQLite's write lock, so a second writer
-// on the same file (another process) cannot fork the chain.
+// on the same file (another process) cannot fork the chain. Once it has
+// committed, the entries' subject rows and After work wait in w.deferred.
 func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (written, error) {
 	out := written{entries: make([]Entry, len(reqs))}
 	tx, err := w.db.BeginTx(ctx, nil)
@@ -521,30 +708,29 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 
 	var headSeq int64
 	var headHash [32]byte
+	var seqCol sql.NullInt64
 	var headRaw []byte
-	switch err := tx.StmtContext(ctx, w.head).QueryRowContext(ctx).Scan(&headSeq, &headRaw); {
-	case errors.Is(err, sql.ErrNoRows):
+	var cpSize int64
+	switch err := tx.StmtContext(ctx, w.head).QueryRowContext(ctx).Scan(&seqCol, &headRaw, &cpSize); {
 	case err != nil:
 		return out, fmt.Errorf("%w: read head: %w", ErrUnavailable, err)
+	case !seqCol.Valid:
 	case len(headRaw) != 32:
 		// Never chain onto a damaged head: Verify will say what happened.
-		return out, fmt.Errorf("%w: head entry %d has a malformed hash", ErrUnavailable, headSeq)
+		return out, fmt.Errorf("%w: head entry %d has a malformed hash", ErrUnavailable, seqCol.Int64)
 	default:
+		headSeq = seqCol.Int64
 		copy(headHash[:], headRaw)
-	}
-	var cpSize int64
-	if err := tx.StmtContext(ctx, w.cpSize).QueryRowContext(ctx).Scan(&cpSize); err != nil {
-		return out, fmt.Errorf("%w: read checkpoint: %w", ErrUnavailable, err)
 	}
 
 	now := w.l.clock().UTC()
 	ns := now.UnixNano()
 	var hexBuf [64]byte
 	entryArgs := w.args[:0]
-	var subjectArgs []any
 	hashes := make([]byte, 64*len(reqs)) // every entry's prev and hash, for the INSERT
+	firstSeq := headSeq + 1
 	for i, r := range reqs {
-		if r.checkpoint {
+		if r.kind != reqEntry {
 			continue
 		}
 		seq := headSeq + 1
@@ -557,9 +743,6 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		hex.Encode(hexBuf[:], sum[:])
 		hash := string(hexBuf[:])
 		entryArgs = append(entryArgs, seq, ns, r.rec.kind, string(r.rec.subjJSON), string(r.rec.payload), prevRaw, hashRaw)
-		for k, v := range r.rec.subjects {
-			subjectArgs = append(subjectArgs, k, v, seq)
-		}
 		out.entries[i] = Entry{
 			Seq: seq, Time: now, Kind: r.rec.kind, Subjects: r.rec.subjects,
 			Payload: r.rec.payload, PrevHash: prev, Hash: hash,
@@ -571,9 +754,6 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	w.args = entryArgs[:0]
 	if err != nil {
 		return out, fmt.Errorf("%w: insert entries: %w", ErrUnavailable, err)
-	}
-	if err := w.insert(ctx, tx, w.insSubject, 3, subjectArgs); err != nil {
-		return out, fmt.Errorf("%w: insert subjects: %w", ErrUnavailable, err)
 	}
 	for _, r := range reqs {
 		if r.rec.with != nil {
@@ -610,5 +790,23 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		return out, fmt.Errorf("%w: commit: %w", ErrUnavailable, err)
 	}
 	committed = true
+	if headSeq >= firstSeq {
+		w.l.stats.commits.Add(1)
+		w.l.stats.entries.Add(headSeq - firstSeq + 1)
+	}
+	// The subject rows are copied out now: the caller owns the entry (and
+	// its Subjects map) from the moment it is answered.
+	for _, r := range reqs {
+		if r.kind != reqEntry {
+			continue
+		}
+		d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: r.rec.after}
+		for k, v := range r.rec.subjects {
+			w.deferredSub = append(w.deferredSub, k, v, firstSeq)
+		}
+		d.end = len(w.deferredSub)
+		w.deferred = append(w.deferred, d)
+		firstSeq++
+	}
 	return out, nil
 }

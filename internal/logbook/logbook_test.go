@@ -336,7 +336,7 @@ func TestAppendFailsWhenStoreUnwritable(t *testing.T) {
 	first := f.append(Record{Kind: "decision", Payload: "before"})
 
 	// Another process holds the write lock.
-	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(1000)")
+	other, err := sql.Open(store.DriverName, path+"?_busy_timeout=1000")
 	if err != nil {
 		t.Fatal(err)
 	}

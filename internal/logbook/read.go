@@ -112,27 +112,50 @@ type Query struct {
 func (q Query) sql() (string, []any, error) {
 	var b strings.Builder
 	var args []any
-	b.WriteString("SELECT " + entryCols + " FROM ")
+	kind := func() {
+		if q.Kind != "" {
+			b.WriteString(" AND e.kind = ?")
+			args = append(args, q.Kind)
+		}
+	}
 	switch {
 	case q.SubjectKey != "" && q.SubjectValue != "":
-		b.WriteString("logbook_subjects s JOIN logbook_entries e ON e.seq = s.seq WHERE s.key = ? AND s.value = ? AND s.seq >= ?")
+		// The index holds entries up to indexed_through; the entries past
+		// it (the writer indexes them in batches) are matched on their
+		// subjects field. One statement: one snapshot.
+		b.WriteString("SELECT " + entryCols + " FROM logbook_subjects s JOIN logbook_entries e ON e.seq = s.seq" +
+			" WHERE s.key = ? AND s.value = ? AND s.seq >= ? AND s.seq <= (SELECT indexed_through FROM logbook_index WHERE id = 1)")
 		args = append(args, q.SubjectKey, q.SubjectValue, q.From)
+		kind()
+		b.WriteString(" UNION ALL SELECT " + entryCols + " FROM logbook_entries e" +
+			" WHERE e.seq > COALESCE((SELECT indexed_through FROM logbook_index WHERE id = 1), 0) AND e.seq >= ?" +
+			" AND json_extract(e.subjects, ?) = ?")
+		args = append(args, q.From, subjectPath(q.SubjectKey), q.SubjectValue)
+		kind()
+		b.WriteString(" ORDER BY 1")
 	case q.SubjectKey != "" || q.SubjectValue != "":
 		return "", nil, errors.New("SubjectKey and SubjectValue go together")
 	default:
-		b.WriteString("logbook_entries e WHERE e.seq >= ?")
+		b.WriteString("SELECT " + entryCols + " FROM logbook_entries e WHERE e.seq >= ?")
 		args = append(args, q.From)
+		kind()
+		b.WriteString(" ORDER BY e.seq")
 	}
-	if q.Kind != "" {
-		b.WriteString(" AND e.kind = ?")
-		args = append(args, q.Kind)
-	}
-	b.WriteString(" ORDER BY e.seq")
 	if q.Limit > 0 {
 		b.WriteString(" LIMIT ?")
 		args = append(args, q.Limit)
 	}
 	return b.String(), args, nil
+}
+
+// subjectPath is the JSON path of subject key in an entry's subjects
+// object. A key the logbook would not have stored becomes a path that
+// matches nothing, as the index would.
+func subjectPath(key string) string {
+	if !validName(key, MaxSubjectKeyBytes) {
+		return "$.\"\""
+	}
+	return "$.\"" + key + "\""
 }
 
 // Iterate calls fn for each entry q selects, in seq order, from one

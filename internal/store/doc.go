@@ -1,8 +1,11 @@
 // Package store is the control store: the one database that holds the
 // control plane's state (switches, quotas, the queue, the logbook).
 //
-// The default store is SQLite, embedded, through the pure-Go driver
-// modernc.org/sqlite. A later change adds PostgreSQL for several nodes; the
+// The default store is SQLite, embedded, through github.com/mattn/go-sqlite3
+// (the SQLite C library, built with cgo, which the parser needs anyway). It
+// replaced the pure-Go modernc.org/sqlite when the logbook's statement-path
+// benchmark measured it cheaper in CPU per statement, by a few to 20
+// percent (docs/performance.md). A later change adds PostgreSQL for several nodes; the
 // schema is kept to portable SQL where that costs nothing, but the
 // migrations in this package are written for SQLite.
 //

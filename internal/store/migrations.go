@@ -203,4 +203,20 @@ CREATE INDEX audits_delegation ON audits (delegation_id, created_ns);
 ALTER TABLE requests ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 `,
 	},
+	{
+		Version: 6,
+		Name:    "logbook subject index watermark",
+		SQL: `
+-- The logbook writer fills logbook_subjects after the entries' own commit,
+-- in batches; indexed_through is the last seq whose subject rows are in
+-- (committed with them). Readers take entries past it from
+-- logbook_entries.subjects, so a lookup by subject sees every committed
+-- entry. Before this migration the index was written with the entries.
+CREATE TABLE logbook_index (
+	id              INTEGER PRIMARY KEY CHECK (id = 1),
+	indexed_through INTEGER NOT NULL
+);
+INSERT INTO logbook_index (id, indexed_through) SELECT 1, COALESCE(MAX(seq), 0) FROM logbook_entries;
+`,
+	},
 }

@@ -7,12 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Memory is the path of a private in-memory database. It lives as long as the
@@ -96,7 +92,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 
 	memory := path == Memory
-	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, !memory, false, "FULL"))
+	w, err := sql.Open(DriverName, dsn(path, o.busyTimeout, !memory, false, "FULL"))
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -117,7 +113,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return s, nil
 	}
 
-	ops, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true, false, "NORMAL"))
+	ops, err := sql.Open(DriverName, dsn(path, o.busyTimeout, true, false, "NORMAL"))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open ops writer: %w", err)
@@ -130,7 +126,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("store: open ops writer: %w", err)
 	}
 	s.ops = ops
-	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false, true, "FULL"))
+	r, err := sql.Open(DriverName, dsn(path, o.busyTimeout, false, true, "FULL"))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers: %w", err)
@@ -145,26 +141,6 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s.r, s.readConns = r, o.readConns
 	return s, nil
-}
-
-// dsn builds a modernc.org/sqlite data source name. The pragmas run on every
-// new connection of the pool.
-func dsn(path string, busy time.Duration, wal, readOnly bool, sync string) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous("+sync+")")
-	if wal {
-		q.Add("_pragma", "journal_mode(WAL)")
-	}
-	if readOnly {
-		q.Add("_pragma", "query_only(1)")
-	} else {
-		// Take the write lock at BEGIN, so a transaction never fails halfway
-		// upgrading a read lock while another process writes.
-		q.Set("_txlock", "immediate")
-	}
-	return path + "?" + q.Encode()
 }
 
 // checkPragmas confirms the settings durability rests on actually took.
