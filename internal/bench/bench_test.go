@@ -27,12 +27,12 @@ func TestParseProcStat(t *testing.T) {
 
 func TestParseMachineBusy(t *testing.T) {
 	t.Parallel()
-	// user nice system idle iowait irq softirq steal
-	d, err := parseMachineBusy("cpu  100 2 30 9000 50 4 6 1 0 0\ncpu0 1 2 3 4 5 6 7 8\n")
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	d, err := parseMachineBusy("cpu  100 2 30 9000 50 4 6 1 7 3\ncpu0 1 2 3 4 5 6 7 8\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 143 * tick; d != want {
+	if want := 142 * tick; d != want {
 		t.Fatalf("busy %s, want %s", d, want)
 	}
 	if _, err := parseMachineBusy("intr 1 2 3\n"); err == nil {

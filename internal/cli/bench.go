@@ -211,12 +211,12 @@ func uploadBenchDelegation(ctx context.Context, cfg bench.Config, agent, keyPath
 func printBench(w io.Writer, r *bench.Result, d time.Duration) {
 	fmt.Fprintf(w, "\nworkload: %s\ndirect:   %s\n", r.Statement, r.DirectMode)
 	fmt.Fprintf(w, "\none client, %d statements of each kind, interleaved\n", r.Statements)
-	fmt.Fprintf(w, "  %-18s %10s %10s %10s\n", "", "direct", "governed", "added")
-	fmt.Fprintf(w, "  %-18s %10.2f %10.2f %10.2f\n", "p50 (ms)", r.DirectP50Ms, r.GovernedP50Ms, r.AddedP50Ms)
-	fmt.Fprintf(w, "  %-18s %10.2f %10.2f %10.2f\n", "p99 (ms)", r.DirectP99Ms, r.GovernedP99Ms, r.AddedP99Ms)
+	fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "governed", "added")
+	fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p50 (ms)", r.DirectP50Ms, r.GovernedP50Ms, r.AddedP50Ms)
+	fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p99 (ms)", r.DirectP99Ms, r.GovernedP99Ms, r.AddedP99Ms)
 	fmt.Fprintf(w, "\n%d clients, %s each, back to back\n", r.Clients, d)
-	fmt.Fprintf(w, "  %-18s %10s %10s %10s\n", "", "direct", "governed", "ratio")
-	fmt.Fprintf(w, "  %-18s %10.0f %10.0f %10.3f\n", "statements/s", r.DirectTPS16, r.GovernedTPS16, r.Ratio16)
+	fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "governed", "ratio")
+	fmt.Fprintf(w, "  %-22s %10.0f %10.0f %10.3f\n", "statements/s", r.DirectTPS16, r.GovernedTPS16, r.Ratio16)
 	fmt.Fprintf(w, "  CPU µs per statement\n")
 	row := func(name string, a, b *float64) {
 		f := func(v *float64) string {
@@ -226,7 +226,7 @@ func printBench(w io.Writer, r *bench.Result, d time.Duration) {
 			return strconv.FormatFloat(*v, 'f', 0, 64)
 		}
 		if a != nil || b != nil {
-			fmt.Fprintf(w, "  %-18s %10s %10s\n", "  "+name, f(a), f(b))
+			fmt.Fprintf(w, "  %-22s %10s %10s\n", "  "+name, f(a), f(b))
 		}
 	}
 	dc, gc := r.CPU.Direct, r.CPU.Governed
