@@ -21,7 +21,7 @@ import (
 	"harbormaster/internal/signing"
 )
 
-func runBench(e *env, args []string) int {
+func runBench(e *env, args []string) (code int) {
 	fs := e.flags("harbormaster bench (--info FILE | --api URL --token TOKEN --dsn DSN) [--json] [flags]",
 		"Measures what a running node adds to a single-row UPDATE of the demo's orders, against\n"+
 			"the same kind of statement sent straight to the target with pgx: at one client,\n"+
@@ -98,12 +98,14 @@ func runBench(e *env, args []string) int {
 		}
 		uploaded = id
 		defer func() {
-			// The run is over, even if interrupted: revoke with a context of its own.
+			// The run is over, even if interrupted (the client does not use e.ctx).
 			err := e.postAct(c, "/v1/delegations/"+id+"/revoke", signing.NamespaceRevocation, queue.Revocation{Version: 1,
 				Kind: queue.KindRevocation, DelegationID: id, Target: cfg.Target, Reason: "harbormaster bench: the run is over",
 				Time: time.Now().UTC().Format(time.RFC3339)}, nil)
 			if err != nil {
 				e.errorf("revoking the benchmark's delegation %s: %v", id, err)
+				e.hintf("revoke it with 'harbormaster delegation revoke %s --target %s --server %s --key %s --reason ...'", id, cfg.Target, cfg.API, *grantorKey)
+				code = exitFail
 			}
 		}()
 		if !*asJSON {
@@ -118,7 +120,7 @@ func runBench(e *env, args []string) int {
 	if err != nil {
 		e.errorf("%v", err)
 		var ne *bench.NotExecutedError
-		if errors.As(err, &ne) && ne.Governed && uploaded == "" {
+		if errors.As(err, &ne) && ne.Outcome == "referred" && uploaded == "" {
 			e.hintf("the node's delegations must let %s run the workload; give a grantor key (--grantor-key, or a demo's --info file) to upload the benchmark's", *agent)
 		}
 		return exitFail
