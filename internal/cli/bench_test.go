@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,6 +159,43 @@ func TestBenchAgainstDemo(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the table lacks %q:\n%s", want, stdout)
 		}
+	}
+
+	// Both runs revoked their delegations.
+	var full struct {
+		APIURL     string `json:"api_url"`
+		AgentToken string `json:"agent_token"`
+	}
+	_ = json.Unmarshal(raw, &full)
+	req, _ := http.NewRequest(http.MethodGet, full.APIURL+"/v1/delegations", nil)
+	req.Header.Set("Authorization", "Bearer "+full.AgentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds struct {
+		Delegations []struct {
+			ID       string `json:"id"`
+			Sentence string `json:"sentence"`
+			Active   bool   `json:"active"`
+		} `json:"delegations"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ds)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("GET /v1/delegations: %v %+v", err, ds)
+	}
+	n := 0
+	for _, d := range ds.Delegations {
+		if strings.Contains(d.Sentence, "benchmark run") {
+			n++
+			if d.Active {
+				t.Errorf("the benchmark's delegation %s is still active", d.ID)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d benchmark delegations, want one per run (2)", n)
 	}
 
 	// Without the benchmark's delegation the demo's own do not cover the
