@@ -53,6 +53,7 @@ func commands() []command {
 		{"switch", "switch Tier B on or off", runSwitch},
 		{"surveyor", "the Tier B panel: regression gate, enablement, reinstatement", runSurveyor},
 		{"audit", "review sampled Surveyor judgments", runAudit},
+		{"bench", "measure what a running node adds to a single-row UPDATE", runBench},
 	}
 }
 

@@ -47,6 +47,7 @@ type demoInfo struct {
 	Signers      string `json:"signers"`
 	VerifierKey  string `json:"logbook_vkey"`
 	ControlPlane string `json:"control_plane_key"`
+	PID          int    `json:"pid"` // the node's process, for harbormaster bench's CPU split
 }
 
 type tourStep struct {
@@ -193,7 +194,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- sys.serve(sctx, ln) }()
-	inf.APIURL = "http://" + ln.Addr().String()
+	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {

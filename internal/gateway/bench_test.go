@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"harbormaster/internal/bench"
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/pgtmp/pgtmptest"
 )
@@ -32,7 +32,7 @@ expires: 2099-01-01T00:00:00Z
 allow:
   - op: select
     table: public.orders
-    columns: [id]
+    columns: [id, total_cents]
     max_rows: 100
   - op: update
     table: public.orders
@@ -42,20 +42,27 @@ allow:
 `
 
 // BenchmarkGovernedVsDirect measures what Harbormaster adds to a Tier A
-// single-row UPDATE: the same statement through POST /v1/statements and
-// directly with pgx, side by side in one run. It reports the p50 and p99
+// single-row UPDATE: the same kind of statement, a new text every time
+// (bench.Workload), through POST /v1/statements and directly with pgx
+// (bench.ExecDirect), side by side in one run. It reports the p50 and p99
 // latency added at one client and the throughput ratio at 16 clients.
+// BenchmarkHonestGovernedVsDirect runs the clients in a process of their
+// own and splits the CPU time by process.
 //
 //	go test -run '^$' -bench GovernedVsDirect -benchtime 400x ./internal/gateway/
 func BenchmarkGovernedVsDirect(b *testing.B) {
 	srv, pool, client := benchSystem(b, benchDelegation, 64)
+	w, err := bench.NewWorkload(1, 40, 16)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	governed := func(id int) error {
-		return postStatement(client, srv.URL, fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id))
+		return postStatement(client, srv.URL, w.Statement(int64(id)))
 	}
 	direct := func(id int) error {
-		_, err := pool.Exec(context.Background(), fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d", id), pgx.QueryExecModeExec)
-		return err
+		ctx := context.Background()
+		return pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return bench.ExecDirect(ctx, c.Conn().PgConn(), w.Statement(int64(id))) })
 	}
 
 	// One client, interleaved, so both see the same machine state.

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"harbormaster/internal/bench"
+	"harbormaster/internal/bound"
+	"harbormaster/internal/pilot"
+	"harbormaster/internal/queue"
+	"harbormaster/internal/signing"
+)
+
+func runBench(e *env, args []string) (code int) {
+	fs := e.flags("harbormaster bench (--info FILE | --api URL --token TOKEN --dsn DSN) [--json] [flags]",
+		"Measures what a running node adds to a single-row UPDATE of the demo's orders, against\n"+
+			"the same kind of statement sent straight to the target with pgx: at one client,\n"+
+			"direct and governed interleaved (latency p50 and p99), then --clients clients direct\n"+
+			"and governed for --duration each (statements/s, their ratio, and CPU time per\n"+
+			"statement of PostgreSQL, the node and this process). Every statement is a new text.\n"+
+			"With a grantor key (a demo's --info file has one) it signs and uploads a delegation\n"+
+			"for the workload and revokes it at the end; without, the node's delegations must\n"+
+			"cover it. Every governed statement must execute, or the run fails with the reason.\n"+
+			"See docs/performance.md.")
+	info := fs.String("info", "", "a demo's --info `FILE`: API, token, target, DSN, grantor key and the node's pid")
+	api := fs.String("api", "", "the node's HTTP API `URL`")
+	token := fs.String("token", "", "the agent's bearer `TOKEN`")
+	target := fs.String("target", "shop", "the target's `NAME` on the node")
+	dsn := fs.String("dsn", "", "the target database's `DSN`, for the direct run")
+	agent := fs.String("agent", "agent:demo", "the token's `PRINCIPAL`, grantee of the benchmark's delegation")
+	grantorKey := fs.String("grantor-key", "", "sign the benchmark's delegation with this grantor's SSH private key `FILE`")
+	noDelegation := fs.Bool("no-delegation", false, "upload no delegation, even with a grantor key: the node's own must cover the workload")
+	nodePID := fs.Int("node-pid", 0, "the node's process `ID`, for the CPU split")
+	pgPID := fs.Int("postgres-pid", 0, "the target's postmaster process `ID` (default: found from the direct connection if the server is local)")
+	statements := fs.Int("statements", 1000, "statements of each kind at one client")
+	duration := fs.Duration("duration", 3*time.Second, "the length of each many-client phase")
+	clients := fs.Int("clients", 16, "clients in the many-client phases")
+	ids := fs.String("ids", fmt.Sprintf("%d-%d", bench.DefaultFirstID, bench.DefaultLastID), "the orders the statements update, `FROM-TO`, split between the clients")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	if *info != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		inf, err := readDemoInfo(*info)
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		// Flags given explicitly win over the file.
+		fill := func(name string, p *string, v string) {
+			if !set[name] && v != "" {
+				*p = v
+			}
+		}
+		fill("api", api, inf.APIURL)
+		fill("token", token, inf.AgentToken)
+		fill("target", target, inf.Target)
+		fill("dsn", dsn, inf.TargetDSN)
+		fill("agent", agent, inf.Agent)
+		fill("grantor-key", grantorKey, inf.GrantorKey)
+		if !set["node-pid"] {
+			*nodePID = inf.PID
+		}
+	}
+	if *api == "" || *token == "" || *dsn == "" {
+		return e.usageErr(fs, "--info, or --api, --token and --dsn, are required")
+	}
+	first, last, err := parseIDRange(*ids)
+	if err != nil {
+		return e.usageErr(fs, "--ids: %v", err)
+	}
+	cfg := bench.Config{API: *api, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
+		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, PostgresPID: *pgPID}
+	if *statements < 1 || *duration <= 0 || *clients < 1 {
+		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
+	}
+	var uploaded string
+	if *grantorKey != "" && !*noDelegation {
+		c, id, err := uploadBenchDelegation(e.ctx, cfg, *agent, *grantorKey)
+		if err != nil {
+			e.errorf("uploading the benchmark's delegation: %v", err)
+			return exitFail
+		}
+		uploaded = id
+		defer func() {
+			// The run is over, even if interrupted (the client does not use e.ctx).
+			err := e.postAct(c, "/v1/delegations/"+id+"/revoke", signing.NamespaceRevocation, queue.Revocation{Version: 1,
+				Kind: queue.KindRevocation, DelegationID: id, Target: cfg.Target, Reason: "harbormaster bench: the run is over",
+				Time: time.Now().UTC().Format(time.RFC3339)}, nil)
+			if err != nil {
+				e.errorf("revoking the benchmark's delegation %s: %v", id, err)
+				e.hintf("revoke it with 'harbormaster delegation revoke %s --target %s --server %s --key %s --reason ...'", id, cfg.Target, cfg.API, *grantorKey)
+				code = exitFail
+			}
+		}()
+		if !*asJSON {
+			fmt.Fprintf(e.stdout, "harbormaster bench: uploaded delegation %s for the workload (revoked when the run ends)\n", id)
+		}
+	}
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "harbormaster bench: running (%d statements of each kind at one client, then %d clients for %s direct and %s governed)...\n",
+			*statements, *clients, *duration, *duration)
+	}
+	res, err := bench.Run(e.ctx, cfg)
+	if err != nil {
+		e.errorf("%v", err)
+		var ne *bench.NotExecutedError
+		if errors.As(err, &ne) && ne.Outcome == "referred" && uploaded == "" {
+			e.hintf("the node's delegations must let %s run the workload; give a grantor key (--grantor-key, or a demo's --info file) to upload the benchmark's", *agent)
+		}
+		return exitFail
+	}
+	if *asJSON {
+		writeJSONLine(e, res)
+		return exitOK
+	}
+	printBench(e.stdout, res, *duration)
+	return exitOK
+}
+
+// readDemoInfo reads a demo's --info file.
+func readDemoInfo(path string) (demoInfo, error) {
+	var inf demoInfo
+	b, err := readFileLimited(path, 1<<20)
+	if err != nil {
+		return inf, err
+	}
+	if err := json.Unmarshal(b, &inf); err != nil {
+		return inf, fmt.Errorf("%s: not a demo's --info file: %w", path, err)
+	}
+	return inf, nil
+}
+
+func parseIDRange(s string) (first, last int64, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if ok {
+		first, err = strconv.ParseInt(a, 10, 64)
+		if err == nil {
+			last, err = strconv.ParseInt(b, 10, 64)
+		}
+	}
+	if !ok || err != nil || first < 1 || last < first {
+		return 0, 0, fmt.Errorf("%q is not FROM-TO with 1 <= FROM <= TO", s)
+	}
+	return first, last, nil
+}
+
+// uploadBenchDelegation signs the benchmark's delegation with the grantor
+// key, compiled against the target's live catalog, and uploads it. It
+// returns the client (for the revocation) and the delegation's id.
+func uploadBenchDelegation(ctx context.Context, cfg bench.Config, agent, keyPath string) (*humanClient, string, error) {
+	key, err := signing.LoadPrivateKey(keyPath)
+	if err != nil {
+		return nil, "", err
+	}
+	cat, err := pilot.LoadCatalogDSN(ctx, cfg.DSN, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	var run [6]byte
+	_, _ = rand.Read(run[:]) // never fails
+	// An hour, or longer for a long run.
+	expires := time.Now().Add(time.Hour + 2*cfg.Duration).Truncate(time.Second)
+	y := bench.Delegation(agent, cfg.Target, expires, hex.EncodeToString(run[:]))
+	d, err := bound.Parse(y, "bench.yaml")
+	if err != nil {
+		return nil, "", err
+	}
+	b, rep := bound.Compile(d, cat, bound.Options{Now: time.Now})
+	if !rep.Signable {
+		var ps []string
+		for _, p := range rep.Problems {
+			ps = append(ps, problemString(p))
+		}
+		return nil, "", fmt.Errorf("it does not compile against the target: %s", strings.Join(ps, "; "))
+	}
+	canon, err := b.Canonical()
+	if err != nil {
+		return nil, "", err
+	}
+	sig, err := key.Sign(signing.NamespaceDelegation, canon)
+	if err != nil {
+		return nil, "", err
+	}
+	c := &humanClient{server: strings.TrimRight(cfg.API, "/"), key: key, http: &http.Client{Timeout: time.Minute}}
+	var out struct {
+		Delegation struct {
+			ID string `json:"id"`
+		} `json:"delegation"`
+	}
+	if err := c.do(http.MethodPost, "/v1/delegations", "", map[string]string{"yaml": string(y), "signature": string(sig)}, &out); err != nil {
+		return nil, "", err
+	}
+	return c, out.Delegation.ID, nil
+}
+
+// printBench prints a run's figures as a short table.
+func printBench(w io.Writer, r *bench.Result, d time.Duration) {
+	fmt.Fprintf(w, "\nworkload: %s\ndirect:   %s\n", r.Statement, r.DirectMode)
+	fmt.Fprintf(w, "\none client, %d statements of each kind, interleaved\n", r.Statements)
+	fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "governed", "added")
+	fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p50 (ms)", r.DirectP50Ms, r.GovernedP50Ms, r.AddedP50Ms)
+	fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p99 (ms)", r.DirectP99Ms, r.GovernedP99Ms, r.AddedP99Ms)
+	fmt.Fprintf(w, "\n%d clients, %s each, back to back\n", r.Clients, d)
+	fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "governed", "ratio")
+	fmt.Fprintf(w, "  %-22s %10.0f %10.0f %10.3f\n", "statements/s", r.DirectTPS16, r.GovernedTPS16, r.Ratio16)
+	fmt.Fprintf(w, "  CPU µs per statement\n")
+	row := func(name string, a, b *float64) {
+		f := func(v *float64) string {
+			if v == nil {
+				return "-"
+			}
+			return strconv.FormatFloat(*v, 'f', 0, 64)
+		}
+		if a != nil || b != nil {
+			fmt.Fprintf(w, "  %-22s %10s %10s\n", "  "+name, f(a), f(b))
+		}
+	}
+	dc, gc := r.CPU.Direct, r.CPU.Governed
+	row(fmt.Sprintf("postgres (%d)", r.PIDs.Postgres), dc.Postgres, gc.Postgres)
+	row(fmt.Sprintf("harbormaster (%d)", r.PIDs.Harbormaster), dc.Harbormaster, gc.Harbormaster)
+	row(fmt.Sprintf("clients (%d)", r.PIDs.Clients), dc.Clients, gc.Clients)
+	row("machine", dc.Machine, gc.Machine)
+	row("other", dc.Other, gc.Other)
+	if r.Note != "" {
+		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
+	}
+	if r.PIDs.Harbormaster == 0 {
+		fmt.Fprintf(w, "\nno node pid (--node-pid): the node's CPU time is in machine\n")
+	}
+	if r.PIDs.Postgres == 0 {
+		fmt.Fprintf(w, "no local PostgreSQL found (--postgres-pid): its CPU time is in machine\n")
+	}
+}

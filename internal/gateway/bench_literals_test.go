@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"harbormaster/internal/bench"
+	"harbormaster/internal/gateway/gatewaytest"
+)
+
+// benchClientEnv carries the load generator's bench.Config (JSON) to the
+// child process that runs TestBenchClient.
+const benchClientEnv = "HARBORMASTER_BENCH_CLIENT"
+
+// benchResultPrefix starts the child's one line of result (JSON).
+const benchResultPrefix = "harbormaster-bench-result: "
+
+// BenchmarkHonestGovernedVsDirect is the honest benchmark (package bench)
+// over a node in this process: the demo's target and delegations plus the
+// benchmark's, the API on an HTTP server. The clients run in a child
+// process (this test binary again, TestBenchClient), so the CPU split per
+// statement is exact: PostgreSQL (the shared test server's processes),
+// Harbormaster (this process) and the clients (the child). Every statement
+// is a new text. b.N is the statements of each kind at one client; the
+// 16-client phases last 3 s each (0.1 s in the framework's first, b.N = 1,
+// probe run). The target runs with durability off (pgtmptest), unlike the
+// demo's.
+//
+//	go test -run '^$' -bench HonestGovernedVsDirect -benchtime 1000x ./internal/gateway/
+func BenchmarkHonestGovernedVsDirect(b *testing.B) {
+	dsn := pgtmptestDatabase(b)
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	sys.AddExamples(b)
+	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), "gateway")
+	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
+	if _, _, err := sys.Gateway.AddDelegation(context.Background(), y, sig, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sys.API.Handler())
+	defer srv.Close()
+
+	cfg := bench.Config{API: srv.URL, Token: gatewaytest.AgentToken, Target: gatewaytest.Target, DSN: dsn,
+		Statements: b.N, Duration: 3 * time.Second, Clients: 16, NodePID: os.Getpid()}
+	if b.N == 1 {
+		cfg.Duration, cfg.Warmup = 100*time.Millisecond, -1
+	}
+	b.ResetTimer()
+	res := runLoadGenerator(b, cfg)
+	b.StopTimer()
+
+	b.ReportMetric(res.DirectP50Ms, "direct-p50-ms")
+	b.ReportMetric(res.GovernedP50Ms, "governed-p50-ms")
+	b.ReportMetric(res.AddedP50Ms, "added-p50-ms")
+	b.ReportMetric(res.AddedP99Ms, "added-p99-ms")
+	b.ReportMetric(res.DirectTPS16, "direct-16c-stmt/s")
+	b.ReportMetric(res.GovernedTPS16, "governed-16c-stmt/s")
+	b.ReportMetric(res.Ratio16, "throughput-ratio-16c")
+	for phase, c := range map[string]bench.CPU{"direct": res.CPU.Direct, "governed": res.CPU.Governed} {
+		for part, v := range map[string]*float64{"postgres": c.Postgres, "harbormaster": c.Harbormaster, "clients": c.Clients, "machine": c.Machine} {
+			if v != nil {
+				b.ReportMetric(*v, phase+"-"+part+"-cpu-µs/stmt")
+			}
+		}
+	}
+}
+
+// runLoadGenerator runs bench.Run with cfg in a child process and returns
+// its result.
+func runLoadGenerator(b *testing.B, cfg bench.Config) *bench.Result {
+	b.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^TestBenchClient$", "-test.count=1")
+	cmd.Env = append(os.Environ(), benchClientEnv+"="+string(raw))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("load generator: %v\n%s", err, out.String())
+	}
+	for line := range strings.Lines(out.String()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), benchResultPrefix); ok {
+			var res bench.Result
+			if err := json.Unmarshal([]byte(rest), &res); err != nil {
+				b.Fatal(err)
+			}
+			return &res
+		}
+	}
+	b.Fatalf("load generator gave no result:\n%s", out.String())
+	return nil
+}
+
+// TestBenchClient is BenchmarkHonestGovernedVsDirect's load generator. It
+// runs only in the child process the benchmark starts.
+func TestBenchClient(t *testing.T) {
+	raw := os.Getenv(benchClientEnv)
+	if raw == "" {
+		t.Skip("the load generator of BenchmarkHonestGovernedVsDirect: runs only as its child process")
+	}
+	var cfg bench.Config
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s%s\n", benchResultPrefix, out)
+}
