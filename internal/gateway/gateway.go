@@ -399,7 +399,27 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
-	// 6 logbook: the decision is durable before any marque exists.
+	// 7 (alongside 6) mint the marque naming the delegation and its
+	// grantor signature. It is signed while the decision commits, and
+	// leaves this function only once the decision is durable: a decision
+	// that cannot be recorded drops it unsent.
+	var minted chan mintResult
+	if req.Path != "" {
+		claims := marque.Claims{
+			RequestID: req.ID, Principal: principal, Target: target,
+			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: decision.Rule,
+			Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
+				Signer: chosen.Signer, Signature: string(chosen.Signature)},
+			JudgmentID: req.JudgmentID,
+		}
+		minted = make(chan mintResult, 1)
+		go func() {
+			tok, _, err := g.minter.MintID(req.MarqueID, claims)
+			minted <- mintResult{tok, err}
+		}()
+	}
+
+	// 6 logbook: the decision is durable before any marque leaves.
 	if req.Path != "" {
 		g.flying(req.ID)
 		defer g.landed(req.ID)
@@ -412,19 +432,11 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		g.referred(p, req)
 		return resp, nil
 	}
-
-	// 7 mint the marque naming the delegation and its grantor signature.
-	claims := marque.Claims{
-		RequestID: req.ID, Principal: principal, Target: target,
-		StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: decision.Rule,
-		Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
-			Signer: chosen.Signer, Signature: string(chosen.Signature)},
-		JudgmentID: req.JudgmentID,
+	m := <-minted
+	if m.err != nil {
+		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", m.err))
 	}
-	tok, _, err := g.minter.MintID(req.MarqueID, claims)
-	if err != nil {
-		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", err))
-	}
+	tok := m.token
 
 	// 8 the Pilot verifies everything again and executes under guards, in
 	// the transaction whose id the decision recorded.
@@ -520,6 +532,12 @@ func (g *Gateway) takeQuota(principal string, d *Delegation) string {
 		g.cfg.Metrics.QuotaRefusal("principal")
 		return fmt.Sprintf("the fast-path quota of %s is used up, so a human decides", principal)
 	}
+}
+
+// mintResult is a marque signed while its decision commits.
+type mintResult struct {
+	token string
+	err   error
 }
 
 // referReasons lists why no delegation covers a statement: the parse-level

@@ -16,13 +16,16 @@ import (
 // they are computed once per shape (NewTemplate) and a later statement of
 // the same shape pays a normalize and a scan (ShapeOf), never a parse.
 //
-// A shape is only ever derived when it is exact: every constant is one the
-// scanner and the decoder below agree on (plain integers and decimals, a
-// leading minus, simple quoted strings, true, false, NULL), and the
+// A shape is only ever derived when it is exact: PostgreSQL's own parser
+// finds the constants (pg_query's normalize), every constant is one read
+// here with the scanner's rules for the forms a shape carries (plain
+// integers and decimals, a leading minus, simple quoted strings, E''
+// strings in the deparser's own form, true, false, NULL), and the
 // statement is exactly its normalized text with those constants put back.
-// Anything else (escape strings, dollar quoting, bit strings, a constant
+// Anything else (other escapes, dollar quoting, bit strings, a constant
 // normalize numbers twice, a parameter placeholder) has no shape, and the
-// statement takes the full parse.
+// statement takes the full parse. TestConstantsAgreeWithTheScanner holds
+// this reading to pg_query's scanner.
 
 // ConstKind is the type a constant's literal has in PostgreSQL.
 type ConstKind uint8
@@ -103,18 +106,17 @@ func (s *Shape) Key() string {
 
 // ShapeOf returns the statement's shape, or false when it has none (the
 // statement then takes the full parse, which also says why it is refused
-// if it is). It reads the statement with the scanner and the normalizer
-// only.
+// if it is). It reads the statement with the normalizer (PostgreSQL's own
+// parser finds the constants) and reads each constant where the
+// normalized text has its $n: the statement must be exactly the
+// normalized text with the constants put back.
+//
+// A shape is remembered only after the full parse and check of a
+// statement of the same shape passed the limits (and the same shape has
+// the same brackets and operators), so only the length is checked here.
 func ShapeOf(sql string, lim Limits) (*Shape, bool) {
 	lim = lim.WithDefaults()
 	if len(sql) > lim.MaxBytes || strings.IndexByte(sql, 0) >= 0 {
-		return nil, false
-	}
-	scan, err := pg.Scan(sql)
-	if err != nil {
-		return nil, false
-	}
-	if _, ok := tokenLimits(scan, lim); !ok {
 		return nil, false
 	}
 	norm, err := pg.Normalize(sql)
@@ -122,54 +124,31 @@ func ShapeOf(sql string, lim Limits) (*Shape, bool) {
 		return nil, false
 	}
 	s := &Shape{Normalized: norm}
-	toks := scan.Tokens
-	j, prev := 0, 0 // in norm; the end of the last token consumed in sql
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		start, end := int(t.Start), int(t.End)
-		if start < prev || end > len(sql) || start > end {
-			return nil, false
-		}
-		gap := sql[prev:start]
-		if !strings.HasPrefix(norm[j:], gap) {
-			return nil, false
-		}
-		j += len(gap)
-		if t.Token == pg.Token_PARAM {
-			return nil, false
-		}
-		if k, n, ok := marker(norm[j:]); ok {
-			if k != len(s.Consts)+1 {
-				// Out of order, or one $n for two constants (normalize
-				// shares a GROUP BY item's parameter with the select list).
+	i, j := 0, 0 // in sql, in norm
+	for j < len(norm) {
+		k, n, ok := marker(norm[j:])
+		if !ok {
+			if i >= len(sql) || sql[i] != norm[j] {
 				return nil, false
 			}
-			c := Const{Start: start}
-			if t.Token == pg.Token_ASCII_45 {
-				if i+1 >= len(toks) {
-					return nil, false
-				}
-				i++
-				t = toks[i]
-				c.Neg = true
-			}
-			c.End = int(t.End)
-			if c.End > len(sql) || !decodeConst(&c, t.Token, sql[t.Start:t.End]) {
-				return nil, false
-			}
-			s.Consts = append(s.Consts, c)
-			j += n
-			prev = c.End
+			i, j = i+1, j+1
 			continue
 		}
-		text := sql[start:end]
-		if !strings.HasPrefix(norm[j:], text) {
+		if k != len(s.Consts)+1 {
+			// Out of order, or one $n for two constants (normalize shares a
+			// GROUP BY item's parameter with the select list).
 			return nil, false
 		}
-		j += len(text)
-		prev = end
+		c, ok := lexConst(sql, i)
+		if !ok {
+			// A $n the statement has itself (a parameter, a comment, an
+			// identifier with a dollar), or a constant of another form.
+			return nil, false
+		}
+		s.Consts = append(s.Consts, c)
+		i, j = c.End, j+n
 	}
-	if sql[prev:] != norm[j:] {
+	if i != len(sql) {
 		return nil, false
 	}
 	return s, true
@@ -251,6 +230,188 @@ func decodeConst(c *Const, tok pg.Token, text string) bool {
 	return true
 }
 
+// lexConst reads the constant that starts at sql[i], with the token
+// rules of PostgreSQL's scanner for the forms a shape carries (anything
+// else is not a constant here). The values it reads only ever become
+// parameters, never text: a statement's structure is the normalized
+// text's, from PostgreSQL's parser.
+func lexConst(sql string, i int) (Const, bool) {
+	c := Const{Start: i}
+	if i < len(sql) && sql[i] == '-' {
+		c.Neg = true
+		i++
+		for i < len(sql) && isSpace(sql[i]) {
+			i++
+		}
+		if i >= len(sql) || !isDigit(sql[i]) && !(sql[i] == '.' && i+1 < len(sql) && isDigit(sql[i+1])) {
+			return c, false
+		}
+	}
+	if i >= len(sql) {
+		return c, false
+	}
+	start := i
+	switch ch := sql[i]; {
+	case isDigit(ch) || ch == '.':
+		end, tok, ok := lexNumber(sql, i)
+		if !ok {
+			return c, false
+		}
+		c.End = end
+		return c, decodeConst(&c, tok, sql[start:end])
+	case ch == '\'' || (ch == 'E' || ch == 'e') && i+1 < len(sql) && sql[i+1] == '\'':
+		end, ok := lexString(sql, i)
+		if !ok || c.Neg {
+			return c, false
+		}
+		c.End = end
+		return c, decodeConst(&c, pg.Token_SCONST, sql[start:end])
+	}
+	if c.Neg {
+		return c, false
+	}
+	for _, kw := range []struct {
+		word string
+		tok  pg.Token
+	}{{"true", pg.Token_TRUE_P}, {"false", pg.Token_FALSE_P}, {"null", pg.Token_NULL_P}} {
+		end := i + len(kw.word)
+		if end <= len(sql) && strings.EqualFold(sql[i:end], kw.word) && (end == len(sql) || !isIdentChar(sql[end])) {
+			c.End = end
+			return c, decodeConst(&c, kw.tok, sql[i:end])
+		}
+	}
+	return c, false
+}
+
+// lexNumber reads a numeric literal at sql[i]: ICONST for an integer
+// within int4, FCONST otherwise, as PostgreSQL 17's scanner does. A
+// number followed by an identifier character, or by "..", is not one.
+func lexNumber(sql string, i int) (int, pg.Token, bool) {
+	start := i
+	if sql[i] == '0' && i+1 < len(sql) && strings.IndexByte("xXoObB", sql[i+1]) >= 0 {
+		i += 2
+		for i < len(sql) && (isHexDigit(sql[i]) || sql[i] == '_') {
+			i++
+		}
+		if i < len(sql) && isIdentChar(sql[i]) {
+			return 0, 0, false
+		}
+		if _, ok := parseIconst(sql[start:i]); !ok {
+			return 0, 0, false
+		}
+		return i, pg.Token_ICONST, true
+	}
+	real := false
+	for i < len(sql) && (isDigit(sql[i]) || sql[i] == '_') {
+		i++
+	}
+	if i < len(sql) && sql[i] == '.' {
+		if i+1 < len(sql) && sql[i+1] == '.' {
+			return 0, 0, false
+		}
+		real = true
+		i++
+		for i < len(sql) && (isDigit(sql[i]) || sql[i] == '_') {
+			i++
+		}
+	}
+	if i < len(sql) && (sql[i] == 'e' || sql[i] == 'E') {
+		real = true
+		i++
+		if i < len(sql) && (sql[i] == '+' || sql[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(sql) && isDigit(sql[i]) {
+			i++
+		}
+		if i == d {
+			return 0, 0, false
+		}
+	}
+	if i == start || i < len(sql) && isIdentChar(sql[i]) {
+		return 0, 0, false
+	}
+	if !real {
+		if _, ok := parseIconst(sql[start:i]); ok {
+			return i, pg.Token_ICONST, true
+		}
+	}
+	return i, pg.Token_FCONST, true
+}
+
+// lexString reads a quoted string at sql[i] ('...' or E'...'), to its
+// closing quote. A string that another quoted string follows (after
+// whitespace or comments: PostgreSQL joins strings continued on a new
+// line) is not simple, nor is one that does not close.
+func lexString(sql string, i int) (int, bool) {
+	escape := sql[i] != '\''
+	if escape {
+		i++
+	}
+	i++ // the opening quote
+	for ; i < len(sql); i++ {
+		switch {
+		case sql[i] == '\\' && escape:
+			i++ // the escaped character (decodeConst admits only \\)
+		case sql[i] == '\'':
+			if i+1 < len(sql) && sql[i+1] == '\'' {
+				i++
+				continue
+			}
+			end := i + 1
+			if next := skipSpaceAndComments(sql, end); next < len(sql) && sql[next] == '\'' {
+				return 0, false
+			}
+			return end, true
+		}
+	}
+	return 0, false
+}
+
+// skipSpaceAndComments returns the first position at or after i that is
+// not whitespace or inside a comment.
+func skipSpaceAndComments(sql string, i int) int {
+	for i < len(sql) {
+		switch {
+		case isSpace(sql[i]):
+			i++
+		case strings.HasPrefix(sql[i:], "--"):
+			for i < len(sql) && sql[i] != '\n' && sql[i] != '\r' {
+				i++
+			}
+		case strings.HasPrefix(sql[i:], "/*"):
+			depth := 0
+			for i < len(sql) {
+				if strings.HasPrefix(sql[i:], "/*") {
+					depth, i = depth+1, i+2
+				} else if strings.HasPrefix(sql[i:], "*/") {
+					depth, i = depth-1, i+2
+					if depth == 0 {
+						break
+					}
+				} else {
+					i++
+				}
+			}
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func isHexDigit(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// isIdentChar is a byte an identifier may continue with.
+func isIdentChar(c byte) bool {
+	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '$' || c >= 0x80
+}
+
 // parseIconst reads an ICONST token's value: decimal, or 0x, 0o, 0b, with
 // underscores between digits.
 func parseIconst(text string) (int64, bool) {
@@ -309,11 +470,11 @@ func plainDecimal(s string) bool {
 	return i == len(s)
 }
 
-// simpleString decodes '...' with '' for a quote (standard conforming
+// simpleString decodes '...' with ” for a quote (standard conforming
 // strings, as the parser reads them), and E'...' whose only escapes are
-// '' and \\ (the form the deparser writes a string with a backslash in).
+// ” and \\ (the form the deparser writes a string with a backslash in).
 // A string continued on another line ('a'<newline>'b'), any other escape,
-// or any other form (U&'', $$) is not simple.
+// or any other form (U&”, $$) is not simple.
 func simpleString(text string) (string, bool) {
 	escape := false
 	if len(text) > 0 && (text[0] == 'E' || text[0] == 'e') {
@@ -344,7 +505,7 @@ func simpleString(text string) (string, bool) {
 }
 
 // StringLiteral writes a string constant as pg_query's deparser does
-// (deparseStringLiteral): E'' when it holds a backslash, with quotes and
+// (deparseStringLiteral): E” when it holds a backslash, with quotes and
 // backslashes doubled.
 func StringLiteral(v string) string {
 	var b strings.Builder

@@ -2,6 +2,8 @@ package sqlcheck_test
 
 import (
 	"fmt"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -194,4 +196,105 @@ func TestStringLiteral(t *testing.T) {
 	if strings.Contains(sqlcheck.StringLiteral("a'b"), "a'b") {
 		t.Error("a quote is not doubled")
 	}
+}
+
+// TestConstantsAgreeWithTheScanner: the constants ShapeOf reads are
+// exactly tokens of pg_query's scanner (a minus and a number for a
+// negative constant), of the kind the scanner says, over the corpus and
+// random new literals.
+func TestConstantsAgreeWithTheScanner(t *testing.T) {
+	c := loadCorpus(t)
+	r := rand.New(rand.NewPCG(11, 11))
+	checked := 0
+	for _, cc := range c.allCases() {
+		s, ok := sqlcheck.ShapeOf(cc.SQL, sqlcheck.Limits{})
+		if !ok {
+			continue
+		}
+		for k := 0; k < 4; k++ {
+			sql := cc.SQL
+			if k > 0 {
+				sql = variant(r, cc.SQL, s)
+			}
+			vs, ok := sqlcheck.ShapeOf(sql, sqlcheck.Limits{})
+			if !ok {
+				t.Fatalf("%s: %q has no shape", cc.Name, sql)
+			}
+			scan, err := pg.Scan(sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts := map[int32]int{}
+			for i, tok := range scan.Tokens {
+				starts[tok.Start] = i
+			}
+			for _, cn := range vs.Consts {
+				i, ok := starts[int32(cn.Start)]
+				if !ok {
+					t.Fatalf("%s: %q: constant at %d is not at a token", cc.Name, sql, cn.Start)
+				}
+				tok := scan.Tokens[i]
+				if cn.Neg {
+					if tok.Token != pg.Token_ASCII_45 || i+1 >= len(scan.Tokens) {
+						t.Fatalf("%s: %q: negative constant without a minus", cc.Name, sql)
+					}
+					tok = scan.Tokens[i+1]
+				}
+				if int(tok.End) != cn.End {
+					t.Fatalf("%s: %q: constant %q ends at %d, the scanner's token at %d", cc.Name, sql, sql[cn.Start:cn.End], cn.End, tok.End)
+				}
+				want := map[sqlcheck.ConstKind][]pg.Token{
+					sqlcheck.ConstInt4: {pg.Token_ICONST}, sqlcheck.ConstInt8: {pg.Token_FCONST}, sqlcheck.ConstNumeric: {pg.Token_FCONST},
+					sqlcheck.ConstString: {pg.Token_SCONST}, sqlcheck.ConstBool: {pg.Token_TRUE_P, pg.Token_FALSE_P}, sqlcheck.ConstNull: {pg.Token_NULL_P},
+				}[cn.Kind]
+				found := false
+				for _, w := range want {
+					found = found || w == tok.Token
+				}
+				if !found {
+					t.Fatalf("%s: %q: constant %q read as kind %d, the scanner says %v", cc.Name, sql, sql[cn.Start:cn.End], cn.Kind, tok.Token)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d constants checked", checked)
+	}
+}
+
+// FuzzShape: whatever the input, a shape's constants are the scanner's
+// tokens, and putting the constants back into the normalized text gives
+// the statement.
+func FuzzShape(f *testing.F) {
+	for _, s := range []string{"SELECT 1", "UPDATE t SET a = 'x''y' WHERE b = -5 AND c = 1.5e3", "SELECT E'a\\\\b', 0x1F, 1_000, TRUE, null",
+		"SELECT 'a'\n'b'", "SELECT - /* c */ 5", "SELECT $1, 2", "SELECT 1 /* $1 */", "SELECT a$1 FROM t WHERE x = 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		s, ok := sqlcheck.ShapeOf(sql, sqlcheck.Limits{})
+		if !ok {
+			return
+		}
+		scan, err := pg.Scan(sql)
+		if err != nil {
+			t.Fatalf("%q has a shape but does not scan: %v", sql, err)
+		}
+		ends := map[int]bool{}
+		starts := map[int]bool{}
+		for _, tok := range scan.Tokens {
+			starts[int(tok.Start)], ends[int(tok.End)] = true, true
+		}
+		rebuilt, prev := "", 0
+		for k, c := range s.Consts {
+			if !starts[c.Start] || !ends[c.End] {
+				t.Fatalf("%q: constant %q is not made of whole tokens", sql, sql[c.Start:c.End])
+			}
+			rebuilt += sql[prev:c.Start] + fmt.Sprintf("$%d", k+1)
+			prev = c.End
+		}
+		if rebuilt+sql[prev:] != s.Normalized {
+			t.Fatalf("%q: the constants put back do not give the normalized text %q", sql, s.Normalized)
+		}
+	})
 }
