@@ -10,20 +10,19 @@ import (
 // foldWrite folds a guarded write into one statement (DESIGN.md section
 // 6, "Shapes and templates"): a data-modifying CTE runs the write, whose
 // RETURNING evaluates the check guard on every new row; the receipt's
-// update counts every row the write returned, raises past max_rows
+// insert counts every row the write returned, raises past max_rows
 // (harbormaster.max_rows, which the planner cannot fold away) and records
 // the count. PostgreSQL runs a data-modifying CTE to completion whether or
-// not anything reads it, so the count is recorded, or the whole
-// transaction fails, on every execution.
+// not anything reads it, so the receipt is written, or the whole
+// statement fails, on every execution; a second execution of the same
+// marque fails at the receipt's primary key and rolls its write back with
+// it (runShaped reports it as the replay it is, whichever guard raised
+// first).
 //
-// The receipt itself is inserted by the message before this one, in the
-// same implicit transaction (runShaped): a second execution of the same
-// marque blocks on, then fails at, the receipt's primary key before its
-// write runs at all.
-//
-// The agent's parameters are $1..$params; the marque id is the next. The
-// statement returns the write's own RETURNING rows (the guard column
-// last, when there is one), or, without RETURNING, one row: the count.
+// The agent's parameters are $1..$params; the receipt's follow: marque id,
+// request id, principal, target, statement hash, path. The statement
+// returns the write's own RETURNING rows (the guard column last, when
+// there is one), or, without RETURNING, one row: the count.
 func foldWrite(stmt *pg.Node, g *Guarded, params int) (string, error) {
 	w := proto.Clone(stmt).(*pg.Node)
 	var returning *[]*pg.Node
@@ -45,11 +44,13 @@ func foldWrite(stmt *pg.Node, g *Guarded, params int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p := func(i int) string { return fmt.Sprintf("$%d::text", params+i) }
 	out := "SELECT rows_affected FROM harbormaster_r"
 	if g.Returning {
 		out = "SELECT * FROM harbormaster_w"
 	}
 	return fmt.Sprintf(`WITH harbormaster_w AS (%s), harbormaster_r AS (
-UPDATE harbormaster.receipts SET rows_affected = harbormaster.max_rows((SELECT count(*) FROM harbormaster_w), %d::int8)
-WHERE marque_id = $%d::text RETURNING rows_affected) %s`, inner, g.MaxRows, params+1, out), nil
+INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path, rows_affected)
+SELECT %s, %s, %s, %s, %s, %s, harbormaster.max_rows(count(*), %d::int8) FROM harbormaster_w
+RETURNING rows_affected) %s`, inner, p(1), p(2), p(3), p(4), p(5), p(6), g.MaxRows, out), nil
 }

@@ -26,9 +26,9 @@ import (
 // its literal's own type, and a later statement of the same shape binds
 // its own constants, read from the canonical text the marque names, never
 // from anything the agent sent. A write runs folded (fold.go): the
-// guarded statement, its exact count against max_rows and the check in
-// one statement, after its receipt's insert; a read writes its receipt,
-// turns read-only and runs, in the same pipeline. Either way the statement and COMMIT are
+// guarded statement, its exact count against max_rows, the check and the
+// receipt's insert in one statement, the one message of its exchange; a
+// read writes its receipt, turns read-only and runs, in one pipeline. Either way the statement and COMMIT are
 // one round trip: the messages run in one implicit transaction that the
 // closing Sync commits.
 //
@@ -222,9 +222,10 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 		}
 		b.Queue(t.name, args...)
 	} else {
-		b.Queue(stmtReceipt, receipt...)
-		b.Queue(stmtPin, p.pins...)
-		b.Queue(t.name, append(args, claims.ID)...)
+		// One message: the session's settings are the pinned ones
+		// (afterConnect; the literal path pins its own transaction-locally,
+		// which ends with it).
+		b.Queue(t.name, append(args, receipt...)...)
 	}
 	// The statement and its COMMIT are one exchange: its outcome must not
 	// hang on the caller's context (a cancelled exchange is one whose
@@ -256,7 +257,10 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 			return nil, true, fmt.Errorf("pilot: execute: %w: %w", ErrCommitUnknown, err)
 		}
 		// The target refused: the implicit transaction rolled back whole.
-		if isReceiptConflict(pgErr) {
+		// A folded write meets its receipt's key only after its guards ran,
+		// so a replay can raise a guard first: a receipt under the marque
+		// id says which it was.
+		if isReceiptConflict(pgErr) || !read && p.hasReceipt(ctx, claims.ID) {
 			return refused(RefusedReplay, "marque %s was already executed", claims.ID), true, nil
 		}
 		p.forgetViews(err)
@@ -291,6 +295,14 @@ func (p *Pilot) foldedResult(rows pgx.Rows, g *Guarded, read bool) (stmtResult, 
 	}
 	rows.Close()
 	return out, rows.Err()
+}
+
+// hasReceipt reports a receipt (or a void one) under the marque id; false
+// when it cannot tell.
+func (p *Pilot) hasReceipt(ctx context.Context, marqueID string) bool {
+	var one int
+	err := p.pool.QueryRow(context.WithoutCancel(ctx), `SELECT 1 FROM harbormaster.receipts WHERE marque_id = $1`, marqueID).Scan(&one)
+	return err == nil
 }
 
 // isReceiptConflict is a unique violation of the receipts' primary key:
