@@ -24,7 +24,9 @@
 //
 // B64 is base64url without padding and with zero trailing bits (RFC 4648
 // section 5, canonical). Ed25519 is pure Ed25519 (RFC 8032, not Ed25519ph or
-// Ed25519ctx); the verifier accepts exactly 64 signature bytes. Times are
+// Ed25519ctx), verified as RFC 8032 and FIPS 186-5 specify (cofactored,
+// canonical encodings; curve25519-voi with the key's tables precomputed);
+// the verifier accepts exactly 64 signature bytes. Times are
 // whole seconds since the Unix epoch. An empty string is an absent optional
 // string (judgment_id, auth.delegation_id, auth.bound_sha256,
 // auth.approval_sha256). Nothing follows exp. The claims and their rules are

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 	"io"
 	"sync"
 	"time"
@@ -162,7 +163,7 @@ func (m *Minter) MintID(id string, c Claims) (string, Claims, error) {
 	msg := make([]byte, 0, len(m.prefix)+size)
 	msg = append(msg, m.prefix...)
 	msg = appendPayload(msg, &c)
-	sig := ed25519.Sign(m.key, msg)
+	sig := voi.Sign(voi.PrivateKey(m.key), msg)
 	token := make([]byte, 0, n)
 	token = append(token, Prefix...)
 	token = strictB64.AppendEncode(token, msg[len(m.prefix):])

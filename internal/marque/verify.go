@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 	"strings"
 	"time"
 )
@@ -77,10 +78,16 @@ func (c VerifierConfig) validate() error {
 	return nil
 }
 
+// verifyOptions is Ed25519 as RFC 8032 and FIPS 186-5 specify it (pure,
+// cofactored, canonical encodings), verified with the public key's
+// precomputed tables (curve25519-voi: about half the time of
+// crypto/ed25519's, which decodes the key on every call).
+var verifyOptions = &voi.Options{Verify: voi.VerifyOptionsFIPS_186_5}
+
 // Verifier verifies marques. It is safe for concurrent use.
 type Verifier struct {
 	issuer string
-	key    ed25519.PublicKey
+	key    *voi.ExpandedPublicKey
 	keyID  string
 	prefix []byte // signingPrefix(keyID)
 	clock  func() time.Time
@@ -95,9 +102,13 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("marque: new verifier: %w", err)
 	}
+	key, err := voi.NewExpandedPublicKey(voi.PublicKey(cfg.Key))
+	if err != nil {
+		return nil, fmt.Errorf("marque: new verifier: Key: %w", err)
+	}
 	return &Verifier{
 		issuer: cfg.Issuer,
-		key:    append(ed25519.PublicKey(nil), cfg.Key...),
+		key:    key,
 		keyID:  cfg.KeyID,
 		prefix: signingPrefix(cfg.KeyID),
 		clock:  cfg.Clock,
@@ -143,7 +154,7 @@ func (v *Verifier) verify(token string, want Expect) (Claims, error) {
 	if msg, err = strictB64.AppendDecode(msg, payloadB64); err != nil {
 		return Claims{}, fmt.Errorf("%w: payload segment: %w", ErrMalformed, err)
 	}
-	if !ed25519.Verify(v.key, msg, sig[:]) {
+	if !voi.VerifyExpandedWithOptions(v.key, msg, sig[:], verifyOptions) {
 		return Claims{}, fmt.Errorf("%w: the signature does not verify under key id %q", ErrSignature, v.keyID)
 	}
 
