@@ -257,7 +257,7 @@ type evaluation struct {
 	Delegation string   `json:"delegation_id"`
 	Decision   string   `json:"decision"`
 	Rule       *int     `json:"rule"`
-	Reasons    []string `json:"reasons"`
+	Reasons    []string `json:"reasons,omitempty"`
 }
 
 // Submit runs one statement from an authenticated principal through the

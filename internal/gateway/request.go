@@ -104,6 +104,19 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	if req.JudgmentID != "" {
 		subjects["judgment"] = req.JudgmentID
 	}
+	if req.Path != "" && chosen != nil {
+		// A statement that runs records why the other delegations did not
+		// cover it by their outcomes only: their reasons are for a human
+		// deciding a referral, and every one would be in every entry.
+		lean := make([]evaluation, len(evals))
+		for i, e := range evals {
+			lean[i] = e
+			if e.Delegation != chosen.ID {
+				lean[i].Reasons = nil
+			}
+		}
+		evals = lean
+	}
 	payload := map[string]any{
 		"request_id": req.ID, "principal": req.Principal, "target": req.Target,
 		"statement": req.SQL, "canonical_sql": req.Canonical, "statement_sha256": marque.StatementHash(req.Canonical),

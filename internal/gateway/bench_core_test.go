@@ -1,0 +1,115 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"harbormaster/internal/bench"
+	"harbormaster/internal/gateway/gatewaytest"
+)
+
+// BenchmarkGovernedCore is a prototype measurement for the ratio target:
+// the honest benchmark's workload (a new text every statement, clients on
+// rows of their own) through Gateway.Submit called directly by 16
+// goroutines, with no HTTP on either side, side by side with the direct
+// run. It is what a node costs behind a front cheaper than HTTP and JSON
+// (the PostgreSQL wire front is such a front), with the clients' own cost
+// near the direct run's. It reports statements per second, the ratio, and
+// CPU per statement: this process (the node, and the 16 goroutines, whose
+// own cost is one Sprintf) and the whole machine (the rest is PostgreSQL).
+//
+//	go test -run '^$' -bench GovernedCore -benchtime 1x ./internal/gateway/
+func BenchmarkGovernedCore(b *testing.B) {
+	dsn := pgtmptestDatabase(b)
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	sys.AddExamples(b)
+	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), "core")
+	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
+	if _, _, err := sys.Gateway.AddDelegation(context.Background(), y, sig, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	const clients = 16
+	ctx := context.Background()
+	conns := make([]*pgconn.PgConn, clients)
+	for i := range conns {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	var lit atomic.Int64
+	lit.Store(1_000_000_000_000)
+	sql := func(c, i int) string {
+		id := bench.DefaultFirstID + (c+clients*i)%(bench.DefaultLastID-bench.DefaultFirstID+1)
+		return fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d AND total_cents <> %d", id, lit.Add(1))
+	}
+	direct := func(c, i int) error { return bench.ExecDirect(ctx, conns[c], sql(c, i)) }
+	governed := func(c, i int) error {
+		r, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, sql(c, i))
+		if err != nil {
+			return err
+		}
+		if r.Outcome != "executed" {
+			return fmt.Errorf("%s: %v", r.Outcome, r.Reasons)
+		}
+		return nil
+	}
+	phase := func(f func(c, i int) error, d time.Duration) (tps, procUS, machineUS float64) {
+		p0, m0 := processCPUNow(), machineBusyOrZero()
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		stop := time.Now().Add(d)
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for i := 0; time.Now().Before(stop); i++ {
+					if err := f(c, i); err != nil {
+						b.Error(err)
+						return
+					}
+					n.Add(1)
+				}
+			}(c)
+		}
+		wg.Wait()
+		k := float64(n.Load())
+		return k / d.Seconds(), float64((processCPUNow() - p0).Microseconds()) / k, float64((machineBusyOrZero() - m0).Microseconds()) / k
+	}
+	d := 3 * time.Second
+	if b.N == 1 {
+		phase(governed, 300*time.Millisecond) // warm the shapes and the connections
+	}
+	b.ResetTimer()
+	dt, dp, dm := phase(direct, d)
+	gt, gp, gm := phase(governed, d)
+	b.StopTimer()
+	b.ReportMetric(dt, "direct-16c-stmt/s")
+	b.ReportMetric(gt, "governed-16c-stmt/s")
+	b.ReportMetric(gt/dt, "throughput-ratio-16c")
+	b.ReportMetric(dp, "direct-process-cpu-µs/stmt")
+	b.ReportMetric(dm, "direct-machine-cpu-µs/stmt")
+	b.ReportMetric(gp, "governed-process-cpu-µs/stmt")
+	b.ReportMetric(gm, "governed-machine-cpu-µs/stmt")
+}
+
+func processCPUNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func machineBusyOrZero() time.Duration {
+	d, _ := machineBusy()
+	return d
+}
