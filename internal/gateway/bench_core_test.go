@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,14 +27,7 @@ import (
 //
 //	go test -run '^$' -bench GovernedCore -benchtime 1x ./internal/gateway/
 func BenchmarkGovernedCore(b *testing.B) {
-	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
-	sys.AddExamples(b)
-	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), "core")
-	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
-	if _, _, err := sys.Gateway.AddDelegation(context.Background(), y, sig, "bench"); err != nil {
-		b.Fatal(err)
-	}
+	sys, dsn := benchNode(b, "core")
 	const clients = 16
 	ctx := context.Background()
 	conns := make([]*pgconn.PgConn, clients)

@@ -37,14 +37,7 @@ const benchResultPrefix = "harbormaster-bench-result: "
 //
 //	go test -run '^$' -bench HonestGovernedVsDirect -benchtime 1000x ./internal/gateway/
 func BenchmarkHonestGovernedVsDirect(b *testing.B) {
-	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
-	sys.AddExamples(b)
-	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), "gateway")
-	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
-	if _, _, err := sys.Gateway.AddDelegation(context.Background(), y, sig, "bench"); err != nil {
-		b.Fatal(err)
-	}
+	sys, dsn := benchNode(b, "gateway")
 	srv := httptest.NewServer(sys.API.Handler())
 	defer srv.Close()
 
@@ -71,6 +64,21 @@ func BenchmarkHonestGovernedVsDirect(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchNode starts a node over a fresh demo target with the two example
+// delegations and the honest benchmark's (bench.Delegation, for run).
+func benchNode(b *testing.B, run string) (*gatewaytest.System, string) {
+	b.Helper()
+	dsn := pgtmptestDatabase(b)
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	sys.AddExamples(b)
+	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), run)
+	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
+	if _, _, err := sys.Gateway.AddDelegation(context.Background(), y, sig, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	return sys, dsn
 }
 
 // runLoadGenerator runs bench.Run with cfg in a child process and returns
