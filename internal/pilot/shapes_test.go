@@ -351,3 +351,49 @@ func newRand(t *testing.T) *rand.Rand {
 	t.Logf("seed %d", seed)
 	return rand.New(rand.NewPCG(seed, 10))
 }
+
+// TestTemplatesUnderARole: with a least-privilege role configured, a read
+// runs through its template as that role (a table the role may not read
+// is the target's refusal), and a write takes the literal path (its
+// receipt is not the role's to write) under the same role.
+func TestTemplatesUnderARole(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	admin := f.pilotConn(t)
+	if _, err := admin.Exec(ctx, `CREATE ROLE hm_agent NOLOGIN;
+		GRANT USAGE ON SCHEMA public TO hm_agent;
+		GRANT SELECT, UPDATE ON public.orders TO hm_agent;
+		GRANT USAGE ON SCHEMA harbormaster TO hm_agent;
+		GRANT SELECT ON ALL TABLES IN SCHEMA harbormaster TO hm_agent`, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pilot.New(ctx, pilot.Config{Target: "shop", DSN: f.dsn, Role: "hm_agent"}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	run := func(example, sql string) *pilot.Result {
+		t.Helper()
+		res, err := p.Execute(ctx, f.request(t, example, sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run("unstick-orders.yaml", "SELECT id, status FROM orders WHERE id = 3"); res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+		t.Fatalf("read as the role: %+v", res)
+	}
+	if st := p.Stats(); st.Templated != 1 || st.Literal != 0 {
+		t.Fatalf("the read did not run through its template: %+v", st)
+	}
+	// customers: the role has no privilege on it.
+	if res := run("fix-name-typos.yaml", "SELECT id, name FROM customers WHERE id = 1"); res.Code != pilot.RefusedDatabase || !strings.Contains(res.Detail, "permission denied") {
+		t.Fatalf("a read the role may not make: %s %s", res.Code, res.Detail)
+	}
+	if res := run("unstick-orders.yaml", "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 24"); res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+		t.Fatalf("write as the role: %+v", res)
+	}
+	if st := p.Stats(); st.Literal != 1 {
+		t.Fatalf("a write under a role took the template: %+v", st)
+	}
+}
