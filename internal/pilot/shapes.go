@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,6 +264,13 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 		if isReceiptConflict(pgErr) || !read && p.hasReceipt(ctx, claims.ID) {
 			return refused(RefusedReplay, "marque %s was already executed", claims.ID), true, nil
 		}
+		if stalePlan(pgErr) {
+			// A table the template reads changed its columns' types since the
+			// connection prepared it: nothing ran. The connection forgets
+			// it, and this statement takes the literal path.
+			p.unprepare(conn, t)
+			return nil, false, nil
+		}
 		p.forgetViews(err)
 		res, err := statementRefusal(err)
 		return res, true, err
@@ -303,6 +311,26 @@ func (p *Pilot) hasReceipt(ctx context.Context, marqueID string) bool {
 	var one int
 	err := p.pool.QueryRow(context.WithoutCancel(ctx), `SELECT 1 FROM harbormaster.receipts WHERE marque_id = $1`, marqueID).Scan(&one)
 	return err == nil
+}
+
+// stalePlan is PostgreSQL refusing a prepared statement whose result
+// type a schema change altered.
+func stalePlan(e *pgconn.PgError) bool {
+	return e.Code == "0A000" && strings.Contains(e.Message, "cached plan must not change result type")
+}
+
+// unprepare deallocates t on conn; a connection that cannot is closed, so
+// the pool opens a fresh one.
+func (p *Pilot) unprepare(conn *pgxpool.Conn, t *template) {
+	c := conn.Conn()
+	if v, ok := p.shapes.prepared.Load(c); ok {
+		delete(v.(*connPrepared).names, t.name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Deallocate(ctx, t.name); err != nil {
+		_ = c.Close(ctx)
+	}
 }
 
 // isReceiptConflict is a unique violation of the receipts' primary key:

@@ -397,3 +397,32 @@ func TestTemplatesUnderARole(t *testing.T) {
 		t.Fatalf("a write under a role took the template: %+v", st)
 	}
 }
+
+// TestTemplateAfterASchemaChange: a column's type changes under a
+// prepared template; the statement that meets the stale plan takes the
+// literal path (nothing ran twice), and the next one prepares it again.
+func TestTemplateAfterASchemaChange(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	const read = "SELECT id, customer_id FROM orders WHERE id = %d"
+	for id := 1; id <= 2; id++ {
+		if res, err := f.pilot.Execute(ctx, f.request(t, "unstick-orders.yaml", fmt.Sprintf(read, id))); err != nil || res.Outcome != pilot.Executed {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	if _, err := f.pilotConn(t).Exec(ctx, "ALTER TABLE orders ALTER COLUMN customer_id TYPE integer"); err != nil {
+		t.Fatal(err)
+	}
+	before := f.pilot.Stats()
+	for id := 3; id <= 6; id++ {
+		res, err := f.pilot.Execute(ctx, f.request(t, "unstick-orders.yaml", fmt.Sprintf(read, id)))
+		if err != nil || res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+			t.Fatalf("after the change: %+v %v", res, err)
+		}
+	}
+	after := f.pilot.Stats()
+	t.Logf("stats %+v -> %+v", before, after)
+	if after.Templated-before.Templated < 2 || after.Literal-before.Literal != 1 {
+		t.Fatalf("want the stale plan met once (literal path), then the template prepared again: %+v -> %+v", before, after)
+	}
+}
