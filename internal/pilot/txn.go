@@ -17,11 +17,13 @@ import (
 
 // Txn is a target transaction the Pilot has opened with its settings
 // pinned (DESIGN.md section 6 step 2) before any statement or marque for it
-// exists. Opening it first gives the gateway the transaction id to record
-// in the decision entry itself, so the id is durable before COMMIT without
-// a logbook append of its own (crash reconciliation asks the target about
-// it with pg_xact_status). A Txn holds a pooled connection; it runs at most
-// one statement, and Close rolls back and releases one Execute did not use.
+// exists: the surveyed path's (the compiled path runs in one round trip of
+// its own, shapes.go). Opening it first gives the gateway the transaction
+// id to record in the decision entry itself, so the id is durable before
+// COMMIT without a logbook append of its own (crash reconciliation asks the
+// target about it with pg_xact_status). A Txn holds a pooled connection; it
+// runs at most one statement, and Close rolls back and releases one Execute
+// did not use.
 type Txn struct {
 	conn *pgxpool.Conn
 	id   string
