@@ -84,9 +84,17 @@ const (
 	stmtReceiptN  = "harbormaster_receipt_rows"
 	stmtVoid      = "harbormaster_void"
 	stmtSession   = "harbormaster_session"
-	pinSelectBody = `SELECT set_config('search_path', $1, true), set_config('statement_timeout', $2, true),
-		set_config('lock_timeout', $3, true), set_config('standard_conforming_strings', 'on', true)`
 )
+
+// pinSelect sets the pinned settings ($1 search path, $2 statement and $3
+// lock timeouts): for the transaction (set_config(..., true) is SET LOCAL),
+// or for the session.
+func pinSelect(local bool) string {
+	return fmt.Sprintf(`SELECT set_config('search_path', $1, %[1]t), set_config('statement_timeout', $2, %[1]t),
+		set_config('lock_timeout', $3, %[1]t), set_config('standard_conforming_strings', 'on', %[1]t)`, local)
+}
+
+var pinSelectBody = pinSelect(true)
 
 var fixedStatements = []struct{ name, sql string }{
 	{stmtPin, pinSelectBody},
@@ -103,9 +111,7 @@ var fixedStatements = []struct{ name, sql string }{
 	// The same settings for the session, so a template is prepared (and
 	// its names resolved) under them, and an implicit transaction is READ
 	// COMMITTED whatever the server's default.
-	{stmtSession, `SELECT set_config('search_path', $1, false), set_config('statement_timeout', $2, false),
-		set_config('lock_timeout', $3, false), set_config('standard_conforming_strings', 'on', false),
-		set_config('default_transaction_isolation', 'read committed', false)`},
+	{stmtSession, pinSelect(false) + `, set_config('default_transaction_isolation', 'read committed', false)`},
 }
 
 // afterConnect prepares the fixed statements on a new connection and pins
