@@ -77,13 +77,13 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 // plan them for every marque. The agent's statement never is: each one runs
 // as an unnamed statement.
 const (
-	stmtPin       = "harbormaster_pin"
-	stmtPinID     = "harbormaster_pin_id"
-	stmtPinRead   = "harbormaster_pin_read"
-	stmtReceipt   = "harbormaster_receipt"
-	stmtReceiptN  = "harbormaster_receipt_rows"
-	stmtVoid      = "harbormaster_void"
-	stmtSession   = "harbormaster_session"
+	stmtPin      = "harbormaster_pin"
+	stmtPinID    = "harbormaster_pin_id"
+	stmtPinRead  = "harbormaster_pin_read"
+	stmtReceipt  = "harbormaster_receipt"
+	stmtReceiptN = "harbormaster_receipt_rows"
+	stmtVoid     = "harbormaster_void"
+	stmtSession  = "harbormaster_session"
 )
 
 // pinSelect sets the pinned settings ($1 search path, $2 statement and $3
