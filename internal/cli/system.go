@@ -36,7 +36,7 @@ type system struct {
 	log     *slog.Logger
 	store   *store.Store
 	logbook *logbook.Logbook
-	pilots  []*pilot.Pilot
+	pilots  []pilot.Executor
 	gateway *gateway.Gateway
 	api     *httpapi.Server
 

@@ -153,7 +153,7 @@ type Gateway struct {
 	lb      *logbook.Logbook
 	minter  *marque.Minter
 	signers *signing.AllowedSigners
-	targets map[string]*pilot.Pilot
+	targets map[string]pilot.Executor
 	checks  *checkMemo
 	stmts   *requestStmts
 
@@ -177,14 +177,15 @@ type Gateway struct {
 	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under mu)
 }
 
-// New wires a gateway. pilots are the in-process Pilots, one per target.
+// New wires a gateway. pilots are the targets' Pilots, one per target, in
+// this process or remote.
 func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, minter *marque.Minter,
-	signers *signing.AllowedSigners, pilots []*pilot.Pilot) (*Gateway, error) {
+	signers *signing.AllowedSigners, pilots []pilot.Executor) (*Gateway, error) {
 	cfg = cfg.WithDefaults()
 	if st == nil || lb == nil || minter == nil || signers == nil {
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
-	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]*pilot.Pilot{},
+	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
 		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo(),
 		rehearsals: newRehearsals(cfg.RehearsalQueue)}
 	var err error
@@ -221,7 +222,7 @@ func (g *Gateway) Targets() []string {
 }
 
 // Pilot returns the Pilot of a target.
-func (g *Gateway) Pilot(target string) (*pilot.Pilot, bool) {
+func (g *Gateway) Pilot(target string) (pilot.Executor, bool) {
 	p, ok := g.targets[target]
 	return p, ok
 }
@@ -357,26 +358,11 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 
-	// The surveyed path's target transaction is open before the decision,
-	// so the decision entry carries its id: durable before COMMIT, for
-	// crash reconciliation, with no logbook append of its own. The
-	// compiled path runs in one round trip of its own (the Pilot's
-	// templates); its decision carries the marque id, and a crash is
-	// settled by a void receipt under it (Reconcile).
-	var txn *pilot.Txn
-	if req.Path == marque.PathSurveyed {
-		if txn, err = p.Begin(ctx); err != nil {
-			g.cfg.Logger.Error("target transaction", "request", req.ID, "target", target, "err", err)
-			req.Outcome, req.Path = OutcomeReferred, ""
-			req.Reasons, req.Detail = []string{ReasonUnreachable}, err.Error()
-		} else {
-			defer txn.Close()
-			req.TxID = txn.ID()
-		}
-	}
+	// The marque's id is recorded with the decision: a restart settles a
+	// statement whose outcome nobody recorded by a void receipt under it
+	// (Reconcile). No target transaction is open yet; the Pilot opens
+	// its own, so it may run in another process.
 	if req.Path != "" {
-		// The marque's id is recorded with the decision too: a restart
-		// finds its receipt by it.
 		if req.MarqueID, err = g.minter.NewID(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
@@ -438,9 +424,8 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 	tok := m.token
 
-	// 8 the Pilot verifies everything again and executes under guards, in
-	// the transaction whose id the decision recorded.
-	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical, Txn: txn}
+	// 8 the Pilot verifies everything again and executes under guards.
+	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical}
 	if survey != nil {
 		// The statement must reach exactly what the panel was shown.
 		preq.ExpectBefore = survey.rehearsal.BeforeDigest
@@ -448,10 +433,6 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		preq.ExpectRows = &rows
 	}
 	res, err := p.Execute(ctx, preq)
-	// Whatever happened, the transaction is finished with: a refusal that
-	// came before it was used gives its connection back now, before the
-	// referral's rehearsal needs one.
-	txn.Close()
 	if errors.Is(err, pilot.ErrCommitUnknown) {
 		// Only the receipt can tell whether it committed: the request
 		// stays running, and Reconcile resolves it.

@@ -30,7 +30,7 @@ var (
 // referred is called once a request is waiting and its answer is ready:
 // it queues the rehearsal (rehearsals.go) and tells the webhook. Neither
 // may hold up, fail or shape the agent's answer.
-func (g *Gateway) referred(p *pilot.Pilot, req *request) {
+func (g *Gateway) referred(p pilot.Executor, req *request) {
 	g.enqueueRehearsal(p, req)
 	if g.cfg.Webhook != "" {
 		go g.postWebhook(req)
@@ -196,8 +196,12 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", err))
 	}
 	req.MarqueID = claims.ID
-	pres, err := p.ExecuteApproved(ctx, pilot.ApprovedRequest{Marque: tok, SQL: v.CanonicalSQL, Approval: approval,
-		BeforeCommit: func(ctx context.Context, txid string) error { return g.executing(ctx, req, txid) }})
+	// The marque's id is durable before the Pilot can run it: a restart
+	// settles the request by its receipt (Reconcile).
+	if err := g.executing(ctx, req); err != nil {
+		return nil, g.fail(ctx, req, err)
+	}
+	pres, err := p.ExecuteApproved(ctx, pilot.ApprovedRequest{Marque: tok, SQL: v.CanonicalSQL, Approval: approval})
 	if errors.Is(err, pilot.ErrCommitUnknown) {
 		// It may have run: it stays running (so the approval cannot be
 		// used again) until reconciliation reads the receipt.

@@ -23,7 +23,7 @@ import (
 
 // rehearsalJob is one referred request to rehearse.
 type rehearsalJob struct {
-	pilot *pilot.Pilot
+	pilot pilot.Executor
 	id    string
 	sql   string
 }
@@ -39,7 +39,7 @@ func newRehearsals(depth int) *rehearsals {
 }
 
 // enqueue hands a referred request to the pool without waiting.
-func (g *Gateway) enqueueRehearsal(p *pilot.Pilot, req *request) {
+func (g *Gateway) enqueueRehearsal(p pilot.Executor, req *request) {
 	select {
 	case g.rehearsals.jobs <- rehearsalJob{pilot: p, id: req.ID, sql: req.Canonical}:
 	default:
@@ -71,7 +71,7 @@ func (g *Gateway) runRehearsals(ctx context.Context) {
 // stores its report for humans, unless the request already has one (the
 // first report stored is the one an approval signs). A statement that
 // cannot be rehearsed keeps no report.
-func (g *Gateway) rehearse(ctx context.Context, p *pilot.Pilot, id, sql string) {
+func (g *Gateway) rehearse(ctx context.Context, p pilot.Executor, id, sql string) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.RehearsalTimeout)
 	defer cancel()
 	start := time.Now()

@@ -167,17 +167,18 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// executing records the transaction id just before COMMIT, durably, so a
-// crash after COMMIT is reconciled from the receipt, never re-executed.
-func (g *Gateway) executing(ctx context.Context, req *request, txid string) error {
+// executing records an approved statement's marque id durably before the
+// Pilot may run it, so a crash is reconciled from the receipt under that
+// id, never re-executed.
+func (g *Gateway) executing(ctx context.Context, req *request) error {
 	update := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE requests SET marque_id = ?, txid = ?, updated_ns = ? WHERE id = ?`,
-			req.MarqueID, txid, g.cfg.Clock().UnixNano(), req.ID)
+		_, err := tx.ExecContext(ctx, `UPDATE requests SET marque_id = ?, updated_ns = ? WHERE id = ?`,
+			req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
 	_, err := g.append(ctx, logbook.Record{Kind: "execution.pending",
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
-		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID, "txid": txid}, With: update})
+		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID}, With: update})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
 	}

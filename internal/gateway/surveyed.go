@@ -71,7 +71,7 @@ func (g *Gateway) surveyReady(ctx context.Context, target string, d *Delegation,
 
 // survey rehearses the statement inside the bound and convenes the panel.
 // It returns the judgment and the rehearsal, or a reason to refer.
-func (g *Gateway) survey(ctx context.Context, p *pilot.Pilot, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
+func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
 	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, req.Principal, "surveyed")
 	if err != nil {
 		return nil, "", err

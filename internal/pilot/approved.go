@@ -259,8 +259,7 @@ type ApprovedRequest struct {
 	Marque string
 	SQL    string
 	// Approval is the signed canonical approval bytes.
-	Approval     []byte
-	BeforeCommit func(ctx context.Context, txid string) error
+	Approval []byte
 }
 
 // ExecuteApproved runs a statement a human approved: it verifies the marque,
@@ -320,5 +319,5 @@ func (p *Pilot) ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Resu
 	if g.SQL, err = deparse(stmt); err != nil {
 		return refused(RefusedCheck, "%v", err), nil
 	}
-	return p.run(ctx, &claims, g, Request{SQL: req.SQL, BeforeCommit: req.BeforeCommit}, false)
+	return p.run(ctx, &claims, g, Request{SQL: req.SQL}, nil, false)
 }

@@ -225,13 +225,6 @@ type Request struct {
 	// statement reaches exactly the rows the panel was shown.
 	ExpectBefore string
 	ExpectRows   *int64
-	// Txn, when set, is the transaction opened with Begin whose id the
-	// caller recorded; the statement runs in it. Nil opens one.
-	Txn *Txn
-	// BeforeCommit, when set, is called with the transaction id just before
-	// COMMIT; if it fails the transaction rolls back and nothing runs. The
-	// gateway records the id durably here for crash reconciliation.
-	BeforeCommit func(ctx context.Context, txid string) error
 }
 
 // Outcome of a Pilot execution.
@@ -464,7 +457,7 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 	if res != nil {
 		return res, nil
 	}
-	if req.Txn == nil && req.BeforeCommit == nil && req.ExpectBefore == "" && req.ExpectRows == nil {
+	if req.ExpectBefore == "" && req.ExpectRows == nil {
 		t, s, res := p.shaped(req.SQL, pb, claims.Path)
 		if res != nil {
 			return res, nil
@@ -481,7 +474,7 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 	if res != nil {
 		return res, nil
 	}
-	return p.run(ctx, claims, g, req, false)
+	return p.run(ctx, claims, g, req, nil, false)
 }
 
 // Rehearse runs the statement exactly as Execute would, with its guards,
@@ -499,11 +492,12 @@ func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte,
 	if res != nil {
 		return res, nil
 	}
-	return p.run(ctx, nil, g, Request{SQL: sql}, true)
+	return p.run(ctx, nil, g, Request{SQL: sql}, nil, true)
 }
 
-func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, rehearse bool) (*Result, error) {
-	t := req.Txn
+// run runs a guarded statement in t, a transaction opened ahead, or in one
+// of its own when t is nil.
+func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, t *Txn, rehearse bool) (*Result, error) {
 	if t == nil {
 		var err error
 		if t, err = p.begin(ctx, !rehearse); err != nil {
@@ -544,7 +538,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	}
 	// A read commits in the same round trip: it changes nothing but its
 	// receipt, and its row cap truncates rather than rolls back.
-	readCommit := g.Kind == sqlcheck.OpSelect && !rehearse && !evidence && req.BeforeCommit == nil && req.ExpectRows == nil
+	readCommit := g.Kind == sqlcheck.OpSelect && !rehearse && !evidence && req.ExpectRows == nil
 	if !evidence {
 		b.Queue(g.text(withImages))
 		if readCommit {
@@ -656,25 +650,15 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	}
 	// From here the outcome must not hang on the caller's context: a
 	// cancelled COMMIT is one whose outcome nobody knows.
-	if err := p.commit(context.WithoutCancel(ctx), t, claims.ID, g, n, req.BeforeCommit); err != nil {
-		var rf *refusal
-		if errors.As(err, &rf) {
-			return rf.res, nil
-		}
+	if err := p.commit(context.WithoutCancel(ctx), t, claims.ID, g, n); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// refusal carries a Refused result out of commit.
-type refusal struct{ res *Result }
-
-func (r *refusal) Error() string { return strings.Join(r.res.Reasons, "; ") }
-
 // commit resets the role, writes the receipt's count and commits, in one
-// round trip. With beforeCommit, COMMIT waits until it has recorded the
-// transaction id.
-func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded, n int64, beforeCommit func(context.Context, string) error) error {
+// round trip.
+func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded, n int64) error {
 	b := &pgx.Batch{}
 	if p.cfg.Role != "" {
 		b.Queue(`RESET ROLE`)
@@ -683,39 +667,22 @@ func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded,
 		// A read's receipt was written before the transaction went read-only.
 		b.Queue(stmtReceiptN, marqueID, n)
 	}
-	if beforeCommit == nil {
-		b.Queue(`COMMIT`)
-	}
+	b.Queue(`COMMIT`)
 	var tag pgconn.CommandTag
 	var err error
-	if b.Len() > 0 {
-		br := t.conn.SendBatch(ctx, b)
-		for i := 0; i < b.Len(); i++ {
-			tag, err = br.Exec()
-			if err != nil {
-				break
-			}
-		}
-		cerr := br.Close()
-		if beforeCommit == nil {
-			// COMMIT is last: its tag and error (or the first one before
-			// it, which leaves the transaction aborted) decide.
-			if err == nil && cerr != nil {
-				err = cerr
-			}
-			return checkCommit(tag, err)
-		}
-		if err == nil {
-			err = cerr
-		}
+	br := t.conn.SendBatch(ctx, b)
+	for i := 0; i < b.Len(); i++ {
+		tag, err = br.Exec()
 		if err != nil {
-			return fmt.Errorf("pilot: receipt: %w", err)
+			break
 		}
 	}
-	if err := beforeCommit(ctx, t.id); err != nil {
-		return &refusal{refused(RefusedLogbook, "the execution could not be recorded, so nothing ran: %v", err)}
+	// COMMIT is last: its tag and error (or the first one before it,
+	// which leaves the transaction aborted) decide.
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
-	return checkCommit(t.conn.Exec(ctx, `COMMIT`))
+	return checkCommit(tag, err)
 }
 
 // statementRefusal maps an error from running the guarded statement: a

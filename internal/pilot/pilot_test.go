@@ -440,8 +440,7 @@ func TestTxnOpenedAhead(t *testing.T) {
 		t.Fatal("Begin returned no transaction id")
 	}
 	req := f.request(t, "unstick-orders.yaml", "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = 3")
-	req.Txn = txn
-	res, err := f.pilot.Execute(ctx, req)
+	res, err := f.pilot.ExecuteIn(ctx, req, txn)
 	if err != nil || res.Outcome != pilot.Executed || res.TxID != txn.ID() {
 		t.Fatalf("execute in the opened transaction: %+v, %v; want executed in %s", res, err, txn.ID())
 	}
@@ -460,9 +459,8 @@ func TestTxnOpenedAhead(t *testing.T) {
 
 	// A used transaction runs nothing more.
 	again := f.request(t, "unstick-orders.yaml", "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = 4")
-	again.Txn = txn
 	before := f.snapshot(t, "orders")
-	if res, err := f.pilot.Execute(ctx, again); err == nil {
+	if res, err := f.pilot.ExecuteIn(ctx, again, txn); err == nil {
 		t.Fatalf("a second statement in one transaction: %+v", res)
 	}
 	if f.snapshot(t, "orders") != before {

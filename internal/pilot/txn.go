@@ -16,14 +16,12 @@ import (
 )
 
 // Txn is a target transaction the Pilot has opened with its settings
-// pinned (DESIGN.md section 6 step 2) before any statement or marque for it
-// exists: the surveyed path's (the compiled path runs in one round trip of
-// its own, shapes.go). Opening it first gives the gateway the transaction
-// id to record in the decision entry itself, so the id is durable before
-// COMMIT without a logbook append of its own (crash reconciliation asks the
-// target about it with pg_xact_status). A Txn holds a pooled connection; it
-// runs at most one statement, and Close rolls back and releases one Execute
-// did not use.
+// pinned (DESIGN.md section 6 step 2), for one statement on the literal
+// path, a rehearsal or an approved statement. It never leaves the Pilot:
+// a caller in another process could not hold it, so crash reconciliation
+// rests on the marque's receipt (VoidReceipt), not on a transaction id the
+// caller recorded. A Txn holds a pooled connection; it runs at most one
+// statement, and Close rolls back and releases one that was not used.
 type Txn struct {
 	conn *pgxpool.Conn
 	id   string
@@ -36,10 +34,6 @@ type Txn struct {
 // ID is the transaction id (pg_current_xact_id), or "" for a transaction
 // opened without one (rehearsals).
 func (t *Txn) ID() string { return t.id }
-
-// Begin opens a transaction for one marque's statement and returns it
-// with its id.
-func (p *Pilot) Begin(ctx context.Context) (*Txn, error) { return p.begin(ctx, true) }
 
 // begin opens a READ COMMITTED transaction with the pinned settings in one
 // round trip, assigning it a transaction id when withID.

@@ -270,7 +270,7 @@ func Start(t testing.TB, opt Options) *System {
 		gc.Auditor = s.Auditor
 	}
 	s.Metrics = m
-	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []*pilot.Pilot{s.Pilot})
+	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{s.Pilot})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,44 @@
+package pilot
+
+import (
+	"context"
+
+	"harbormaster/internal/sqlcheck"
+)
+
+// Executor is a Pilot wherever it runs: in the control plane's process
+// (*Pilot) or in a process of its own next to its target (a client of
+// `harbormaster pilot`). It is all the statement path asks of a target.
+// Every method that runs anything verifies the marque, the signatures and
+// the bound itself; an Executor never trusts its caller for authority.
+// Nothing that crosses it is process-local: requests and results are plain
+// values, and a target transaction never leaves the Pilot.
+type Executor interface {
+	// Target is the target's name.
+	Target() string
+	// Catalog is the target's catalog as last read.
+	Catalog() *sqlcheck.Catalog
+	// Ping checks that the target answers.
+	Ping(ctx context.Context) error
+	// Execute verifies and runs one marque's statement under guards.
+	Execute(ctx context.Context, req Request) (*Result, error)
+	// ExecuteApproved verifies and runs a statement a human approved.
+	ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Result, error)
+	// Rehearse runs a statement inside a bound with its guards and rolls
+	// back: evidence for the Surveyor, never authority.
+	Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal, path string) (*Result, error)
+	// RehearseRaw runs a referred statement as written and rolls back:
+	// the approver's before/after images.
+	RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte, error)
+	// Receipt reports whether a marque's statement committed, and its rows.
+	Receipt(ctx context.Context, marqueID string) (bool, int64, error)
+	// VoidReceipt settles a marque nobody recorded an outcome for: it
+	// reports that it committed, or burns it so it never can.
+	VoidReceipt(ctx context.Context, marqueID, requestID, principal string) (executed bool, rows int64, err error)
+	// XactStatus is pg_xact_status of a transaction id.
+	XactStatus(ctx context.Context, txid string) (string, error)
+	// Close releases the Executor's connections.
+	Close()
+}
+
+var _ Executor = (*Pilot)(nil)
