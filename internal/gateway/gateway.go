@@ -19,6 +19,7 @@ import (
 	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/quota"
+	"harbormaster/internal/route"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 	"harbormaster/internal/store"
@@ -253,14 +254,6 @@ func newID(prefix string) string {
 	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// evaluation is one delegation's decision on a statement.
-type evaluation struct {
-	Delegation string   `json:"delegation_id"`
-	Decision   string   `json:"decision"`
-	Rule       *int     `json:"rule"`
-	Reasons    []string `json:"reasons,omitempty"`
-}
-
 // Submit runs one statement from an authenticated principal through the
 // statement path. The numbered steps are DESIGN.md section 3's.
 func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (resp *Response, err error) {
@@ -295,43 +288,44 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 
 	// 3 static check against each active delegation of (principal, target).
-	var survey *surveyed
-	var chosen *Delegation
-	var decision sqlcheck.Decision
-	var evals []evaluation
+	in := route.Input{Principal: principal, Target: target, Analysis: a}
 	for _, d := range delegs {
 		c := g.check(a, key, d)
-		dec := c.dec
-		evals = append(evals, evaluation{Delegation: d.ID, Decision: string(dec.Outcome), Rule: dec.Rule, Reasons: c.reasons})
-		better := chosen == nil && dec.Outcome != sqlcheck.Refer ||
-			chosen != nil && decision.Outcome == sqlcheck.Survey && dec.Outcome == sqlcheck.Conforms
-		if better {
-			chosen, decision = d, dec
-		}
+		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
 	}
 
-	// 4 route: the compiled path, the surveyed path, or refer.
-	switch {
-	case len(evals) == 0:
-		req.Outcome, req.Reasons = OutcomeReferred, []string{fmt.Sprintf("%s has no delegation in force on %s", principal, target)}
-	case chosen == nil:
-		req.Outcome, req.Reasons = OutcomeReferred, referReasons(a, evals)
-	case decision.Outcome == sqlcheck.Survey:
-		req.Outcome, req.DelegationID, req.Rule = OutcomeReferred, chosen.ID, decision.Rule
-		why, err := g.surveyReady(ctx, target, chosen, decision)
-		if err != nil {
-			why = "the switches or the Surveyor's enablement could not be read"
+	// 4 route: the compiled path, the surveyed path, or refer. The route
+	// is a value (internal/route); the facts it reads are gathered here,
+	// for the delegation it would choose, and a quota's token is taken
+	// only for a path that is otherwise open.
+	if i, ok := route.Choose(in.Checks); ok && in.Checks[i].Decision.Outcome == sqlcheck.Survey {
+		var err error
+		if in.Survey, err = g.surveyFacts(ctx, target, delegs[i], in.Checks[i].Decision); err != nil {
+			in.Survey.Unreadable = true
 			g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
 		}
-		if why == "" {
-			why = g.takeQuota(principal, chosen)
+	}
+	rt := route.Of(in)
+	if rt.Path != route.Refer {
+		if in.Quota = g.takeQuota(principal, delegs[rt.Chosen]); in.Quota.Empty {
+			rt = route.Of(in)
 		}
-		if why != "" {
-			req.Reasons = []string{"only a rule with a residual clause covers this statement, and " + strings.TrimSuffix(why, ", so a human decides") + ", so a human decides"}
-			break
-		}
+	}
+	var chosen *Delegation
+	if rt.Chosen >= 0 {
+		chosen = delegs[rt.Chosen]
+		req.DelegationID, req.Rule = rt.Delegation, rt.Rule
+	}
+	var survey *surveyed
+	switch rt.Path {
+	case route.Refer:
+		req.Outcome, req.Reasons = OutcomeReferred, route.Strings(rt.Reasons)
+	case route.Compiled:
+		req.Path = marque.PathCompiled
+	case route.Surveyed:
 		// 5 the surveyed path: rehearsal inside the bound, then the panel.
-		sv, why, err := g.survey(ctx, p, req, chosen, decision)
+		req.Outcome = OutcomeReferred
+		sv, why, err := g.survey(ctx, p, req, chosen, rt.Decision)
 		switch {
 		case err != nil:
 			req.Reasons, req.Detail = []string{ReasonNotRehearsed}, err.Error()
@@ -340,7 +334,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		default:
 			survey = sv
 			req.JudgmentID = sv.id
-			if err := g.recordJudgment(ctx, req, chosen, *decision.Rule, sv); err != nil {
+			if err := g.recordJudgment(ctx, req, chosen, *rt.Rule, sv); err != nil {
 				return nil, err
 			}
 			if sv.judgment.Outcome == surveyor.OutcomeConforms {
@@ -349,14 +343,8 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 				req.Reasons = append([]string{"the Surveyor referred it (judgment " + sv.id + ")"}, sv.judgment.Reasons...)
 			}
 		}
-	default:
-		req.DelegationID, req.Rule = chosen.ID, decision.Rule
-		if empty := g.takeQuota(principal, chosen); empty != "" {
-			req.Outcome, req.Reasons = OutcomeReferred, []string{empty}
-		} else {
-			req.Path = marque.PathCompiled
-		}
 	}
+	evals := rt.Evaluated
 
 	// The marque's id is recorded with the decision: a restart settles a
 	// statement whose outcome nobody recorded by a void receipt under it
@@ -393,7 +381,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	if req.Path != "" {
 		claims := marque.Claims{
 			RequestID: req.ID, Principal: principal, Target: target,
-			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: decision.Rule,
+			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: rt.Rule,
 			Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
 				Signer: chosen.Signer, Signature: string(chosen.Signature)},
 			JudgmentID: req.JudgmentID,
@@ -477,22 +465,10 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	return resp, nil
 }
 
-// tierB reports whether Tier B is on for target on this node, and why not.
-func (g *Gateway) tierB(target string) (bool, string) {
-	if g.cfg.Switches == nil {
-		return false, "Tier B is switched off on this node"
-	}
-	on, why := g.cfg.Switches.TierBOn(target)
-	if !on {
-		return false, strings.TrimSuffix(why, ".")
-	}
-	return true, ""
-}
-
 // takeQuota takes a fast-path token from the delegation's bucket (its
-// signed quota) and the principal's (config), or from neither; it returns
-// the reason to refer when one is empty.
-func (g *Gateway) takeQuota(principal string, d *Delegation) string {
+// signed quota) and the principal's (config), or from neither, and says
+// which was empty.
+func (g *Gateway) takeQuota(principal string, d *Delegation) route.Quota {
 	var wants []quota.Want
 	if q := d.Bound.Quota; q != nil {
 		wants = append(wants, quota.Want{Key: "delegation:" + d.ID, Rate: quota.Rate{Count: q.Count, Per: q.Interval()}})
@@ -501,51 +477,32 @@ func (g *Gateway) takeQuota(principal string, d *Delegation) string {
 		wants = append(wants, quota.Want{Key: "principal:" + principal, Rate: r})
 	}
 	if len(wants) == 0 {
-		return ""
+		return route.Quota{}
 	}
 	switch empty := g.quota.Take(wants...); {
 	case empty == "":
-		return ""
+		return route.Quota{}
 	case strings.HasPrefix(empty, "delegation:"):
 		g.cfg.Metrics.QuotaRefusal("delegation")
-		return fmt.Sprintf("the fast-path quota of delegation %s (%s) is used up, so a human decides", d.ID, d.Bound.Quota)
+		return route.Quota{Empty: true}
 	default:
 		g.cfg.Metrics.QuotaRefusal("principal")
-		return fmt.Sprintf("the fast-path quota of %s is used up, so a human decides", principal)
+		return route.Quota{Empty: true, Principal: true}
 	}
+}
+
+// quotaText is a delegation's signed quota as written, or "".
+func quotaText(d *Delegation) string {
+	if d.Bound.Quota == nil {
+		return ""
+	}
+	return d.Bound.Quota.String()
 }
 
 // mintResult is a marque signed while its decision commits.
 type mintResult struct {
 	token string
 	err   error
-}
-
-// referReasons lists why no delegation covers a statement: the parse-level
-// reasons once, then each delegation's own.
-func referReasons(a *sqlcheck.Analysis, evals []evaluation) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, r := range a.Reasons {
-		out = append(out, r.String())
-		seen[r.String()] = true
-	}
-	for _, e := range evals {
-		for _, r := range e.Reasons {
-			if seen[r] || strings.HasSuffix(r, "["+sqlcheck.CodeCovered+"]") {
-				continue
-			}
-			seen[r] = true
-			if len(evals) > 1 {
-				r = e.Delegation + ": " + r
-			}
-			out = append(out, r)
-		}
-	}
-	if len(out) == 0 {
-		out = []string{"no delegation covers this statement"}
-	}
-	return out
 }
 
 // append writes one logbook record, timing it.

@@ -11,6 +11,7 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/route"
 )
 
 // Request statuses in the store.
@@ -86,7 +87,7 @@ const (
 
 // decide records the decision (step 6): durably in the logbook first, then
 // the request row. If the logbook cannot be written, nothing executes.
-func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, chosen *Delegation) error {
+func (g *Gateway) decide(ctx context.Context, req *request, evals []route.Evaluation, chosen *Delegation) error {
 	switch {
 	case req.Outcome == OutcomeRejected:
 		req.Status = StatusRejected
@@ -106,16 +107,9 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []evaluation, 
 	}
 	if req.Path != "" && chosen != nil {
 		// A statement that runs records why the other delegations did not
-		// cover it by their outcomes only: their reasons are for a human
-		// deciding a referral, and every one would be in every entry.
-		lean := make([]evaluation, len(evals))
-		for i, e := range evals {
-			lean[i] = e
-			if e.Delegation != chosen.ID {
-				lean[i].Reasons = nil
-			}
-		}
-		evals = lean
+		// cover it by their outcomes only: every reason would be in every
+		// entry.
+		evals = route.Lean(evals, chosen.ID)
 	}
 	payload := map[string]any{
 		"request_id": req.ID, "principal": req.Principal, "target": req.Target,

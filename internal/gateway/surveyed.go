@@ -14,6 +14,7 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
+	"harbormaster/internal/route"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 	"harbormaster/internal/surveyor"
@@ -28,45 +29,46 @@ import (
 // rehearsal. The Pilot then re-verifies the human-signed bound itself and
 // rolls back if the statement reaches other rows than the rehearsal showed.
 
-// surveyReady reports why the surveyed path is closed for this statement,
-// or "" when it is open.
-func (g *Gateway) surveyReady(ctx context.Context, target string, d *Delegation, dec sqlcheck.Decision) (string, error) {
-	on, why := g.tierB(target)
-	if !on {
-		return why, nil
+// surveyFacts reads what the route needs to know of the surveyed path for
+// delegation d, in the order route.Of reads it, stopping at the first fact
+// that closes the path.
+func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation, dec sqlcheck.Decision) (route.Survey, error) {
+	var s route.Survey
+	if g.cfg.Switches == nil {
+		s.TierB = route.Switch{Off: "Tier B is switched off on this node"}
+	} else {
+		s.TierB.On, s.TierB.Off = g.cfg.Switches.TierBOn(target)
 	}
-	if g.cfg.Surveyor == nil {
-		return "no Surveyor is configured on this node", nil
+	if !s.TierB.On || g.cfg.Surveyor == nil {
+		return s, nil
 	}
+	s.HasSurveyor, s.Surveyor, s.Enabled = true, g.cfg.Surveyor.Identity(), map[int]string{}
 	for _, u := range dec.Uses {
 		if u.Rule < 0 || u.Rule >= len(d.Bound.Rules) || d.Bound.Rules[u.Rule].Residual == "" {
 			continue
 		}
+		s.Residual = append(s.Residual, u.Rule)
 		var enabled int
 		var surveyorID string
 		err := g.st.ReadDB().QueryRowContext(ctx, `SELECT enabled, surveyor FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, d.ID, u.Rule).Scan(&enabled, &surveyorID)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && enabled != 1 {
-			return fmt.Sprintf("the Surveyor is not enabled for rule %d of this delegation", u.Rule), nil
+			return s, nil
 		}
 		if err != nil {
-			return "", err
+			return s, err
 		}
-		if surveyorID != g.cfg.Surveyor.Identity() {
-			return fmt.Sprintf("rule %d is enabled for %s, not for this node's Surveyor %s", u.Rule, surveyorID, g.cfg.Surveyor.Identity()), nil
+		s.Enabled[u.Rule] = surveyorID
+		if surveyorID != s.Surveyor {
+			return s, nil
 		}
 	}
-	if g.cfg.Auditor != nil {
-		susp, reason, err := g.cfg.Auditor.Suspended(ctx, d.ID)
-		if err != nil {
-			return "", err
-		}
-		if susp {
-			return "the delegation's fast path is suspended by the sampled audit (" + reason + ")", nil
-		}
-	} else {
-		return "no sampled audit is configured on this node, and Tier B does not run without one", nil
+	if g.cfg.Auditor == nil {
+		return s, nil
 	}
-	return "", nil
+	s.HasAudit = true
+	var err error
+	s.Suspended, s.SuspendedWhy, err = g.cfg.Auditor.Suspended(ctx, d.ID)
+	return s, err
 }
 
 // survey rehearses the statement inside the bound and convenes the panel.

@@ -1,0 +1,184 @@
+package route_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"harbormaster/internal/marque"
+	"harbormaster/internal/route"
+	"harbormaster/internal/sqlcheck"
+)
+
+func rule(i int) *int { return &i }
+
+func check(id string, o sqlcheck.Outcome, r *int, reasons ...string) route.Check {
+	return route.Check{Delegation: id, Decision: sqlcheck.Decision{Outcome: o, Rule: r}, Reasons: reasons, Quota: "3/minute"}
+}
+
+// open is every surveyed-path fact that keeps the path open.
+func open() route.Survey {
+	return route.Survey{TierB: route.Switch{On: true}, HasSurveyor: true, Surveyor: "panel-1",
+		Residual: []int{0}, Enabled: map[int]string{0: "panel-1"}, HasAudit: true}
+}
+
+// TestRoutes is the route of each kind of input, with the exact sentence
+// the agent reads and the reason's code.
+func TestRoutes(t *testing.T) {
+	parse := &sqlcheck.Analysis{Reasons: []sqlcheck.Reason{{Code: "writes_function", Message: "calls a volatile function"}}}
+	cases := []struct {
+		name    string
+		in      route.Input
+		path    route.Path
+		chosen  int
+		codes   []route.Code
+		reasons []string
+	}{
+		{name: "no delegation", in: route.Input{Principal: "agent:a", Target: "shop"},
+			path: route.Refer, chosen: -1, codes: []route.Code{route.NoDelegation},
+			reasons: []string{"agent:a has no delegation in force on shop"}},
+		{name: "compiled", in: route.Input{Checks: []route.Check{check("d1", sqlcheck.Conforms, rule(1))}},
+			path: route.Compiled, chosen: 0},
+		{name: "a later compiled beats an earlier surveyed",
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0)), check("d2", sqlcheck.Refer, nil, "x"), check("d3", sqlcheck.Conforms, rule(2))}},
+			path: route.Compiled, chosen: 2},
+		{name: "the first compiled wins",
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Conforms, rule(0)), check("d2", sqlcheck.Conforms, rule(1))}},
+			path: route.Compiled, chosen: 0},
+		{name: "surveyed, open", in: route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}, Survey: open()},
+			path: route.Surveyed, chosen: 0},
+		{name: "not covered, one delegation: parse reasons first, each once, covered ones dropped",
+			in: route.Input{Analysis: parse, Checks: []route.Check{check("d1", sqlcheck.Refer, nil,
+				"calls a volatile function [writes_function]", "column secret is not readable [column_not_readable]",
+				"column secret is not readable [column_not_readable]", "table orders is covered by rule 0 [covered]")}},
+			path: route.Refer, chosen: -1, codes: []route.Code{route.NotCovered, route.NotCovered},
+			reasons: []string{"calls a volatile function [writes_function]", "column secret is not readable [column_not_readable]"}},
+		{name: "not covered, two delegations name theirs",
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Refer, nil, "a [x]"), check("d2", sqlcheck.Refer, nil, "b [y]", "a [x]")}},
+			path: route.Refer, chosen: -1, codes: []route.Code{route.NotCovered, route.NotCovered},
+			reasons: []string{"d1: a [x]", "d2: b [y]"}},
+		{name: "not covered, no reason given", in: route.Input{Checks: []route.Check{check("d1", sqlcheck.Refer, nil)}},
+			path: route.Refer, chosen: -1, codes: []route.Code{route.NotCovered}, reasons: []string{"no delegation covers this statement"}},
+		{name: "compiled, the delegation's quota used up",
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Conforms, rule(0))}, Quota: route.Quota{Empty: true}},
+			path: route.Refer, chosen: 0, codes: []route.Code{route.QuotaDelegation},
+			reasons: []string{"the fast-path quota of delegation d1 (3/minute) is used up, so a human decides"}},
+		{name: "compiled, the principal's quota used up",
+			in:   route.Input{Principal: "agent:a", Checks: []route.Check{check("d1", sqlcheck.Conforms, rule(0))}, Quota: route.Quota{Empty: true, Principal: true}},
+			path: route.Refer, chosen: 0, codes: []route.Code{route.QuotaPrincipal},
+			reasons: []string{"the fast-path quota of agent:a is used up, so a human decides"}},
+		{name: "surveyed, quota used up",
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}, Survey: open(), Quota: route.Quota{Empty: true}},
+			path: route.Refer, chosen: 0, codes: []route.Code{route.SurveyClosed},
+			reasons: []string{"only a rule with a residual clause covers this statement, and the fast-path quota of delegation d1 (3/minute) is used up, so a human decides"}},
+	}
+	closing := []struct {
+		name  string
+		edit  func(*route.Survey)
+		cause route.Code
+		text  string
+	}{
+		{"unreadable", func(s *route.Survey) { s.Unreadable = true }, route.Unreadable, "the switches or the Surveyor's enablement could not be read"},
+		{"tier b off", func(s *route.Survey) { s.TierB = route.Switch{Off: "Tier B is switched off for target shop"} }, route.TierBOff, "Tier B is switched off for target shop"},
+		{"no surveyor", func(s *route.Survey) { s.HasSurveyor = false }, route.NoSurveyor, "no Surveyor is configured on this node"},
+		{"not enabled", func(s *route.Survey) { s.Residual = []int{0, 2} }, route.NotEnabled, "the Surveyor is not enabled for rule 2 of this delegation"},
+		{"other surveyor", func(s *route.Survey) { s.Enabled[0] = "panel-0" }, route.OtherSurveyor, "rule 0 is enabled for panel-0, not for this node's Surveyor panel-1"},
+		{"no audit", func(s *route.Survey) { s.HasAudit = false }, route.NoAudit, "no sampled audit is configured on this node, and Tier B does not run without one"},
+		{"suspended", func(s *route.Survey) { s.Suspended, s.SuspendedWhy = true, "finding f1" }, route.Suspended, "the delegation's fast path is suspended by the sampled audit (finding f1)"},
+	}
+	for _, c := range closing {
+		s := open()
+		c.edit(&s)
+		cases = append(cases, struct {
+			name    string
+			in      route.Input
+			path    route.Path
+			chosen  int
+			codes   []route.Code
+			reasons []string
+		}{name: "surveyed path closed: " + c.name,
+			in:   route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}, Survey: s},
+			path: route.Refer, chosen: 0, codes: []route.Code{route.SurveyClosed},
+			reasons: []string{"only a rule with a residual clause covers this statement, and " + c.text + ", so a human decides"}})
+		r := route.Of(route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}, Survey: s})
+		if len(r.Reasons) != 1 || r.Reasons[0].Cause == nil || r.Reasons[0].Cause.Code != c.cause {
+			t.Errorf("%s: reasons %+v, want one survey_closed caused by %s", c.name, r.Reasons, c.cause)
+		}
+	}
+	for _, c := range cases {
+		r := route.Of(c.in)
+		var codes []route.Code
+		for _, x := range r.Reasons {
+			codes = append(codes, x.Code)
+		}
+		if r.Path != c.path || r.Chosen != c.chosen || !slices.Equal(codes, c.codes) || !slices.Equal(route.Strings(r.Reasons), nonNil(c.reasons)) {
+			t.Errorf("%s: %s chosen %d codes %v reasons %q; want %s chosen %d codes %v reasons %q",
+				c.name, r.Path, r.Chosen, codes, route.Strings(r.Reasons), c.path, c.chosen, c.codes, c.reasons)
+		}
+		if r.Path != route.Refer && len(r.Reasons) != 0 {
+			t.Errorf("%s: runs with reasons %v", c.name, r.Reasons)
+		}
+		if r.Chosen >= 0 && (r.Delegation != c.in.Checks[r.Chosen].Delegation || r.Rule != c.in.Checks[r.Chosen].Decision.Rule) {
+			t.Errorf("%s: delegation %s rule %v, not the chosen check's", c.name, r.Delegation, r.Rule)
+		}
+		if len(r.Evaluated) != len(c.in.Checks) {
+			t.Errorf("%s: %d evaluations for %d checks", c.name, len(r.Evaluated), len(c.in.Checks))
+		}
+		if again := route.Of(c.in); !reflect.DeepEqual(again, r) {
+			t.Errorf("%s: the same input routed twice differs:\n%+v\n%+v", c.name, r, again)
+		}
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// TestSurveyFactsAfterTheFirstClosingOneAreNotRead: Of stops at the first
+// fact that closes the surveyed path, so the statement path may leave the
+// rest unread (zero) and get the same route.
+func TestSurveyFactsAfterTheFirstClosingOneAreNotRead(t *testing.T) {
+	in := route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}}
+	in.Survey = route.Survey{TierB: route.Switch{Off: "Tier B is switched off for this deployment"}}
+	full := in
+	full.Survey = open()
+	full.Survey.TierB = in.Survey.TierB
+	if a, b := route.Strings(route.Of(in).Reasons), route.Strings(route.Of(full).Reasons); !slices.Equal(a, b) {
+		t.Fatalf("unread facts changed the route: %q vs %q", a, b)
+	}
+}
+
+// TestQuotaOnlyForAnOpenPath: a used-up quota is no reason when the path
+// was closed already: the closed path's reason stands alone.
+func TestQuotaOnlyForAnOpenPath(t *testing.T) {
+	s := open()
+	s.HasAudit = false
+	r := route.Of(route.Input{Checks: []route.Check{check("d1", sqlcheck.Survey, rule(0))}, Survey: s, Quota: route.Quota{Empty: true}})
+	if len(r.Reasons) != 1 || strings.Contains(r.Reasons[0].String(), "quota") {
+		t.Fatalf("reasons %q", route.Strings(r.Reasons))
+	}
+	r = route.Of(route.Input{Checks: []route.Check{check("d1", sqlcheck.Refer, nil, "no [x]")}, Quota: route.Quota{Empty: true}})
+	if strings.Contains(strings.Join(route.Strings(r.Reasons), " "), "quota") {
+		t.Fatalf("a statement no delegation covers is referred for its quota: %q", route.Strings(r.Reasons))
+	}
+}
+
+// TestLean drops only the other delegations' reasons.
+func TestLean(t *testing.T) {
+	evals := []route.Evaluation{{Delegation: "d1", Decision: "refer", Reasons: []string{"a"}}, {Delegation: "d2", Decision: "conforms", Reasons: []string{"b"}}}
+	got := route.Lean(evals, "d2")
+	if got[0].Reasons != nil || !slices.Equal(got[1].Reasons, []string{"b"}) || evals[0].Reasons == nil {
+		t.Fatalf("lean %+v (input %+v)", got, evals)
+	}
+}
+
+// TestPathsAreTheMarques: a route's path is the path its marque names.
+func TestPathsAreTheMarques(t *testing.T) {
+	if string(route.Compiled) != marque.PathCompiled || string(route.Surveyed) != marque.PathSurveyed {
+		t.Fatal("route and marque paths differ")
+	}
+}
