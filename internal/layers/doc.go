@@ -1,0 +1,22 @@
+// Package layers holds no code: its test is the layering of the module
+// (DESIGN.md section 12), checked on the real import graph.
+//
+// From the bottom up:
+//
+//   - foundations, pure: sqlcheck, bound, signing, marque, queue (the
+//     signed acts), quota, route, memo;
+//   - the target side: pilot and pilot/... hold the only target
+//     credentials and reach nothing of the control plane's state: not the
+//     store, the logbook, the switches, the audit, the Surveyor or the
+//     gateway, so a Pilot verifies everything from what it is handed;
+//   - the control plane's state: store (no domain package below it),
+//     logbook, switches, audit;
+//   - the models: llm, surveyor (they see only what they are handed: no
+//     store, no Pilot, no gateway);
+//   - the statement path: gateway;
+//   - the fronts: httpapi, mcpserver;
+//   - the wiring: cli, imported by cmd/harbormaster only.
+//
+// The route is a pure function: it imports sqlcheck and the standard
+// library only.
+package layers

@@ -1,0 +1,128 @@
+package layers_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "harbormaster/"
+
+// rule forbids a package (and its subpackages) to depend, directly or not,
+// on any of the listed packages (and their subpackages).
+type rule struct {
+	pkg    string
+	forbid []string
+	why    string
+}
+
+var rules = []rule{
+	{"internal/pilot", []string{"internal/store", "internal/logbook", "internal/switches", "internal/audit",
+		"internal/surveyor", "internal/llm", "internal/gateway", "internal/httpapi", "internal/mcpserver", "internal/cli", "internal/config"},
+		"the Pilot verifies everything itself from what it is handed and may run in its own process"},
+	{"internal/store", []string{"internal/"}, "the store holds no domain logic"},
+	{"internal/sqlcheck", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/llm", "internal/surveyor"}, "the static check is pure"},
+	{"internal/bound", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/llm", "internal/surveyor"}, "compiling a delegation is pure"},
+	{"internal/marque", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook"}, "the marque is a token, not a service"},
+	{"internal/signing", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook"}, "signatures are pure"},
+	{"internal/surveyor", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/audit"},
+		"the panel sees only what it is handed"},
+	{"internal/llm", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor"}, "provider clients are transport"},
+	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
+	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/cli"}, "the statement path knows no front"},
+	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
+	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+}
+
+// allowOnly lists packages that may import nothing of the module beyond
+// the listed ones.
+var allowOnly = map[string][]string{
+	"internal/route": {"internal/sqlcheck"},
+}
+
+func under(pkg, prefix string) bool {
+	return pkg == prefix || strings.HasPrefix(pkg, strings.TrimSuffix(prefix, "/")+"/")
+}
+
+// graph is every package of the module with its dependencies (not its
+// tests'), from go list.
+func graph(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "harbormaster/...").Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	g := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(f[0], mod)
+		for _, d := range f[1:] {
+			if strings.HasPrefix(d, mod) {
+				g[pkg] = append(g[pkg], strings.TrimPrefix(d, mod))
+			}
+		}
+		if _, ok := g[pkg]; !ok {
+			g[pkg] = nil
+		}
+	}
+	return g
+}
+
+// TestLayers fails when a package depends on a layer it must not reach.
+func TestLayers(t *testing.T) {
+	g := graph(t)
+	for _, must := range []string{"internal/pilot", "internal/gateway", "internal/route", "internal/store", "internal/cli"} {
+		if _, ok := g[must]; !ok {
+			t.Fatalf("go list did not list %s: the graph is wrong", must)
+		}
+	}
+	for pkg, deps := range g {
+		for _, r := range rules {
+			if !under(pkg, r.pkg) || strings.HasSuffix(pkg, "test") {
+				continue
+			}
+			for _, d := range deps {
+				for _, f := range r.forbid {
+					if under(d, f) && !under(d, r.pkg) {
+						t.Errorf("%s depends on %s: %s", pkg, d, r.why)
+					}
+				}
+			}
+		}
+		if allowed, ok := allowOnly[pkg]; ok {
+			for _, d := range deps {
+				if !slices.Contains(allowed, d) {
+					t.Errorf("%s depends on %s; it may depend on %v only", pkg, d, allowed)
+				}
+			}
+		}
+		if pkg != "cmd/harbormaster" && !under(pkg, "internal/cli") && slices.Contains(deps, "internal/cli") {
+			t.Errorf("%s depends on internal/cli: only cmd/harbormaster wires the system", pkg)
+		}
+	}
+}
+
+// TestLayersCatchAViolation: the check finds a forbidden dependency in a
+// graph that has one, so it cannot pass by reading nothing.
+func TestLayersCatchAViolation(t *testing.T) {
+	bad := rule{"internal/pilot", []string{"internal/store"}, ""}
+	if !under("internal/pilot/remote", bad.pkg) || !under("internal/store", bad.forbid[0]) || under("internal/storex", "internal/store") {
+		t.Fatal("under is wrong")
+	}
+	g := graph(t)
+	found := false
+	for _, d := range g["internal/gateway"] {
+		found = found || d == "internal/pilot"
+	}
+	if !found {
+		t.Fatal("the graph does not show that the gateway depends on the Pilot")
+	}
+}
