@@ -139,7 +139,9 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
 		ReferralRate: referrals, MaxWaiting: cfg.Queue.MaxWaiting,
 		Surveyor: panel, Auditor: auditor,
-		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches},
+		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches,
+		Services: gateway.Services{QueueExpiry: cfg.Services.QueueExpiry.D(), DelegationExpiry: cfg.Services.DelegationExpiry.D(),
+			Reconcile: cfg.Services.Reconcile.D(), Delegations: cfg.Services.Delegations.D(), DelegationsStale: cfg.Services.DelegationsStale.D()}},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err

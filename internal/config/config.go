@@ -61,6 +61,8 @@ type Config struct {
 	// SwitchPoll is how often this node reads the switches. Defaults to
 	// 1s, at most 1s; three missed reads turn Tier B off on this node.
 	SwitchPoll Duration `yaml:"switch_poll"`
+	// Services tunes the node's background services.
+	Services Services `yaml:"services"`
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
@@ -169,6 +171,24 @@ type Queue struct {
 	// past it a statement that would be referred is refused. Defaults to
 	// 1000; -1 turns it off.
 	MaxWaiting int `yaml:"max_waiting"`
+}
+
+// Services are the intervals of a node's background services, each
+// defaulting to 1s (docs/operations.md, "Background services").
+type Services struct {
+	// QueueExpiry: how often waiting requests past the queue's TTL expire.
+	QueueExpiry Duration `yaml:"queue_expiry"`
+	// DelegationExpiry: how often delegations past their expiry are logged.
+	DelegationExpiry Duration `yaml:"delegation_expiry"`
+	// Reconcile: how often requests left running are settled from receipts.
+	Reconcile Duration `yaml:"reconcile"`
+	// Delegations: how often delegations added or revoked through other
+	// nodes are read from the store.
+	Delegations Duration `yaml:"delegations"`
+	// DelegationsStale: how old the last good read of the delegations may
+	// be before this node runs nothing on the fast path. Defaults to five
+	// Delegations intervals.
+	DelegationsStale Duration `yaml:"delegations_stale"`
 }
 
 // Referrals is the referral rate: zero for the default, a negative Count

@@ -50,8 +50,11 @@ func (g *Gateway) loadDelegations(ctx context.Context) error {
 		if err := rows.Scan(&id, &signer, &canonical, &sig, &source, &created, &revoked); err != nil {
 			return fmt.Errorf("gateway: load delegations: %w", err)
 		}
-		d, err := newDelegation([]byte(canonical), []byte(sig), signer, source, time.Unix(0, created).UTC())
-		if err != nil {
+		d := g.Delegation(id)
+		if d != nil {
+			// Known: only a revocation can have changed.
+			d = &Delegation{ID: id}
+		} else if d, err = newDelegation([]byte(canonical), []byte(sig), signer, source, time.Unix(0, created).UTC()); err != nil {
 			return fmt.Errorf("gateway: load delegation %s: %w", id, err)
 		}
 		if revoked.Valid {
@@ -63,10 +66,52 @@ func (g *Gateway) loadDelegations(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("gateway: load delegations: %w", err)
 	}
-	g.mu.Lock()
-	g.delegations = out
-	g.mu.Unlock()
+	g.absorb(out)
+	now := time.Now()
+	g.delegationsRead.Store(&now)
 	return nil
+}
+
+// absorb merges delegations read from the store into the node's: new ones
+// are added in order, a revocation recorded since is applied. Nothing is
+// ever removed, and a delegation revoked here stays revoked.
+func (g *Gateway) absorb(read []*Delegation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	known := make(map[string]*Delegation, len(g.delegations))
+	for _, d := range g.delegations {
+		known[d.ID] = d
+	}
+	for _, d := range read {
+		switch k, ok := known[d.ID]; {
+		case !ok:
+			g.delegations = append(g.delegations, d)
+			known[d.ID] = d
+		case k.Revoked == nil && d.Revoked != nil:
+			k.Revoked = d.Revoked
+		}
+	}
+}
+
+// refreshDelegations is the delegations service: it reads the delegations
+// other nodes added or revoked.
+func (g *Gateway) refreshDelegations(ctx context.Context) error { return g.loadDelegations(ctx) }
+
+// delegationsStale says why the node's delegations are too old to run
+// anything on, or "" while they are fresh or no delegations service runs
+// (one node alone, whose own writes are all it needs).
+func (g *Gateway) delegationsStale() string {
+	if !g.delegationsWatched.Load() {
+		return ""
+	}
+	last := g.delegationsRead.Load()
+	if last == nil {
+		return "the delegations have not been read yet"
+	}
+	if age := time.Since(*last); age > g.cfg.Services.DelegationsStale {
+		return fmt.Sprintf("the delegations could not be read from the store for %s", age.Round(time.Millisecond))
+	}
+	return ""
 }
 
 func newDelegation(canonical, sig []byte, signer, source string, created time.Time) (*Delegation, error) {
@@ -167,10 +212,8 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	if err != nil {
 		return nil, rep, fmt.Errorf("gateway: store delegation: %w", err)
 	}
-	g.mu.Lock()
-	g.delegations = append(g.delegations, d)
-	g.mu.Unlock()
-	return d, rep, nil
+	g.absorb([]*Delegation{d})
+	return g.Delegation(id), rep, nil
 }
 
 // Delegation returns a stored delegation by id, or nil.

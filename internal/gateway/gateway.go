@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"harbormaster/internal/audit"
@@ -83,6 +84,8 @@ type Config struct {
 	// RehearsalTimeout bounds one rehearsal (the Pilot's statement timeout
 	// applies as well). Defaults to 10s.
 	RehearsalTimeout time.Duration
+	// Services tunes the node's background services (services.go).
+	Services Services
 }
 
 // WithDefaults fills unset fields.
@@ -124,6 +127,7 @@ func (c Config) WithDefaults() Config {
 	if c.RehearsalTimeout <= 0 {
 		c.RehearsalTimeout = 10 * time.Second
 	}
+	c.Services = c.Services.WithDefaults()
 	return c
 }
 
@@ -160,6 +164,12 @@ type Gateway struct {
 
 	mu          sync.RWMutex
 	delegations []*Delegation // every stored delegation, oldest first
+
+	// delegationsRead is when the delegations were last read from the
+	// store (monotonic, for staleness); delegationsWatched is set once the
+	// delegations service runs (Run).
+	delegationsRead    atomic.Pointer[time.Time]
+	delegationsWatched atomic.Bool
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // request id -> closed on its next change
@@ -305,6 +315,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 			g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
 		}
 	}
+	in.Stale = g.delegationsStale()
 	rt := route.Of(in)
 	if rt.Path != route.Refer {
 		if in.Quota = g.takeQuota(principal, delegs[rt.Chosen]); in.Quota.Empty {

@@ -368,35 +368,6 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 	return nil
 }
 
-// Run does the gateway's periodic work until ctx ends: expiring waiting
-// requests and logging delegation expiries, once a second.
-func (g *Gateway) Run(ctx context.Context) error {
-	workers := make(chan struct{})
-	go func() { defer close(workers); g.runRehearsals(ctx) }()
-	defer func() { <-workers }()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			g.Drain()
-			return nil
-		case <-t.C:
-			if err := g.expireWaiting(ctx); err != nil && ctx.Err() == nil {
-				g.cfg.Logger.Warn("expiring requests", "err", err)
-			}
-			if err := g.logExpiries(ctx); err != nil && ctx.Err() == nil {
-				g.cfg.Logger.Warn("logging expiries", "err", err)
-			}
-			if n, err := g.reconcileRunning(ctx, g.cfg.ReconcileAfter); err != nil && ctx.Err() == nil {
-				g.cfg.Logger.Warn("reconciling running requests", "err", err)
-			} else if n > 0 {
-				g.cfg.Logger.Warn("reconciled requests whose outcome was not recorded", "count", n)
-			}
-		}
-	}
-}
-
 // SetSwitch records an operator's switch change in the logbook, then in the
 // store, and re-reads the switches on this node at once.
 func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by string) error {

@@ -47,6 +47,8 @@ const (
 	QuotaPrincipal  Code = "quota_principal"
 	// The surveyed path is closed (Cause says why).
 	SurveyClosed Code = "survey_closed"
+	// Stale: this node's view of the delegations is too old to run on.
+	Stale Code = "stale_delegations"
 )
 
 // Causes the surveyed path is closed.
@@ -159,6 +161,9 @@ type Input struct {
 	Checks []Check
 	// Survey is read when the chosen check says survey.
 	Survey Survey
+	// Stale, when set, says why this node's delegations are too old to
+	// run anything on (a revocation elsewhere may not have reached it).
+	Stale string
 	// Quota is read when the path is otherwise open.
 	Quota Quota
 }
@@ -226,6 +231,10 @@ func Of(in Input) Route {
 	}
 	c := in.Checks[i]
 	r.Chosen, r.Delegation, r.Rule, r.Decision = i, c.Delegation, c.Decision.Rule, c.Decision
+	if in.Stale != "" {
+		r.Reasons = []Reason{{Code: Stale, Text: in.Stale}}
+		return r
+	}
 	path := Compiled
 	if c.Decision.Outcome == sqlcheck.Survey {
 		path = Surveyed

@@ -182,3 +182,18 @@ func TestPathsAreTheMarques(t *testing.T) {
 		t.Fatal("route and marque paths differ")
 	}
 }
+
+// TestStaleRefersWhatWouldRun: a node whose delegations are stale runs
+// nothing, and says so; what no delegation covers keeps its own reasons.
+func TestStaleRefersWhatWouldRun(t *testing.T) {
+	in := route.Input{Checks: []route.Check{check("d1", sqlcheck.Conforms, rule(0))}, Stale: "the delegations could not be read from the store for 6s"}
+	r := route.Of(in)
+	if r.Path != route.Refer || len(r.Reasons) != 1 || r.Reasons[0].Code != route.Stale ||
+		r.Reasons[0].String() != "the delegations could not be read from the store for 6s, so a human decides" {
+		t.Fatalf("stale: %s %+v", r.Path, r.Reasons)
+	}
+	in.Checks = []route.Check{check("d1", sqlcheck.Refer, nil, "no [x]")}
+	if r := route.Of(in); r.Reasons[0].Code != route.NotCovered {
+		t.Fatalf("stale, not covered: %+v", r.Reasons)
+	}
+}

@@ -1,0 +1,101 @@
+package gateway_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"harbormaster/internal/bound"
+	"harbormaster/internal/gateway"
+	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/signing"
+)
+
+const readOrder = "SELECT id, status FROM orders WHERE id = 3"
+
+// eventually submits sql until its outcome is want, for up to 5 s.
+func (f *fixture) eventually(t *testing.T, sql, want string) *gateway.Response {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := f.submit(t, gatewaytest.Agent, sql)
+		if r.Outcome == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q: still %s (%v) after 5 s, want %s", sql, r.Outcome, r.Reasons, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDelegationsFromAnotherNode: a delegation another node added to the
+// shared store, and then its revocation there, reach this node through
+// its delegations service within a few seconds, with no restart.
+func TestDelegationsFromAnotherNode(t *testing.T) {
+	t.Parallel()
+	f := newEmptyFixture(t, nil)
+	ctx := context.Background()
+	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("before any delegation: %+v", r)
+	}
+	canonical := gatewaytest.Canonical(t, gatewaytest.Example(t, gatewaytest.Orders), f.sys.Pilot.Catalog())
+	sig := gatewaytest.Sign(t, f.sys.Opts.Keys.Grantor, canonical)
+	b, err := bound.ParseCanonical(canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := bound.ID(canonical)
+	signer, err := f.sys.Opts.Keys.Signers.Verify(canonical, sig, signing.NamespaceDelegation, b.Target, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What AddDelegation on another node leaves in the store.
+	if _, err := f.sys.Store.DB().ExecContext(ctx, `INSERT INTO delegations (id, target, grantee, signer, canonical, signature, source, created_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, b.Target, b.Grantee, signer.Name, string(canonical), string(sig), "node-2", time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.eventually(t, readOrder, gateway.OutcomeExecuted); r.DelegationID != id {
+		t.Fatalf("ran under %s, want %s", r.DelegationID, id)
+	}
+	// What Revoke on another node leaves in the store.
+	if _, err := f.sys.Store.DB().ExecContext(ctx, `UPDATE delegations SET revoked_ns = ?, revoked_by = ? WHERE id = ?`,
+		time.Now().UnixNano(), "grantor", id); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(t, readOrder, gateway.OutcomeReferred)
+	if d := f.sys.Gateway.Delegation(id); d == nil || d.Revoked == nil || len(f.sys.Gateway.Delegations("")) != 1 {
+		t.Fatalf("after the revocation elsewhere: %+v, %d delegations", d, len(f.sys.Gateway.Delegations("")))
+	}
+}
+
+// TestStaleDelegationsStopTheFastPath: a node that has not read the
+// delegations for longer than the staleness bound runs nothing (another
+// node may have revoked what it holds), says why, and runs again after
+// its next good read.
+func TestStaleDelegationsStopTheFastPath(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *gatewaytest.Options) {
+		// The service never ticks by itself in this test.
+		o.Gateway.Services = gateway.Services{Delegations: time.Hour, DelegationsStale: 10 * time.Second}
+	})
+	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("fresh: %+v", r)
+	}
+	f.sys.Gateway.AgeDelegations(time.Minute)
+	before := gatewaytest.Receipts(t, f.dsn)
+	r := f.submit(t, gatewaytest.Agent, readOrder)
+	if r.Outcome != gateway.OutcomeReferred || len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "the delegations could not be read from the store for 1m") {
+		t.Fatalf("stale: %+v", r)
+	}
+	if gatewaytest.Receipts(t, f.dsn) != before {
+		t.Fatal("a stale node ran a statement")
+	}
+	if err := f.sys.Gateway.RefreshDelegations(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("after a good read: %+v", r)
+	}
+}

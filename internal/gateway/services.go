@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// A node's background work is a set of services, each periodic with its
+// own interval, started by Run and stopped with the node. None of them is
+// needed for a statement to be decided correctly on one node; each keeps
+// the state of several nodes sharing one store converging.
+//
+//   - queue-expiry: waiting requests past the queue's time-to-live expire;
+//   - delegation-expiry: each delegation past its expiry is logged once;
+//   - reconcile: requests left running (a marque minted, no outcome
+//     recorded) past ReconcileAfter are settled from the target's receipt;
+//   - delegations: delegations added or revoked through other nodes are
+//     read from the store. While this service runs, a node whose last good
+//     read is older than Services.DelegationsStale runs nothing on the fast
+//     path: a revocation on another node takes effect here within that bound.
+type Services struct {
+	// QueueExpiry, DelegationExpiry, Reconcile and Delegations are the
+	// services' intervals. Each defaults to one second.
+	QueueExpiry      time.Duration
+	DelegationExpiry time.Duration
+	Reconcile        time.Duration
+	Delegations      time.Duration
+	// DelegationsStale is how old the last good read of the delegations may
+	// be before the fast path stops. Defaults to five Delegations intervals.
+	DelegationsStale time.Duration
+}
+
+// WithDefaults fills unset fields.
+func (s Services) WithDefaults() Services {
+	for _, d := range []*time.Duration{&s.QueueExpiry, &s.DelegationExpiry, &s.Reconcile, &s.Delegations} {
+		if *d <= 0 {
+			*d = time.Second
+		}
+	}
+	if s.DelegationsStale <= 0 {
+		s.DelegationsStale = 5 * s.Delegations
+	}
+	return s
+}
+
+// Service is one piece of background work.
+type Service struct {
+	Name  string
+	Every time.Duration
+	Tick  func(ctx context.Context) error
+}
+
+// Services lists the gateway's background services.
+func (g *Gateway) Services() []Service {
+	s := g.cfg.Services
+	return []Service{
+		{Name: "queue-expiry", Every: s.QueueExpiry, Tick: g.expireWaiting},
+		{Name: "delegation-expiry", Every: s.DelegationExpiry, Tick: g.logExpiries},
+		{Name: "reconcile", Every: s.Reconcile, Tick: func(ctx context.Context) error {
+			n, err := g.reconcileRunning(ctx, g.cfg.ReconcileAfter)
+			if n > 0 {
+				g.cfg.Logger.Warn("reconciled requests whose outcome was not recorded", "count", n)
+			}
+			return err
+		}},
+		{Name: "delegations", Every: s.Delegations, Tick: g.refreshDelegations},
+	}
+}
+
+// Run runs the rehearsal workers and every service until ctx ends, then
+// waits for the execution entries still being written (Drain).
+func (g *Gateway) Run(ctx context.Context) error {
+	g.delegationsWatched.Store(true)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); g.runRehearsals(ctx) }()
+	for _, s := range g.Services() {
+		wg.Add(1)
+		go func() { defer wg.Done(); runService(ctx, s, g.cfg.Logger) }()
+	}
+	<-ctx.Done()
+	g.Drain()
+	wg.Wait()
+	return nil
+}
+
+func runService(ctx context.Context, s Service, log *slog.Logger) {
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("background service", "service", s.Name, "err", err)
+			}
+		}
+	}
+}
