@@ -141,7 +141,8 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 		Surveyor: panel, Auditor: auditor,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches,
 		Services: gateway.Services{QueueExpiry: cfg.Services.QueueExpiry.D(), DelegationExpiry: cfg.Services.DelegationExpiry.D(),
-			Reconcile: cfg.Services.Reconcile.D(), Delegations: cfg.Services.Delegations.D(), DelegationsStale: cfg.Services.DelegationsStale.D()}},
+			Reconcile: cfg.Services.Reconcile.D(), Delegations: cfg.Services.Delegations.D(), DelegationsStale: cfg.Services.DelegationsStale.D(),
+			Clock: cfg.Services.Clock.D()}, ClockLeeway: cfg.Services.ClockLeeway.D()},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err

@@ -189,6 +189,11 @@ type Services struct {
 	// be before this node runs nothing on the fast path. Defaults to five
 	// Delegations intervals.
 	DelegationsStale Duration `yaml:"delegations_stale"`
+	// Clock: how often a PostgreSQL store's clock is read. Defaults to 5s.
+	Clock Duration `yaml:"clock"`
+	// ClockLeeway: how far this node's clock may be off the store's before
+	// its expiry decisions hold at both. Defaults to 1s.
+	ClockLeeway Duration `yaml:"clock_leeway"`
 }
 
 // Referrals is the referral rate: zero for the default, a negative Count

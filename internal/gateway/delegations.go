@@ -248,7 +248,7 @@ func (g *Gateway) activeDelegations(principal, target string, now time.Time) []*
 	defer g.mu.RUnlock()
 	var out []*Delegation
 	for _, d := range g.delegations {
-		if d.Grantee == principal && d.Target == target && d.Active(now) {
+		if d.Grantee == principal && d.Target == target && g.inForce(d, now) {
 			out = append(out, d)
 		}
 	}

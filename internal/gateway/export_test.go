@@ -14,3 +14,6 @@ func (g *Gateway) AgeDelegations(age time.Duration) {
 
 // RefreshDelegations is one tick of the delegations service.
 func (g *Gateway) RefreshDelegations(ctx context.Context) error { return g.refreshDelegations(ctx) }
+
+// MeasureClock is one tick of the clock service.
+func (g *Gateway) MeasureClock(ctx context.Context) error { return g.measureClock(ctx) }

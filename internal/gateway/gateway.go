@@ -86,6 +86,13 @@ type Config struct {
 	RehearsalTimeout time.Duration
 	// Services tunes the node's background services (services.go).
 	Services Services
+	// StoreClock, when set, reads the control store's clock, the one every
+	// node shares; the clock service compares this node's with it
+	// (clock.go). Nil: the store is on this machine, with its clock.
+	StoreClock func(ctx context.Context) (time.Time, error)
+	// ClockLeeway is how far this node's clock may be off the store's
+	// before its expiry decisions hold at both. Defaults to 1s.
+	ClockLeeway time.Duration
 }
 
 // WithDefaults fills unset fields.
@@ -128,6 +135,9 @@ func (c Config) WithDefaults() Config {
 		c.RehearsalTimeout = 10 * time.Second
 	}
 	c.Services = c.Services.WithDefaults()
+	if c.ClockLeeway <= 0 {
+		c.ClockLeeway = time.Second
+	}
 	return c
 }
 
@@ -170,6 +180,11 @@ type Gateway struct {
 	// delegations service runs (Run).
 	delegationsRead    atomic.Pointer[time.Time]
 	delegationsWatched atomic.Bool
+
+	// skew is the store's clock minus this node's, in nanoseconds, as last
+	// measured; skewBeyond is set while it exceeds the leeway (clock.go).
+	skew       atomic.Int64
+	skewBeyond atomic.Bool
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // request id -> closed on its next change

@@ -158,7 +158,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
 	case ap.RehearsalSHA256 != v.RehearsalSHA256:
 		return nil, fmt.Errorf("gateway: %w: the approval is for another rehearsal", ErrActRefused)
-	case !now.Before(ap.ExpiresAt()):
+	case g.expiredAt(ap.ExpiresAt(), now):
 		return nil, fmt.Errorf("gateway: %w: the approval expired at %s", ErrActRefused, ap.Expires)
 	}
 	var rep pilot.Rehearsal

@@ -19,7 +19,9 @@ import (
 //   - delegations: delegations added or revoked through other nodes are
 //     read from the store. While this service runs, a node whose last good
 //     read is older than Services.DelegationsStale runs nothing on the fast
-//     path: a revocation on another node takes effect here within that bound.
+//     path: a revocation on another node takes effect here within that bound;
+//   - clock: the store's clock is read and this node's offset from it
+//     measured (clock.go), when the store is not on this machine.
 type Services struct {
 	// QueueExpiry, DelegationExpiry, Reconcile and Delegations are the
 	// services' intervals. Each defaults to one second.
@@ -27,6 +29,9 @@ type Services struct {
 	DelegationExpiry time.Duration
 	Reconcile        time.Duration
 	Delegations      time.Duration
+	// Clock is how often the store's clock is read (clock.go), when the
+	// gateway has a StoreClock. Defaults to 5s.
+	Clock time.Duration
 	// DelegationsStale is how old the last good read of the delegations may
 	// be before the fast path stops. Defaults to five Delegations intervals.
 	DelegationsStale time.Duration
@@ -38,6 +43,9 @@ func (s Services) WithDefaults() Services {
 		if *d <= 0 {
 			*d = time.Second
 		}
+	}
+	if s.Clock <= 0 {
+		s.Clock = 5 * time.Second
 	}
 	if s.DelegationsStale <= 0 {
 		s.DelegationsStale = 5 * s.Delegations
@@ -55,7 +63,7 @@ type Service struct {
 // Services lists the gateway's background services.
 func (g *Gateway) Services() []Service {
 	s := g.cfg.Services
-	return []Service{
+	out := []Service{
 		{Name: "queue-expiry", Every: s.QueueExpiry, Tick: g.expireWaiting},
 		{Name: "delegation-expiry", Every: s.DelegationExpiry, Tick: g.logExpiries},
 		{Name: "reconcile", Every: s.Reconcile, Tick: func(ctx context.Context) error {
@@ -67,6 +75,10 @@ func (g *Gateway) Services() []Service {
 		}},
 		{Name: "delegations", Every: s.Delegations, Tick: g.refreshDelegations},
 	}
+	if g.cfg.StoreClock != nil {
+		out = append(out, Service{Name: "clock", Every: s.Clock, Tick: g.measureClock})
+	}
+	return out
 }
 
 // Run runs the rehearsal workers and every service until ctx ends, then

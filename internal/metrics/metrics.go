@@ -23,6 +23,8 @@ type Metrics struct {
 	dissent       *prometheus.CounterVec
 	jurorVerdicts *prometheus.CounterVec
 	fastPath      *prometheus.CounterVec
+	clockSkew     prometheus.Gauge
+	clockBeyond   prometheus.Gauge
 }
 
 // Queue reports the waiting requests for the queue gauges.
@@ -61,7 +63,11 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 		Help: "Juror answers of refer or failure in a judgment where another juror answered conforms, by framing."}, []string{"framing"})
 	m.fastPath = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_fast_path_statements_total",
 		Help: "Statements executed without a human, by path and delegation."}, []string{"path", "delegation"})
-	r.MustRegister(m.judgments, m.jurorVerdicts, m.dissent, m.fastPath)
+	m.clockSkew = prometheus.NewGauge(prometheus.GaugeOpts{Name: "harbormaster_clock_skew_seconds",
+		Help: "The control store's clock minus this node's, as last measured (0 when the store is on this machine)."})
+	m.clockBeyond = prometheus.NewGauge(prometheus.GaugeOpts{Name: "harbormaster_clock_skew_beyond_leeway",
+		Help: "1 while this node's clock is off the store's by more than the leeway: its expiry decisions then hold at both clocks."})
+	r.MustRegister(m.judgments, m.jurorVerdicts, m.dissent, m.fastPath, m.clockSkew, m.clockBeyond)
 	r.MustRegister(m.decisions, m.decisionTime, m.quotaRefusals, m.logbookAppend, m.pilotRefusals,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if queue != nil {
@@ -231,4 +237,18 @@ func (m *Metrics) RegisterShapeBand(low, high float64) {
 	g.WithLabelValues("low").Set(low)
 	g.WithLabelValues("high").Set(high)
 	m.Registry.MustRegister(g)
+}
+
+// ClockSkew records the last measured offset of the store's clock from this
+// node's, and whether it is beyond the leeway.
+func (m *Metrics) ClockSkew(offset time.Duration, beyond bool) {
+	if m == nil {
+		return
+	}
+	m.clockSkew.Set(offset.Seconds())
+	v := 0.0
+	if beyond {
+		v = 1
+	}
+	m.clockBeyond.Set(v)
 }
