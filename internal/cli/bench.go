@@ -16,6 +16,7 @@ import (
 
 	"harbormaster/internal/bench"
 	"harbormaster/internal/bound"
+	"harbormaster/internal/config"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
@@ -136,7 +137,7 @@ func runBench(e *env, args []string) (code int) {
 // readDemoInfo reads a demo's --info file.
 func readDemoInfo(path string) (demoInfo, error) {
 	var inf demoInfo
-	b, err := readFileLimited(path, 1<<20)
+	b, err := config.ReadFileLimited(path, 1<<20)
 	if err != nil {
 		return inf, err
 	}

@@ -9,6 +9,7 @@ import (
 	"harbormaster/internal/logbook"
 
 	"harbormaster/internal/bound"
+	"harbormaster/internal/node"
 	"harbormaster/internal/sqlcheck"
 )
 
@@ -158,7 +159,7 @@ func runKeygen(e *env, args []string) int {
 			e.errorf("%v", err)
 			return exitUsage
 		}
-		vkey, err := logbook.CheckpointVerifierKey("harbormaster", publicKey(key))
+		vkey, err := logbook.CheckpointVerifierKey("harbormaster", node.PublicKey(key))
 		if err != nil {
 			e.errorf("%v", err)
 			return exitUsage

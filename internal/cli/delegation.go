@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"harbormaster/internal/bound"
+	"harbormaster/internal/config"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
@@ -38,7 +39,7 @@ func (c *catalogFlags) load(e *env) (*sqlcheck.Catalog, error) {
 	case c.schema != "" && c.target != "":
 		return nil, errors.New("give --schema or --target, not both")
 	case c.schema != "":
-		ddl, err := readFileLimited(c.schema, sqlcheck.MaxSchemaBytes)
+		ddl, err := config.ReadFileLimited(c.schema, sqlcheck.MaxSchemaBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -53,26 +54,6 @@ func (c *catalogFlags) load(e *env) (*sqlcheck.Catalog, error) {
 	return nil, errors.New("a catalog is needed: give --schema FILE or --target DSN")
 }
 
-func readFileLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes is over the %d byte limit", path, st.Size(), limit)
-	}
-	buf := make([]byte, st.Size())
-	if _, err := f.Read(buf); err != nil && st.Size() > 0 {
-		return nil, err
-	}
-	return buf, nil
-}
-
 // compiled is a delegation file compiled against a catalog.
 type compiled struct {
 	bound  *bound.Bound
@@ -82,7 +63,7 @@ type compiled struct {
 // compileFile compiles FILE against the catalog; opt.Now, when set, makes
 // an expiry already past a problem.
 func compileFile(e *env, file string, cf *catalogFlags, opt bound.Options) (*compiled, error) {
-	data, err := readFileLimited(file, bound.MaxFileBytes)
+	data, err := config.ReadFileLimited(file, bound.MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +310,7 @@ func runDelegationVerify(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	sig, err := readFileLimited(*sigPath, 1<<20)
+	sig, err := config.ReadFileLimited(*sigPath, 1<<20)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage

@@ -21,6 +21,7 @@ import (
 	"harbormaster/internal/config"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/node"
 	"harbormaster/internal/pgtmp"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
@@ -178,11 +179,11 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		return err
 	}
 	defer logFile.Close()
-	sys, err := startSystem(ctx, cfg, newLogger(logFile, "info"))
+	sys, err := node.Start(ctx, cfg, newLogger(logFile, "info"))
 	if err != nil {
 		return err
 	}
-	defer sys.close()
+	defer sys.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		ln, err = net.Listen("tcp", "127.0.0.1:0")
@@ -193,7 +194,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
-	go func() { served <- sys.serve(sctx, ln) }()
+	go func() { served <- sys.Serve(sctx, ln) }()
 	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
@@ -308,7 +309,7 @@ func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (stri
 	if err := os.WriteFile(cpPath, cpPEM, 0o600); err != nil {
 		return "", inf, err
 	}
-	vkey, err := logbook.CheckpointVerifierKey("harbormaster-demo", publicKey(cpKey))
+	vkey, err := logbook.CheckpointVerifierKey("harbormaster-demo", node.PublicKey(cpKey))
 	if err != nil {
 		return "", inf, err
 	}
@@ -455,7 +456,7 @@ func runTour(ctx context.Context, out io.Writer, api, token string, tierB bool) 
 // demoTierB does what the humans would: alice switches Tier B on for the
 // deployment and shop, bob (a reviewer) marks the typo rule auditable, and
 // alice enables the Surveyor for it. Each is a signed act over the API.
-func demoTierB(sys *system, inf demoInfo) error {
+func demoTierB(sys *node.Node, inf demoInfo) error {
 	alice, err := newHumanClient(inf.APIURL, inf.GrantorKey)
 	if err != nil {
 		return err
@@ -470,7 +471,7 @@ func demoTierB(sys *system, inf demoInfo) error {
 		}
 	}
 	var typos *gateway.Delegation
-	for _, d := range sys.gateway.Delegations(inf.Agent) {
+	for _, d := range sys.Gateway().Delegations(inf.Agent) {
 		if d.Bound.Tier() == "B" {
 			typos = d
 		}

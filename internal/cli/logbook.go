@@ -10,6 +10,7 @@ import (
 
 	"harbormaster/internal/config"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/node"
 )
 
 func runLogbook(e *env, args []string) int {
@@ -72,7 +73,7 @@ func runLogbookVerify(e *env, args []string) int {
 			e.errorf("%v", kerr)
 			return exitUsage
 		}
-		v, err = logbook.NewCheckpointVerifier(*name, publicKey(key))
+		v, err = logbook.NewCheckpointVerifier(*name, node.PublicKey(key))
 	}
 	if err != nil {
 		e.errorf("verifier key: %v", err)

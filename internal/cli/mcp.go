@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"harbormaster/internal/config"
 	"harbormaster/internal/mcpserver"
 )
 
@@ -30,7 +31,7 @@ func runMCP(e *env, args []string) int {
 	case fs.NArg() > 0:
 		return e.usageErr(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	tok, err := readFileLimited(*tokenFile, 4<<10)
+	tok, err := config.ReadFileLimited(*tokenFile, 4<<10)
 	if err != nil {
 		e.errorf("reading the token file: %v", err)
 		return exitUsage

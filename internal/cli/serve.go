@@ -3,10 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"strings"
 
 	"harbormaster/internal/config"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/node"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/store"
 )
@@ -30,19 +34,19 @@ func runServe(e *env, args []string) int {
 		return exitUsage
 	}
 	log := newLogger(e.stderr, *level)
-	sys, err := startSystem(e.ctx, cfg, log)
+	sys, err := node.Start(e.ctx, cfg, log)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	defer sys.close()
+	defer sys.Close()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "targets", sys.gateway.Targets())
-	if err := sys.serve(e.ctx, ln); err != nil {
+	log.Info("serving", "addr", ln.Addr().String(), "targets", sys.Gateway().Targets())
+	if err := sys.Serve(e.ctx, ln); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -108,4 +112,17 @@ func openLogbook(ctx context.Context, path, name string, every int64) (*store.St
 		return nil, nil, err
 	}
 	return st, lb, nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	lv := slog.LevelInfo
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
 }

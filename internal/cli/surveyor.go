@@ -1,54 +1,20 @@
 package cli
 
 import (
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"harbormaster/internal/audit"
 	"harbormaster/internal/config"
-	"harbormaster/internal/llm"
+	"harbormaster/internal/node"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
-	"harbormaster/internal/store"
 	"harbormaster/internal/surveyor"
 	"harbormaster/internal/surveyor/regress"
 )
-
-// newPanel builds the Surveyor's panel from the config, or nil when no
-// provider is configured (the surveyed path is then closed).
-func newPanel(cfg config.Surveyor, getenv func(string) string) (*surveyor.Panel, error) {
-	if len(cfg.Providers) == 0 {
-		return nil, nil
-	}
-	var jurors []llm.Juror
-	for _, p := range cfg.Providers {
-		j, err := llm.New(llm.ProviderConfig{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, Model: p.Model, APIKeyEnv: p.APIKeyEnv,
-			Timeout: p.Timeout.D(), Proxy: p.Proxy, StructuredOutput: p.StructuredOutput}, getenv)
-		if err != nil {
-			return nil, fmt.Errorf("surveyor provider %s: %w", p.Name, err)
-		}
-		jurors = append(jurors, j)
-	}
-	return surveyor.NewPanel(surveyor.Config{Jurors: cfg.Jurors, Identity: cfg.Identity, Timeout: cfg.Timeout.D()}, jurors, surveyor.DefaultBundle())
-}
-
-// auditKey derives the sampling key from the control-plane key: agents
-// never see it, so they cannot predict the sample.
-func auditKey(k ed25519.PrivateKey) []byte {
-	sum := sha256.Sum256(append([]byte("harbormaster audit sampling v1\n"), k.Seed()...))
-	return sum[:]
-}
-
-func newAuditor(cfg config.Audit, key ed25519.PrivateKey, st *store.Store, lb audit.Appender, log *slog.Logger) (*audit.Auditor, error) {
-	return audit.New(audit.Config{Rate: cfg.Rate, CorrelatedRate: cfg.CorrelatedRate, Window: cfg.Window, MaxWrong: cfg.MaxWrong,
-		Webhook: cfg.Webhook, Key: auditKey(key), Logger: log}, st, lb)
-}
 
 func runSurveyor(e *env, args []string) int {
 	return e.dispatch("harbormaster surveyor", []command{
@@ -79,7 +45,7 @@ func runSurveyorRegress(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	panel, err := newPanel(cfg.Surveyor, e.getenv)
+	panel, err := node.NewPanel(cfg.Surveyor, e.getenv)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage

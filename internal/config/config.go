@@ -532,3 +532,24 @@ func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
 		}
 	}
 }
+
+// ReadFileLimited reads a file of at most limit bytes.
+func ReadFileLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes is over the %d byte limit", path, st.Size(), limit)
+	}
+	buf := make([]byte, st.Size())
+	if _, err := f.Read(buf); err != nil && st.Size() > 0 {
+		return nil, err
+	}
+	return buf, nil
+}

@@ -15,7 +15,8 @@
 //     store, no Pilot, no gateway);
 //   - the statement path: gateway;
 //   - the fronts: httpapi, mcpserver;
-//   - the wiring: cli, imported by cmd/harbormaster only.
+//   - the wiring: node (node.Start, one control-plane node) and cli (the
+//     commands), imported by cmd/harbormaster only.
 //
 // The route is a pure function: it imports sqlcheck and the standard
 // library only.

@@ -32,7 +32,8 @@ var rules = []rule{
 		"the panel sees only what it is handed"},
 	{"internal/llm", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor"}, "provider clients are transport"},
 	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
-	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/cli"}, "the statement path knows no front"},
+	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/cli", "internal/node"}, "the statement path knows no front"},
+	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
 }
@@ -106,6 +107,10 @@ func TestLayers(t *testing.T) {
 		}
 		if pkg != "cmd/harbormaster" && !under(pkg, "internal/cli") && slices.Contains(deps, "internal/cli") {
 			t.Errorf("%s depends on internal/cli: only cmd/harbormaster wires the system", pkg)
+		}
+		if pkg != "cmd/harbormaster" && !under(pkg, "internal/cli") && !under(pkg, "internal/node") &&
+			!strings.HasSuffix(pkg, "test") && slices.Contains(deps, "internal/node") {
+			t.Errorf("%s depends on internal/node: only the commands start nodes", pkg)
 		}
 	}
 }

@@ -51,7 +51,7 @@ const (
 	other = "agent:other" // holds none
 )
 
-// fixture is a control plane wired as internal/cli/system.go wires it: a
+// fixture is a control plane wired as node.Start wires it: a
 // store, a running logbook, a Pilot on a throwaway database loaded with the
 // examples, the two example delegations signed by alice for agent:demo, and
 // the HTTP API with /v1/tables and /mcp on an httptest server.

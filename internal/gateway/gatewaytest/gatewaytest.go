@@ -1,6 +1,6 @@
 // Package gatewaytest wires a whole control plane for end-to-end tests: the
 // SQLite store, the logbook writer, one in-process Pilot, the gateway and
-// the HTTP API, from explicit parts, the way cli's startSystem wires them
+// the HTTP API, from explicit parts, the way node.Start wires them
 // from a config file. The target is a real PostgreSQL database (see
 // pgtmptest) loaded with the demo schema and data from examples.
 //
@@ -200,7 +200,7 @@ type System struct {
 
 // Start wires a system and registers its Close with t.Cleanup. It does not
 // reconcile: a test that simulates a restart calls Gateway.Reconcile itself
-// (startSystem does so with a grace of twice the marque TTL).
+// (node.Start does so with a grace of twice the marque TTL).
 func Start(t testing.TB, opt Options) *System {
 	t.Helper()
 	if opt.Name == "" {

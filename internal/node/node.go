@@ -1,18 +1,21 @@
-package cli
+// Package node starts one control-plane node: the store, the logbook
+// writer, the Pilots (in this process or remote), the switches, the
+// Surveyor and the audit, the gateway with its background services, and
+// the HTTP API with MCP. serve, the demo and the system tests all start a
+// node through Start.
+package node
 
 import (
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +33,9 @@ import (
 	"harbormaster/internal/switches"
 )
 
-// system is every subsystem of a running control plane, wired in one place.
-type system struct {
+// Node is every subsystem of a running control-plane node, wired in one
+// place.
+type Node struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	store   *store.Store
@@ -50,13 +54,14 @@ type system struct {
 	closeOnce      sync.Once
 }
 
-// startSystem opens the store, starts the logbook writer, connects the
-// Pilots, loads delegations and reconciles anything a crash left running.
-func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys *system, err error) {
-	s := &system{cfg: cfg, log: log}
+// Start opens the store, starts the logbook writer, connects the Pilots,
+// loads delegations, reconciles anything a crash left running and starts
+// the background services. Close stops it all.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, err error) {
+	s := &Node{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
-			s.close()
+			s.Close()
 		}
 	}()
 	key, err := config.LoadControlPlaneKey(cfg.Path(cfg.ControlPlaneKey))
@@ -86,7 +91,7 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 	s.stopLogbook, s.lbDone = cancel, make(chan error, 1)
 	go func() { s.lbDone <- s.logbook.Run(lctx) }()
 
-	verifier, err := marque.NewVerifier(marque.VerifierConfig{Issuer: cfg.Name, Key: publicKey(key), Clock: time.Now})
+	verifier, err := marque.NewVerifier(marque.VerifierConfig{Issuer: cfg.Name, Key: PublicKey(key), Clock: time.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +125,7 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 		targetNames[i] = t.Name
 	}
 	s.metrics = metrics.New(targetNames, func(ctx context.Context) (int, time.Duration, error) { return s.gateway.QueueStats(ctx) }, s.switches)
-	panel, err := newPanel(cfg.Surveyor, os.Getenv)
+	panel, err := NewPanel(cfg.Surveyor, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -176,18 +181,18 @@ func startSystem(ctx context.Context, cfg *config.Config, log *slog.Logger) (sys
 }
 
 // loadDelegationDir adds every NAME.yaml with a NAME.yaml.sig.
-func (s *system) loadDelegationDir(ctx context.Context, dir string) error {
+func (s *Node) loadDelegationDir(ctx context.Context, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return err
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		y, err := readFileLimited(f, 1<<20)
+		y, err := config.ReadFileLimited(f, 1<<20)
 		if err != nil {
 			return err
 		}
-		sig, err := readFileLimited(f+".sig", 64<<10)
+		sig, err := config.ReadFileLimited(f+".sig", 64<<10)
 		if err != nil {
 			return fmt.Errorf("delegation %s has no signature %s.sig: %w", f, f, err)
 		}
@@ -206,9 +211,9 @@ func (s *system) loadDelegationDir(ctx context.Context, dir string) error {
 	return nil
 }
 
-// serve runs the HTTP server on ln until ctx ends, then shuts down
+// Serve runs the HTTP server on ln until ctx ends, then shuts down
 // gracefully.
-func (s *system) serve(ctx context.Context, ln net.Listener) error {
+func (s *Node) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
@@ -227,7 +232,9 @@ func (s *system) serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func (s *system) close() {
+// Close stops the background services, the Pilots and the logbook
+// writer, and closes the store.
+func (s *Node) Close() {
 	s.closeOnce.Do(func() {
 		if s.stopBackground != nil {
 			s.stopBackground()
@@ -246,17 +253,17 @@ func (s *system) close() {
 	})
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
-	lv := slog.LevelInfo
-	switch strings.ToLower(level) {
-	case "debug":
-		lv = slog.LevelDebug
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
-}
+// PublicKey is the public half of a control-plane key.
+func PublicKey(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
 
-func publicKey(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+// Gateway is the node's statement path.
+func (s *Node) Gateway() *gateway.Gateway { return s.gateway }
+
+// API is the node's HTTP API.
+func (s *Node) API() *httpapi.Server { return s.api }
+
+// Store is the node's control store.
+func (s *Node) Store() *store.Store { return s.store }
+
+// Logbook is the node's logbook.
+func (s *Node) Logbook() *logbook.Logbook { return s.logbook }

@@ -1,4 +1,4 @@
-package cli
+package node_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"harbormaster/internal/config"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
+	"harbormaster/internal/node"
 	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
@@ -71,11 +72,11 @@ agents:
 	}
 	log := slog.New(slog.DiscardHandler)
 
-	sys, err := startSystem(ctx, cfg, log)
+	sys, err := node.Start(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := sys.gateway.Delegations(gatewaytest.Agent)
+	ds := sys.Gateway().Delegations(gatewaytest.Agent)
 	if len(ds) != 1 {
 		t.Fatalf("%d delegations loaded, want 1", len(ds))
 	}
@@ -89,21 +90,21 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.gateway.Revoke(ctx, act, sig); err != nil {
+	if _, err := sys.Gateway().Revoke(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
-	sys.close()
+	sys.Close()
 
-	sys, err = startSystem(context.WithoutCancel(ctx), cfg, log)
+	sys, err = node.Start(context.WithoutCancel(ctx), cfg, log)
 	if err != nil {
 		t.Fatalf("restart with the revoked delegation's file in place: %v", err)
 	}
-	defer sys.close()
-	d := sys.gateway.Delegation(id)
+	defer sys.Close()
+	d := sys.Gateway().Delegation(id)
 	if d == nil || d.Revoked == nil || d.Active(time.Now()) {
 		t.Fatalf("after the restart: %+v, want revoked", d)
 	}
-	if _, _, err := sys.gateway.AddDelegation(ctx, y, files["delegations/orders.yaml.sig"], "api"); !errors.Is(err, gateway.ErrDelegationRevoked) {
+	if _, _, err := sys.Gateway().AddDelegation(ctx, y, files["delegations/orders.yaml.sig"], "api"); !errors.Is(err, gateway.ErrDelegationRevoked) {
 		t.Fatalf("re-adding it: %v, want ErrDelegationRevoked", err)
 	}
 }
