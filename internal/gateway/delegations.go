@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"harbormaster/internal/bound"
-	"harbormaster/internal/logbook"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 )
@@ -180,8 +179,10 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	if err != nil {
 		return nil, rep, &DelegationError{Problems: []string{err.Error()}}
 	}
-	signer, err := g.signers.Verify(canonical, signature, signing.NamespaceDelegation, b.Target, now)
+	act := signedAct{kind: "delegation", namespace: signing.NamespaceDelegation, field: "canonical", bytes: canonical, sig: signature}
+	signer, err := g.signers.Verify(canonical, signature, act.namespace, b.Target, now)
 	if err != nil {
+		// A delegation refused on its merits lists every problem.
 		return nil, rep, &DelegationError{Problems: []string{"the signature does not verify: " + err.Error()}}
 	}
 	id := bound.ID(canonical)
@@ -199,12 +200,9 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	if err != nil {
 		return nil, rep, &DelegationError{Problems: []string{err.Error()}}
 	}
-	_, err = g.append(ctx, logbook.Record{Kind: "delegation",
-		Subjects: map[string]string{"delegation": id, "principal": d.Grantee, "target": d.Target, "signer": d.Signer},
-		Payload: map[string]any{"delegation_id": id, "signer": d.Signer, "fingerprint": signer.Fingerprint,
-			"canonical": string(canonical), "signature": string(signature), "source": source, "tier": b.Tier()}})
-	if err != nil {
-		return nil, rep, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	if err := g.logAct(ctx, act, signer, map[string]string{"delegation": id, "principal": d.Grantee, "target": d.Target},
+		map[string]any{"delegation_id": id, "source": source, "tier": b.Tier()}); err != nil {
+		return nil, rep, err
 	}
 	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO delegations (id, target, grantee, signer, canonical, signature, source, created_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,

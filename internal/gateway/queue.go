@@ -165,9 +165,10 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil || ap.MaxRows > rep.RowsReached {
 		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the rehearsal reached", ErrActRefused)
 	}
-	signer, err := g.signers.Verify(approval, signature, signing.NamespaceApproval, v.Target, now)
+	act := signedAct{kind: "approval", namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
+	signer, err := g.verifyAct(act, v.Target)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return nil, err
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
 	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
@@ -181,12 +182,10 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	g.flying(id) // running now; periodic reconciliation waits for us
 	defer g.landed(id)
 	req := &request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
-	if _, err := g.append(ctx, logbook.Record{Kind: "approval",
-		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
-		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint,
-			"approval": string(approval), "signature": string(signature)}}); err != nil {
+	if err := g.logAct(ctx, act, signer, map[string]string{"request": id, "principal": v.Principal, "target": v.Target},
+		map[string]any{"request_id": id}); err != nil {
 		g.unclaim(ctx, id)
-		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+		return nil, err
 	}
 	maxRows := ap.MaxRows
 	tok, claims, err := g.minter.Mint(marque.Claims{RequestID: id, Principal: v.Principal, Target: v.Target,
@@ -248,21 +247,20 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	case d.RequestID != v.ID || d.Target != v.Target || d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
 		return nil, fmt.Errorf("gateway: %w: the denial is for another request or statement", ErrActRefused)
 	}
-	signer, err := g.signers.Verify(denial, signature, signing.NamespaceDenial, v.Target, now)
+	act := signedAct{kind: "denial", namespace: signing.NamespaceDenial, field: "denial", bytes: denial, sig: signature}
+	signer, err := g.verifyAct(act, v.Target)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return nil, err
 	}
 	// Claim the request before logging, so a denial and an approval (or an
 	// expiry) racing for it cannot both be recorded.
 	if err := g.claim(ctx, id, StatusWaiting, StatusDeciding); err != nil {
 		return nil, err
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "denial",
-		Subjects: map[string]string{"request": id, "principal": v.Principal, "target": v.Target, "signer": signer.Name},
-		Payload: map[string]any{"request_id": id, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": d.Reason,
-			"denial": string(denial), "signature": string(signature)}}); err != nil {
+	if err := g.logAct(ctx, act, signer, map[string]string{"request": id, "principal": v.Principal, "target": v.Target},
+		map[string]any{"request_id": id, "reason": d.Reason}); err != nil {
 		g.release(ctx, id)
-		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+		return nil, err
 	}
 	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
 	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
@@ -319,20 +317,19 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	if r.Target != d.Target {
 		return nil, fmt.Errorf("gateway: %w: the revocation names target %s, the delegation is on %s", ErrActRefused, r.Target, d.Target)
 	}
-	signer, err := g.signers.Verify(revocation, signature, signing.NamespaceRevocation, d.Target, now)
+	act := signedAct{kind: "revocation", namespace: signing.NamespaceRevocation, field: "revocation", bytes: revocation, sig: signature}
+	signer, err := g.verifyAct(act, d.Target)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return nil, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if d.Revoked != nil {
 		return d, fmt.Errorf("gateway: %s: %w", d.ID, ErrAlreadyRevoked)
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "revocation",
-		Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target, "signer": signer.Name},
-		Payload: map[string]any{"delegation_id": d.ID, "signer": signer.Name, "fingerprint": signer.Fingerprint, "reason": r.Reason,
-			"revocation": string(revocation), "signature": string(signature)}}); err != nil {
-		return nil, fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	if err := g.logAct(ctx, act, signer, map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
+		map[string]any{"delegation_id": d.ID, "reason": r.Reason}); err != nil {
+		return nil, err
 	}
 	if _, err := g.st.DB().ExecContext(ctx, `UPDATE delegations SET revoked_ns = ?, revoked_by = ?, revocation = ? WHERE id = ?`,
 		now.UnixNano(), signer.Name, string(revocation)+string(signature), d.ID); err != nil {

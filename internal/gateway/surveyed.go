@@ -180,21 +180,21 @@ func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	if !queue.Fresh(a.Time, g.cfg.Clock()) {
-		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, a.Time, queue.MaxActAge)
+	sa := signedAct{kind: "auditable", namespace: signing.NamespaceReview, field: "act", bytes: act, sig: sig, signedAt: a.Time}
+	if err := g.freshAct(sa); err != nil {
+		return err
 	}
 	d, err := g.residualRule(a.DelegationID, a.Rule)
 	if err != nil {
 		return err
 	}
-	signer, err := g.signers.Verify(act, sig, signing.NamespaceReview, d.Target, g.cfg.Clock())
+	signer, err := g.verifyAct(sa, d.Target)
 	if err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return err
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "auditable",
-		Subjects: map[string]string{"delegation": d.ID, "signer": signer.Name},
-		Payload:  map[string]any{"delegation_id": d.ID, "rule": a.Rule, "note": a.Note, "by": signer.Name, "act": string(act), "signature": string(sig)}}); err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	if err := g.logAct(ctx, sa, signer, map[string]string{"delegation": d.ID},
+		map[string]any{"delegation_id": d.ID, "rule": a.Rule, "note": a.Note, "by": signer.Name}); err != nil {
+		return err
 	}
 	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, auditable_by, auditable_act, auditable_ns) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (delegation_id, rule) DO UPDATE SET auditable_by = excluded.auditable_by, auditable_act = excluded.auditable_act, auditable_ns = excluded.auditable_ns`,
@@ -209,8 +209,9 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	if !queue.Fresh(e.Time, g.cfg.Clock()) {
-		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, e.Time, queue.MaxActAge)
+	sa := signedAct{kind: "surveyor.enable", namespace: signing.NamespaceEnable, field: "act", bytes: act, sig: sig, signedAt: e.Time}
+	if err := g.freshAct(sa); err != nil {
+		return err
 	}
 	signedAt, _ := time.Parse(time.RFC3339, e.Time)
 	var last int64
@@ -223,9 +224,9 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return err
 	}
-	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
+	signer, err := g.verifyAct(sa, d.Target)
 	if err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return err
 	}
 	if e.On && g.cfg.Surveyor != nil && e.Bundle != g.cfg.Surveyor.Bundle().Version {
 		return fmt.Errorf("gateway: %w: the act names bundle %s; the bundle in force is %s", ErrActRefused, e.Bundle, g.cfg.Surveyor.Bundle().Version)
@@ -240,11 +241,9 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 			return err
 		}
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "surveyor.enable",
-		Subjects: map[string]string{"delegation": d.ID, "signer": signer.Name, "surveyor": e.Surveyor},
-		Payload: map[string]any{"delegation_id": d.ID, "rule": e.Rule, "surveyor": e.Surveyor, "bundle": e.Bundle, "on": e.On,
-			"by": signer.Name, "act": string(act), "signature": string(sig)}}); err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	if err := g.logAct(ctx, sa, signer, map[string]string{"delegation": d.ID, "surveyor": e.Surveyor},
+		map[string]any{"delegation_id": d.ID, "rule": e.Rule, "surveyor": e.Surveyor, "bundle": e.Bundle, "on": e.On, "by": signer.Name}); err != nil {
+		return err
 	}
 	on := 0
 	if e.On {
@@ -286,9 +285,10 @@ func (g *Gateway) ReviewAudit(ctx context.Context, act, sig []byte) (bool, error
 	if d == nil {
 		return false, fmt.Errorf("gateway: delegation %s: %w", au.DelegationID, ErrNotFound)
 	}
-	signer, err := g.signers.Verify(act, sig, signing.NamespaceReview, d.Target, g.cfg.Clock())
+	// The audit logs and stores the review itself (audit.Auditor.Review).
+	signer, err := g.verifyAct(signedAct{namespace: signing.NamespaceReview, bytes: act, sig: sig}, d.Target)
 	if err != nil {
-		return false, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return false, err
 	}
 	return g.cfg.Auditor.Review(ctx, r.AuditID, r.Verdict, r.Note, signer.Name, act, sig)
 }
@@ -302,16 +302,18 @@ func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	if !queue.Fresh(r.Time, g.cfg.Clock()) {
-		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, r.Time, queue.MaxActAge)
+	sa := signedAct{namespace: signing.NamespaceEnable, bytes: act, sig: sig, signedAt: r.Time}
+	if err := g.freshAct(sa); err != nil {
+		return err
 	}
 	d := g.Delegation(r.DelegationID)
 	if d == nil {
 		return fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
 	}
-	signer, err := g.signers.Verify(act, sig, signing.NamespaceEnable, d.Target, g.cfg.Clock())
+	// The audit logs and stores the reinstatement itself (audit.Auditor.Reinstate).
+	signer, err := g.verifyAct(sa, d.Target)
 	if err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
+		return err
 	}
 	suspended, _, since, err := g.cfg.Auditor.Suspension(ctx, d.ID)
 	if err != nil {
