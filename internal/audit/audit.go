@@ -162,7 +162,7 @@ func (a *Auditor) Consider(ctx context.Context, c Candidate) (bool, string, erro
 		return false, "", fmt.Errorf("audit: evidence: %w", err)
 	}
 	id := newID()
-	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "audit.sampled",
+	if _, err := a.lb.Append(ctx, logbook.Record{Kind: logbook.KindAuditSampled,
 		Subjects: map[string]string{"audit": id, "judgment": c.JudgmentID, "request": c.RequestID, "delegation": c.DelegationID},
 		Payload:  map[string]any{"audit_id": id, "judgment_id": c.JudgmentID, "why": why}}); err != nil {
 		return false, "", fmt.Errorf("audit: consider: %w", err)
@@ -259,7 +259,7 @@ func (a *Auditor) Review(ctx context.Context, id, verdict, note, reviewer string
 	if verdict != "right" && verdict != "wrong" {
 		return false, fmt.Errorf("audit: %w: verdict must be right or wrong", ErrBadReview)
 	}
-	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "audit.review",
+	if _, err := a.lb.Append(ctx, logbook.Record{Kind: logbook.KindAuditReview,
 		Subjects: map[string]string{"audit": id, "judgment": au.JudgmentID, "delegation": au.DelegationID, "signer": reviewer},
 		Payload:  map[string]any{"audit_id": id, "verdict": verdict, "note": note, "reviewer": reviewer, "act": string(act), "signature": string(sig)}}); err != nil {
 		return false, fmt.Errorf("audit: review: %w", err)
@@ -275,7 +275,7 @@ func (a *Auditor) Review(ctx context.Context, id, verdict, note, reviewer string
 	if verdict != "wrong" {
 		return false, nil
 	}
-	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "finding",
+	if _, err := a.lb.Append(ctx, logbook.Record{Kind: logbook.KindFinding,
 		Subjects: map[string]string{"audit": id, "judgment": au.JudgmentID, "request": au.RequestID, "delegation": au.DelegationID},
 		Payload: map[string]any{"audit_id": id, "judgment_id": au.JudgmentID, "request_id": au.RequestID,
 			"delegation_id": au.DelegationID, "reviewer": reviewer, "note": note,
@@ -315,7 +315,7 @@ func (a *Auditor) recentWrong(ctx context.Context, delegation string) (int, erro
 }
 
 func (a *Auditor) suspend(ctx context.Context, delegation, reason string) error {
-	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "suspension",
+	if _, err := a.lb.Append(ctx, logbook.Record{Kind: logbook.KindSuspension,
 		Subjects: map[string]string{"delegation": delegation},
 		Payload:  map[string]any{"delegation_id": delegation, "reason": reason}}); err != nil {
 		return fmt.Errorf("audit: suspend: %w", err)
@@ -360,7 +360,7 @@ func (a *Auditor) Suspension(ctx context.Context, delegation string) (bool, stri
 
 // Reinstate lifts a suspension (a grantor's signed act, verified by the caller).
 func (a *Auditor) Reinstate(ctx context.Context, delegation, by string, act, sig []byte) error {
-	if _, err := a.lb.Append(ctx, logbook.Record{Kind: "reinstatement",
+	if _, err := a.lb.Append(ctx, logbook.Record{Kind: logbook.KindReinstatement,
 		Subjects: map[string]string{"delegation": delegation, "signer": by},
 		Payload:  map[string]any{"delegation_id": delegation, "by": by, "act": string(act), "signature": string(sig)}}); err != nil {
 		return fmt.Errorf("audit: reinstate: %w", err)

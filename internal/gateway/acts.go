@@ -31,7 +31,8 @@ import (
 // signedAct is one act and its signature on its way through the mechanism.
 type signedAct struct {
 	// kind is the logbook entry's kind; namespace the signature's.
-	kind, namespace string
+	kind      logbook.Kind
+	namespace string
 	// field is the entry's payload key for the act's bytes.
 	field string
 	// bytes and sig are the act and its armored signature.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"harbormaster/internal/bound"
+	"harbormaster/internal/logbook"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 )
@@ -179,7 +180,7 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 	if err != nil {
 		return nil, rep, &DelegationError{Problems: []string{err.Error()}}
 	}
-	act := signedAct{kind: "delegation", namespace: signing.NamespaceDelegation, field: "canonical", bytes: canonical, sig: signature}
+	act := signedAct{kind: logbook.KindDelegation, namespace: signing.NamespaceDelegation, field: "canonical", bytes: canonical, sig: signature}
 	signer, err := g.signers.Verify(canonical, signature, act.namespace, b.Target, now)
 	if err != nil {
 		// A delegation refused on its merits lists every problem.

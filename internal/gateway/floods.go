@@ -17,10 +17,7 @@ import (
 // slow down. The statements that run are untouched: only referrals count.
 
 // Outcome and status of a statement refused for a referral flood.
-const (
-	OutcomeRefused = "refused"
-	StatusRefused  = "refused"
-)
+const OutcomeRefused = "refused"
 
 // Codes of FloodError.
 const (

@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, err
 	}
 	// Expiries already recorded by an earlier run are not recorded again.
-	err = lb.Iterate(ctx, logbook.Query{Kind: "delegation.expired"}, func(e logbook.Entry) error {
+	err = lb.Iterate(ctx, logbook.Query{Kind: logbook.KindDelegationExpired}, func(e logbook.Entry) error {
 		g.expiryLogged[e.Subjects["delegation"]] = true
 		return nil
 	})

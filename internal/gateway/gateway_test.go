@@ -62,7 +62,7 @@ func entries(t *testing.T, lb *logbook.Logbook, requestID string) []logbook.Entr
 	return es
 }
 
-func ofKind(es []logbook.Entry, kind string) []logbook.Entry {
+func ofKind(es []logbook.Entry, kind logbook.Kind) []logbook.Entry {
 	var out []logbook.Entry
 	for _, e := range es {
 		if e.Kind == kind {
@@ -336,7 +336,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (f *fixture) count(t *testing.T, kind string) int {
+func (f *fixture) count(t *testing.T, kind logbook.Kind) int {
 	t.Helper()
 	es, err := f.sys.Logbook.Find(context.Background(), logbook.Query{Kind: kind})
 	if err != nil {
@@ -630,7 +630,7 @@ func checkReconciled(t *testing.T, f *fixture, id, outcome string) {
 func kinds(es []logbook.Entry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
-		out[i] = e.Kind
+		out[i] = string(e.Kind)
 	}
 	return out
 }

@@ -165,7 +165,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil || ap.MaxRows > rep.RowsReached {
 		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the rehearsal reached", ErrActRefused)
 	}
-	act := signedAct{kind: "approval", namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
+	act := signedAct{kind: logbook.KindApproval, namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
 	signer, err := g.verifyAct(act, v.Target)
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	case d.RequestID != v.ID || d.Target != v.Target || d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
 		return nil, fmt.Errorf("gateway: %w: the denial is for another request or statement", ErrActRefused)
 	}
-	act := signedAct{kind: "denial", namespace: signing.NamespaceDenial, field: "denial", bytes: denial, sig: signature}
+	act := signedAct{kind: logbook.KindDenial, namespace: signing.NamespaceDenial, field: "denial", bytes: denial, sig: signature}
 	signer, err := g.verifyAct(act, v.Target)
 	if err != nil {
 		return nil, err
@@ -286,7 +286,7 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 		if err := g.claim(ctx, v.ID, StatusWaiting, StatusDeciding); err != nil {
 			continue // a human got there first
 		}
-		if _, err := g.append(ctx, logbook.Record{Kind: "expiry",
+		if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindExpiry,
 			Subjects: map[string]string{"request": v.ID, "principal": v.Principal, "target": v.Target},
 			Payload:  map[string]any{"request_id": v.ID, "ttl": g.cfg.QueueTTL.String()}}); err != nil {
 			g.release(ctx, v.ID)
@@ -317,7 +317,7 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	if r.Target != d.Target {
 		return nil, fmt.Errorf("gateway: %w: the revocation names target %s, the delegation is on %s", ErrActRefused, r.Target, d.Target)
 	}
-	act := signedAct{kind: "revocation", namespace: signing.NamespaceRevocation, field: "revocation", bytes: revocation, sig: signature}
+	act := signedAct{kind: logbook.KindRevocation, namespace: signing.NamespaceRevocation, field: "revocation", bytes: revocation, sig: signature}
 	signer, err := g.verifyAct(act, d.Target)
 	if err != nil {
 		return nil, err
@@ -353,7 +353,7 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 	}
 	g.mu.RUnlock()
 	for _, d := range due {
-		if _, err := g.append(ctx, logbook.Record{Kind: "delegation.expired",
+		if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindDelegationExpired,
 			Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
 			Payload:  map[string]any{"delegation_id": d.ID, "expires": d.Bound.Expires}}); err != nil {
 			return err
@@ -369,7 +369,7 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 // store, and re-reads the switches on this node at once.
 func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by string) error {
 	now := g.cfg.Clock()
-	if _, err := g.append(ctx, logbook.Record{Kind: "switch",
+	if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindSwitch,
 		Subjects: map[string]string{"switch": k.Name + "@" + k.Scope, "signer": by},
 		Payload:  map[string]any{"name": k.Name, "scope": k.Scope, "on": on, "by": by}}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -385,7 +385,7 @@ func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by str
 
 // claim moves a request from one status to another if, and only if, it is
 // still in the first: the store's conditional update is the lock.
-func (g *Gateway) claim(ctx context.Context, id, from, to string) error {
+func (g *Gateway) claim(ctx context.Context, id string, from, to Status) error {
 	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
 		to, g.cfg.Clock().UnixNano(), id, from)
 	if err != nil {

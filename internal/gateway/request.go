@@ -14,18 +14,26 @@ import (
 	"harbormaster/internal/route"
 )
 
-// Request statuses in the store.
+// Status is a request's state in the store. A request moves only forward:
+// rejected and refused are final at once; waiting becomes running
+// (approved), deciding (a denial or an expiry being recorded) or stays;
+// running becomes executed, failed or, after a crash before it ran,
+// waiting again.
+type Status string
+
+// Request statuses.
 const (
-	StatusRejected = "rejected" // did not parse: nothing to decide
-	StatusWaiting  = "waiting"  // referred: waiting for a human
-	StatusRunning  = "running"  // marque minted (fast path or approved), not yet resolved
-	StatusExecuted = "executed" // on the fast path, or approved and executed
-	StatusFailed   = "failed"   // approved, but the Pilot refused or failed
-	StatusDenied   = "denied"   // a human denied it
-	StatusExpired  = "expired"  // nobody answered within the queue's time-to-live
-	StatusDeciding = "deciding" // a denial or expiry is being recorded
-	// StatusRefused (floods.go): a referral past the principal's rate or
-	// waiting cap, recorded and never queued.
+	StatusRejected Status = "rejected" // did not parse: nothing to decide
+	StatusWaiting  Status = "waiting"  // referred: waiting for a human
+	StatusRunning  Status = "running"  // marque minted (fast path or approved), not yet resolved
+	StatusExecuted Status = "executed" // on the fast path, or approved and executed
+	StatusFailed   Status = "failed"   // approved, but the Pilot refused or failed
+	StatusDenied   Status = "denied"   // a human denied it
+	StatusExpired  Status = "expired"  // nobody answered within the queue's time-to-live
+	StatusDeciding Status = "deciding" // a denial or expiry is being recorded
+	// StatusRefused: a referral past the principal's rate or waiting cap,
+	// recorded and never queued (floods.go).
+	StatusRefused Status = "refused"
 )
 
 type request struct {
@@ -35,7 +43,7 @@ type request struct {
 	SQL          string
 	Canonical    string
 	Outcome      string
-	Status       string
+	Status       Status
 	Path         string
 	DelegationID string
 	Rule         *int
@@ -147,7 +155,7 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []route.Evalua
 			req.DelegationID, rule, string(reasons), req.Detail, req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
 		return err
 	}
-	if _, err := g.append(ctx, logbook.Record{Kind: "decision", Subjects: subjects, Payload: payload, With: insert}); err != nil {
+	if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload, With: insert}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
 	req.Outcome = agentOutcome
@@ -170,7 +178,7 @@ func (g *Gateway) executing(ctx context.Context, req *request) error {
 			req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
-	_, err := g.append(ctx, logbook.Record{Kind: "execution.pending",
+	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecutionPending,
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
 		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID}, With: update})
 	if err != nil {
@@ -302,7 +310,7 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 			req.Outcome, req.Status, string(reasons), req.Detail, req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
 		return err
 	}
-	_, err := g.append(ctx, logbook.Record{Kind: "execution", Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
+	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
 	if err != nil {
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -334,7 +342,7 @@ type RequestView struct {
 	SQL          string   `json:"sql"`
 	CanonicalSQL string   `json:"canonical_sql"`
 	Outcome      string   `json:"outcome"`
-	Status       string   `json:"status"`
+	Status       Status   `json:"status"`
 	Path         string   `json:"path,omitempty"`
 	DelegationID string   `json:"delegation_id,omitempty"`
 	Rule         *int     `json:"rule"`
@@ -562,7 +570,7 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 	}
 	from := max(int64(1), head-orphanWindow)
 	var orphans []logbook.Entry
-	err = g.lb.Iterate(ctx, logbook.Query{From: from, Kind: "decision"}, func(e logbook.Entry) error {
+	err = g.lb.Iterate(ctx, logbook.Query{From: from, Kind: logbook.KindDecision}, func(e logbook.Entry) error {
 		var n int
 		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*) FROM requests WHERE id = ?`, e.Subjects["request"]).Scan(&n); err != nil {
 			return err
@@ -600,7 +608,7 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 		}
 		if d.Outcome == "run" {
 			req.Reasons = []string{"the control plane stopped before this statement ran; it did not run"}
-			if _, err := g.append(ctx, logbook.Record{Kind: "execution",
+			if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecution,
 				Subjects: map[string]string{"request": req.ID, "target": req.Target},
 				Payload:  map[string]any{"request_id": req.ID, "outcome": "not_executed", "reconciled": true, "reasons": req.Reasons}}); err != nil {
 				return 0, fmt.Errorf("gateway: reconcile: %w", err)

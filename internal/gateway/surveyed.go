@@ -122,7 +122,7 @@ type surveyed struct {
 // that rests on it) and the store.
 func (g *Gateway) recordJudgment(ctx context.Context, req *request, d *Delegation, rule int, s *surveyed) error {
 	j := s.judgment
-	if _, err := g.append(ctx, logbook.Record{Kind: "judgment",
+	if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindJudgment,
 		Subjects: map[string]string{"judgment": s.id, "request": req.ID, "delegation": d.ID, "surveyor": j.Surveyor},
 		Payload: map[string]any{"judgment_id": s.id, "request_id": req.ID, "delegation_id": d.ID, "rule": rule,
 			"surveyor": j.Surveyor, "bundle": j.Bundle, "jurors": j.Jurors, "correlated": j.Correlated,
@@ -180,7 +180,7 @@ func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	sa := signedAct{kind: "auditable", namespace: signing.NamespaceReview, field: "act", bytes: act, sig: sig, signedAt: a.Time}
+	sa := signedAct{kind: logbook.KindAuditable, namespace: signing.NamespaceReview, field: "act", bytes: act, sig: sig, signedAt: a.Time}
 	if err := g.freshAct(sa); err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
-	sa := signedAct{kind: "surveyor.enable", namespace: signing.NamespaceEnable, field: "act", bytes: act, sig: sig, signedAt: e.Time}
+	sa := signedAct{kind: logbook.KindSurveyorEnable, namespace: signing.NamespaceEnable, field: "act", bytes: act, sig: sig, signedAt: e.Time}
 	if err := g.freshAct(sa); err != nil {
 		return err
 	}

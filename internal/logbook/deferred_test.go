@@ -40,7 +40,7 @@ func TestSubjectLookupBeforeAndAfterIndex(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, Config{IndexDelay: time.Hour, IndexBatch: 1 << 20})
 	for i := range 30 {
-		kind := []string{"decision", "execution"}[i%2]
+		kind := []Kind{"decision", "execution"}[i%2]
 		f.append(Record{Kind: kind, Subjects: map[string]string{
 			"request": fmt.Sprintf("r-%d", i/2), "principal": "agent:" + []string{"a", "b", "c"}[i%3], "dotted.key": "v",
 		}})

@@ -35,7 +35,7 @@ type Record struct {
 	// Kind says what the entry records: "decision", "execution",
 	// "delegation", "approval", "finding", "switch", ... Lower-case ASCII
 	// letters, digits, '.', '_', '-'; at most 64 bytes.
-	Kind string
+	Kind Kind
 	// Subjects are the ids the entry is about, by role: "request",
 	// "delegation", "marque", "principal", ... Entries are indexed by every
 	// (key, value) pair. Keys follow Kind's alphabet; values are non-empty
@@ -79,7 +79,7 @@ type Record struct {
 type Entry struct {
 	Seq      int64             `json:"seq"`
 	Time     time.Time         `json:"time"`
-	Kind     string            `json:"kind"`
+	Kind     Kind              `json:"kind"`
 	Subjects map[string]string `json:"subjects"`
 	Payload  json.RawMessage   `json:"payload"`
 	PrevHash string            `json:"prev_hash"`
@@ -105,7 +105,7 @@ func validName(s string, max int) bool {
 
 // prepared is a validated record in stored form.
 type prepared struct {
-	kind     string
+	kind     Kind
 	subjects map[string]string
 	subjJSON []byte // canonical JSON of subjects
 	payload  []byte // canonical JSON
@@ -115,7 +115,7 @@ type prepared struct {
 }
 
 func prepare(r Record, maxPayload int) (prepared, error) {
-	if !validName(r.Kind, MaxKindBytes) {
+	if !validName(string(r.Kind), MaxKindBytes) {
 		return prepared{}, fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
 	}
 	if len(r.Subjects) > MaxSubjects {

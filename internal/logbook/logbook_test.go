@@ -35,7 +35,7 @@ func TestAppendAndRead(t *testing.T) {
 	var entries []Entry
 	for i := range 6 {
 		entries = append(entries, f.append(Record{
-			Kind:     []string{"decision", "execution"}[i%2],
+			Kind:     []Kind{"decision", "execution"}[i%2],
 			Subjects: map[string]string{"request": fmt.Sprintf("r-%d", i/2), "principal": "agent:ops-bot"},
 			Payload:  decision{Request: fmt.Sprintf("r-%d", i/2), Outcome: "conforms", Rows: 1 << 60, Reason: "<script> & 'quotes' \u00e9"},
 		}))
@@ -159,7 +159,7 @@ func TestAppendRejectsInvalidRecords(t *testing.T) {
 		{"empty kind", Record{Kind: ""}},
 		{"upper-case kind", Record{Kind: "Decision"}},
 		{"kind with space", Record{Kind: "a b"}},
-		{"long kind", Record{Kind: strings.Repeat("k", MaxKindBytes+1)}},
+		{"long kind", Record{Kind: Kind(strings.Repeat("k", MaxKindBytes+1))}},
 		{"bad subject key", Record{Kind: "decision", Subjects: map[string]string{"Request": "r"}}},
 		{"empty subject value", Record{Kind: "decision", Subjects: map[string]string{"request": ""}}},
 		{"long subject value", Record{Kind: "decision", Subjects: map[string]string{"request": strings.Repeat("v", MaxSubjectValueBytes+1)}}},

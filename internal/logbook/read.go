@@ -101,7 +101,7 @@ type Query struct {
 	// From is the first seq to return (inclusive).
 	From int64
 	// Kind, if set, keeps only entries of that kind.
-	Kind string
+	Kind Kind
 	// SubjectKey and SubjectValue, if set (both), keep only entries about
 	// that subject, e.g. ("request", "r-42"). Served by the subject index.
 	SubjectKey, SubjectValue string

@@ -20,7 +20,7 @@ func tamperFixture(t *testing.T) (*fixture, []Checkpoint) {
 	f.lb.verifySegment, f.lb.verifyWorkers = 3, 4
 	for i := 1; i <= 40; i++ {
 		f.append(Record{
-			Kind:     []string{"decision", "execution"}[i%2],
+			Kind:     []Kind{"decision", "execution"}[i%2],
 			Subjects: map[string]string{"request": fmt.Sprintf("r-%d", (i+1)/2)},
 			Payload:  map[string]any{"i": i, "sql": "UPDATE orders SET status = 'failed' WHERE id = 1"},
 		})
