@@ -442,7 +442,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical}
 	if survey != nil {
 		// The statement must reach exactly what the panel was shown.
-		preq.ExpectBefore = survey.rehearsal.BeforeDigest
+		preq.ExpectBefore = survey.rehearsal.Rehearsal.BeforeDigest
 		rows := survey.rehearsal.RowsAffected
 		preq.ExpectRows = &rows
 	}

@@ -89,7 +89,7 @@ func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d 
 		// should reach a human rather than pass as a no-op.
 		return nil, "the statement reaches no row inside the signed bound, so there is nothing for the Surveyor to judge", nil
 	}
-	report, _ := json.Marshal(map[string]any{"rows_reached": reh.RowsAffected, "before": nonNilRows(reh.Before), "after": nonNilRows(reh.After)})
+	report := reh.Rehearsal.PanelReport()
 	rule := d.Bound.Rules[*dec.Rule]
 	residual := rule.Residual
 	var summaries []string
@@ -164,13 +164,6 @@ func (g *Gateway) sampleAudit(ctx context.Context, req *request, d *Delegation, 
 		DelegationID: d.ID, Correlated: s.judgment.Correlated, Evidence: evidence}); err != nil {
 		g.cfg.Logger.Error("audit sampling failed", "request", req.ID, "err", err)
 	}
-}
-
-func nonNilRows(r []map[string]any) []map[string]any {
-	if r == nil {
-		return []map[string]any{}
-	}
-	return r
 }
 
 // MarkAuditable records a reviewer's signed statement that a residual

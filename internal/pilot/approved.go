@@ -35,6 +35,24 @@ type Rehearsal struct {
 	After           []map[string]any `json:"after"`
 	ImagesTruncated bool             `json:"images_truncated"`
 	ExecutedSQL     string           `json:"executed_sql"`
+	// BeforeDigest, for a rehearsal inside a bound (Rehearse), is the
+	// digest of every before image (up to max_rows+1): the statement then
+	// runs only if it reaches exactly those rows.
+	BeforeDigest string `json:"before_digest,omitempty"`
+}
+
+// PanelReport is what the Surveyor's panel is shown of a rehearsal: the
+// rows it reaches, before and after. Values are untrusted data.
+func (r *Rehearsal) PanelReport() []byte {
+	b, _ := json.Marshal(map[string]any{"rows_reached": r.RowsReached, "before": nonNil(r.Before), "after": nonNil(r.After)})
+	return b
+}
+
+func nonNil(r []map[string]any) []map[string]any {
+	if r == nil {
+		return []map[string]any{}
+	}
+	return r
 }
 
 // Digest is the hex SHA-256 of the report's JSON, the value an approval signs.

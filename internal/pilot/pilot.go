@@ -255,11 +255,9 @@ type Result struct {
 	// template and the values bound to its $1..$n.
 	ExecutedSQL  string `json:"executed_sql,omitempty"`
 	ExecutedArgs []any  `json:"executed_args,omitempty"`
-	// Before and After are a rehearsal's row images (bounded).
-	Before []map[string]any `json:"before,omitempty"`
-	After  []map[string]any `json:"after,omitempty"`
-	// BeforeDigest is the digest of every before image (up to max_rows+1).
-	BeforeDigest string `json:"before_digest,omitempty"`
+	// Rehearsal is a rehearsal's report (Outcome Rehearsed only): the one
+	// shape every rehearsal has, for the Surveyor and for approvers.
+	Rehearsal *Rehearsal `json:"rehearsal,omitempty"`
 	// Detail is what a refusal's class does not say: the target's own
 	// error text and SQLSTATE, the counts. For humans only (the queue, the
 	// logbook); never shown to the agent.
@@ -511,8 +509,10 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return nil, err
 	}
 	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL}
+	var reh *Rehearsal
 	if rehearse {
 		res.Outcome = Rehearsed
+		reh = &Rehearsal{Kind: string(g.Kind), Before: []map[string]any{}, After: []map[string]any{}, ExecutedSQL: g.SQL}
 	} else {
 		res.MarqueID = claims.ID
 	}
@@ -602,13 +602,14 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 			return nil, fmt.Errorf("pilot: before images: %w", ierr)
 		}
 		js, _ := json.Marshal(imgs.rows)
-		res.BeforeDigest = Digest(js)
-		if req.ExpectBefore != "" && res.BeforeDigest != req.ExpectBefore {
+		digest := Digest(js)
+		if req.ExpectBefore != "" && digest != req.ExpectBefore {
 			return refused(RefusedDrift, MessageDrift), nil
 		}
 		if rehearse {
 			// The panel sees only what the rehearsal shows; keep it bounded.
-			res.Before = capRows(imgs.rows, p.cfg.MaxImageRows)
+			reh.Before, reh.BeforeDigest = capRows(imgs.rows, p.cfg.MaxImageRows), digest
+			reh.ImagesTruncated = len(imgs.rows) > p.cfg.MaxImageRows
 		}
 		if rows, qerr := t.conn.Query(ctx, g.text(withImages)); qerr != nil {
 			err = qerr
@@ -636,9 +637,12 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	if rehearse {
+		reh.RowsReached = n
 		if g.Kind != sqlcheck.OpSelect {
-			res.After = capRows(out.images, p.cfg.MaxImageRows)
+			reh.After = capRows(out.images, p.cfg.MaxImageRows)
+			reh.ImagesTruncated = reh.ImagesTruncated || len(out.images) > p.cfg.MaxImageRows
 		}
+		res.Rehearsal = reh
 		return res, nil
 	}
 	res.TxID = t.id

@@ -380,13 +380,13 @@ func TestRehearsalImages(t *testing.T) {
 	if res.Outcome != pilot.Rehearsed || res.RowsAffected != 1 {
 		t.Fatalf("got %s %d %v", res.Outcome, res.RowsAffected, res.Reasons)
 	}
-	if len(res.Before) != 1 || res.Before[0]["name"] != "Jonh Smith" {
-		t.Fatalf("before images %v", res.Before)
+	if len(res.Rehearsal.Before) != 1 || res.Rehearsal.Before[0]["name"] != "Jonh Smith" {
+		t.Fatalf("before images %v", res.Rehearsal.Before)
 	}
-	if len(res.After) != 1 || res.After[0]["name"] != "John Smith" {
-		t.Fatalf("after images %v", res.After)
+	if len(res.Rehearsal.After) != 1 || res.Rehearsal.After[0]["name"] != "John Smith" {
+		t.Fatalf("after images %v", res.Rehearsal.After)
 	}
-	if res.BeforeDigest == "" {
+	if res.Rehearsal.BeforeDigest == "" || res.Rehearsal.RowsReached != 1 {
 		t.Fatal("no before digest")
 	}
 	if f.snapshot(t, "customers") != before {
