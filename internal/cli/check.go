@@ -163,7 +163,16 @@ func runKeygen(e *env, args []string) int {
 			e.errorf("%v", err)
 			return exitUsage
 		}
-		fmt.Fprintf(e.stdout, "wrote %s\nlogbook verifier key (for a control plane named harbormaster): %s\n", *out, vkey)
+		pubPEM, err := config.ControlPlanePublicKeyPEM(publicKey(key))
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		if err := writeNew(*out+".pub", pubPEM, 0o644); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stdout, "wrote %s and %s.pub (the public key, for a Pilot in its own process)\nlogbook verifier key (for a control plane named harbormaster): %s\n", *out, *out, vkey)
 		return exitOK
 	}
 	priv, pub, err := generateKey(*name)
