@@ -583,3 +583,47 @@ func x509Pool(t *testing.T, pemBytes []byte) *x509.CertPool {
 	}
 	return pool
 }
+
+// TestCatalogFollowsThePilot: every answer names the catalog the Pilot
+// checks against; when the Pilot's changes (here it reads its target
+// again after a migration), the client reads it again, and until then
+// keeps the one it had.
+func TestCatalogFollowsThePilot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	old := f.client.Catalog()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "ALTER TABLE orders ADD COLUMN note text"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.client.Catalog() != old {
+		t.Fatal("the client's catalog changed while the Pilot's did not")
+	}
+	if err := f.pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if tb, ok := f.client.Catalog().Table(sqlcheck.TableName{Schema: "public", Name: "orders"}); ok && tb.Has("note") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not read the Pilot's new catalog")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tablesOf(f.client.Catalog()) != tablesOf(f.pilot.Catalog()) {
+		t.Fatal("the catalogs differ after the refresh")
+	}
+}
