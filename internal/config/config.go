@@ -1,5 +1,6 @@
 // Package config reads and validates the harbormaster serve configuration
-// (YAML). Every field is documented in docs/operations.md; defaults are
+// and the configuration of a Pilot in its own process (pilot.go), both
+// YAML. Every field is documented in docs/operations.md; defaults are
 // applied by WithDefaults and every error names the field.
 package config
 
