@@ -149,6 +149,10 @@ func runKeygen(e *env, args []string) int {
 		return exitUsage
 	}
 	if *controlPlane {
+		if _, err := os.Stat(*out + ".pub"); err == nil {
+			e.errorf("%s.pub already exists; not overwriting a key", *out)
+			return exitUsage
+		}
 		pemKey, key, err := config.NewControlPlaneKey()
 		if err != nil {
 			e.errorf("%v", err)

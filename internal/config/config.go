@@ -105,8 +105,8 @@ type RemotePilot struct {
 	// ServerName is the name the Pilot's certificate must carry. Defaults
 	// to the URL's host.
 	ServerName string `yaml:"server_name"`
-	// Timeout bounds one call to the Pilot; it must exceed the Pilot's
-	// statement_timeout plus lock_timeout. Defaults to 1m.
+	// Timeout bounds one call to the Pilot; keep it above the Pilot's
+	// call_timeout, so the Pilot gives up first. Defaults to 1m.
 	Timeout Duration `yaml:"timeout"`
 }
 

@@ -1,6 +1,7 @@
 // Package gatewaytest wires a whole control plane for end-to-end tests: the
-// SQLite store, the logbook writer, one in-process Pilot, the gateway and
-// the HTTP API, from explicit parts, the way cli's startSystem wires them
+// SQLite store, the logbook writer, one Pilot (in process, or with
+// Options.RemotePilot behind a remote server over mutual TLS), the gateway
+// and the HTTP API, from explicit parts, the way cli's startSystem wires them
 // from a config file. The target is a real PostgreSQL database (see
 // pgtmptest) loaded with the demo schema and data from examples.
 //

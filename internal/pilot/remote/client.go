@@ -32,8 +32,8 @@ type ClientConfig struct {
 	// server's CA, the client certificate, TLS 1.3 only. Required.
 	TLS *tls.Config
 	// Timeout bounds one call, from the request to the end of its answer.
-	// It must exceed the Pilot's statement_timeout plus lock_timeout.
-	// Defaults to 1 minute.
+	// Keep it above the server's CallTimeout, so the Pilot gives up first
+	// and says so. Defaults to 1 minute.
 	Timeout time.Duration
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
