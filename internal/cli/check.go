@@ -150,6 +150,10 @@ func runKeygen(e *env, args []string) int {
 		return exitUsage
 	}
 	if *controlPlane {
+		if _, err := os.Stat(*out + ".pub"); err == nil {
+			e.errorf("%s.pub already exists; not overwriting a key", *out)
+			return exitUsage
+		}
 		pemKey, key, err := config.NewControlPlaneKey()
 		if err != nil {
 			e.errorf("%v", err)
@@ -164,7 +168,16 @@ func runKeygen(e *env, args []string) int {
 			e.errorf("%v", err)
 			return exitUsage
 		}
-		fmt.Fprintf(e.stdout, "wrote %s\nlogbook verifier key (for a control plane named harbormaster): %s\n", *out, vkey)
+		pubPEM, err := config.ControlPlanePublicKeyPEM(node.PublicKey(key))
+		if err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		if err := writeNew(*out+".pub", pubPEM, 0o644); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stdout, "wrote %s and %s.pub (the public key, for a Pilot in its own process)\nlogbook verifier key (for a control plane named harbormaster): %s\n", *out, *out, vkey)
 		return exitOK
 	}
 	priv, pub, err := generateKey(*name)

@@ -45,6 +45,7 @@ func commands() []command {
 		{"token", "make a bearer token for an agent", runToken},
 		{"mcp", "serve the agent tools over MCP on stdin/stdout, forwarding to a running server", runMCP},
 		{"serve", "run the control plane and its Pilots", runServe},
+		{"pilot", "run Pilots in a process of their own; pilot certs: their channel's certificates", runPilot},
 		{"config", "validate a serve config", runConfig},
 		{"target", "prepare a target database", runTarget},
 		{"logbook", "verify, tail and export the logbook", runLogbook},

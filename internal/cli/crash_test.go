@@ -42,11 +42,18 @@ type serveProc struct {
 // TestMain) and waits until it listens.
 func startServe(t *testing.T, cfgPath, logPath string) *serveProc {
 	t.Helper()
+	return startCommand(t, logPath, "serve", "--config", cfgPath)
+}
+
+// startCommand runs a harbormaster command that logs a "serving" line
+// with its address (serve, pilot) and waits until it listens.
+func startCommand(t *testing.T, logPath string, args ...string) *serveProc {
+	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("harbormaster", "serve", "--config", cfgPath)
+	cmd := exec.Command("harbormaster", args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -63,11 +70,11 @@ func startServe(t *testing.T, cfgPath, logPath string) *serveProc {
 	for p.addr == "" {
 		select {
 		case err := <-p.done:
-			t.Fatalf("serve exited at start: %v\n%s", err, p.logText())
+			t.Fatalf("%s exited at start: %v\n%s", args[0], err, p.logText())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start listening:\n%s", p.logText())
+			t.Fatalf("%s did not start listening:\n%s", args[0], p.logText())
 		}
 		time.Sleep(20 * time.Millisecond)
 		p.addr = p.servingAddr()

@@ -1,5 +1,6 @@
 // Package config reads and validates the harbormaster serve configuration
-// (YAML). Every field is documented in docs/operations.md; defaults are
+// and the configuration of a Pilot in its own process (pilot.go), both
+// YAML. Every field is documented in docs/operations.md; defaults are
 // applied by WithDefaults and every error names the field.
 package config
 
@@ -13,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,10 +75,14 @@ type Target struct {
 	// Name as delegations name it. Required: lower-case letters, digits, _ and -.
 	Name string `yaml:"name"`
 	// DSN is the connection string (the Pilot's credentials). Exactly one of
-	// DSN and DSNEnv.
+	// DSN, DSNEnv and Pilot.
 	DSN string `yaml:"dsn"`
 	// DSNEnv names an environment variable holding the DSN.
 	DSNEnv string `yaml:"dsn_env"`
+	// Pilot, in a serve config, names a Pilot running in its own process
+	// (harbormaster pilot) that holds the target's credentials; the
+	// settings below are then that Pilot's, not set here.
+	Pilot *RemotePilot `yaml:"pilot"`
 	// Role, when set, is assumed for agent statements (least privilege).
 	Role string `yaml:"role"`
 	// SearchPath is pinned for every statement. Defaults to [public].
@@ -85,6 +91,29 @@ type Target struct {
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	LockTimeout      Duration `yaml:"lock_timeout"`
 }
+
+// RemotePilot is how the control plane reaches a Pilot in its own
+// process: over mutual TLS.
+type RemotePilot struct {
+	// URL is https://HOST:PORT. Required.
+	URL string `yaml:"url"`
+	// CA is the PEM file of the CA that signed the Pilot's server
+	// certificate. Required.
+	CA string `yaml:"ca"`
+	// Cert and Key are the PEM client certificate and key the control
+	// plane presents. Required.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// ServerName is the name the Pilot's certificate must carry. Defaults
+	// to the URL's host.
+	ServerName string `yaml:"server_name"`
+	// Timeout bounds one call to the Pilot; keep it above the Pilot's
+	// call_timeout, so the Pilot gives up first. Defaults to 1m.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Remote reports whether the target's Pilot runs in its own process.
+func (t Target) Remote() bool { return t.Pilot != nil }
 
 // Agent is one agent principal.
 type Agent struct {
@@ -317,18 +346,29 @@ func (c Config) WithDefaults() Config {
 		c.Logbook.CheckpointInterval = Duration(10 * time.Second)
 	}
 	for i := range c.Targets {
-		t := &c.Targets[i]
-		if len(t.SearchPath) == 0 {
-			t.SearchPath = []string{"public"}
-		}
-		if t.StatementTimeout == 0 {
-			t.StatementTimeout = Duration(5 * time.Second)
-		}
-		if t.LockTimeout == 0 {
-			t.LockTimeout = Duration(2 * time.Second)
-		}
+		c.Targets[i] = c.Targets[i].withDefaults()
 	}
 	return c
+}
+
+func (t Target) withDefaults() Target {
+	if t.Pilot != nil {
+		// The remote Pilot's own config sets these.
+		if t.Pilot.Timeout == 0 {
+			t.Pilot.Timeout = Duration(time.Minute)
+		}
+		return t
+	}
+	if len(t.SearchPath) == 0 {
+		t.SearchPath = []string{"public"}
+	}
+	if t.StatementTimeout == 0 {
+		t.StatementTimeout = Duration(5 * time.Second)
+	}
+	if t.LockTimeout == 0 {
+		t.LockTimeout = Duration(2 * time.Second)
+	}
+	return t
 }
 
 var (
@@ -368,25 +408,7 @@ func (c *Config) Validate(getenv func(string) string) error {
 	if len(c.Targets) == 0 {
 		bad("targets", "at least one target is required")
 	}
-	seen := map[string]bool{}
-	for i, t := range c.Targets {
-		f := fmt.Sprintf("targets[%d]", i)
-		if !nameRE.MatchString(t.Name) {
-			bad(f+".name", "must be lower-case letters, digits, _ and -, got %q", t.Name)
-		}
-		if seen[t.Name] {
-			bad(f+".name", "%q is listed twice", t.Name)
-		}
-		seen[t.Name] = true
-		switch {
-		case t.DSN != "" && t.DSNEnv != "":
-			bad(f, "give dsn or dsn_env, not both")
-		case t.DSN == "" && t.DSNEnv == "":
-			bad(f+".dsn", "required (or dsn_env)")
-		case t.DSNEnv != "" && getenv(t.DSNEnv) == "":
-			bad(f+".dsn_env", "the environment variable %s is empty", t.DSNEnv)
-		}
-	}
+	validateTargets(c.Targets, getenv, c.Path, true, bad)
 	seenAgent := map[string]bool{}
 	for i, a := range c.Agents {
 		f := fmt.Sprintf("agents[%d]", i)
@@ -436,11 +458,77 @@ func (c *Config) Validate(getenv func(string) string) error {
 }
 
 // Path resolves p relative to the config file's directory.
-func (c *Config) Path(p string) string {
-	if p == "" || filepath.IsAbs(p) || c.dir == "" {
+func (c *Config) Path(p string) string { return resolve(c.dir, p) }
+
+func resolve(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) || dir == "" {
 		return p
 	}
-	return filepath.Join(c.dir, p)
+	return filepath.Join(dir, p)
+}
+
+// validateTargets checks targets: remote says whether a target may name
+// a remote Pilot (a serve config) instead of a DSN (a pilot config).
+func validateTargets(targets []Target, getenv func(string) string, path func(string) string, remote bool, bad func(field, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, t := range targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		if !nameRE.MatchString(t.Name) {
+			bad(f+".name", "must be lower-case letters, digits, _ and -, got %q", t.Name)
+		}
+		if seen[t.Name] {
+			bad(f+".name", "%q is listed twice", t.Name)
+		}
+		seen[t.Name] = true
+		given := 0
+		for _, set := range []bool{t.DSN != "", t.DSNEnv != "", t.Pilot != nil} {
+			if set {
+				given++
+			}
+		}
+		switch {
+		case t.Pilot != nil && !remote:
+			bad(f+".pilot", "a Pilot's own config connects to its target: give dsn or dsn_env")
+		case given > 1 && remote:
+			bad(f, "give exactly one of dsn, dsn_env and pilot")
+		case given > 1:
+			bad(f, "give dsn or dsn_env, not both")
+		case given == 0 && remote:
+			bad(f+".dsn", "required (or dsn_env, or pilot for a Pilot in its own process)")
+		case given == 0:
+			bad(f+".dsn", "required (or dsn_env)")
+		case t.DSNEnv != "" && getenv(t.DSNEnv) == "":
+			bad(f+".dsn_env", "the environment variable %s is empty", t.DSNEnv)
+		}
+		if t.Pilot != nil && remote {
+			validateRemotePilot(f+".pilot", t, path, bad)
+		}
+	}
+}
+
+func validateRemotePilot(f string, t Target, path func(string) string, bad func(field, format string, args ...any)) {
+	p := t.Pilot
+	if t.Role != "" || len(t.SearchPath) != 0 || t.StatementTimeout != 0 || t.LockTimeout != 0 {
+		bad(f, "role, search_path, statement_timeout and lock_timeout of a remote Pilot's target are set in that Pilot's own config, not here")
+	}
+	if u, err := url.Parse(p.URL); err != nil || u.Scheme != "https" || u.Host == "" || u.Port() == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		bad(f+".url", "must look like https://HOST:PORT, got %q", p.URL)
+	}
+	for _, file := range []struct{ field, path, what string }{
+		{"ca", p.CA, "the PEM CA certificate that signed the Pilot's server certificate"},
+		{"cert", p.Cert, "the PEM client certificate the control plane presents"},
+		{"key", p.Key, "the PEM private key of that certificate"},
+	} {
+		if file.path == "" {
+			bad(f+"."+file.field, "required: %s (harbormaster pilot certs writes one)", file.what)
+		} else if _, err := os.Stat(path(file.path)); err != nil {
+			bad(f+"."+file.field, "%v", err)
+		}
+	}
+	if p.Timeout.D() < time.Second || p.Timeout.D() > 10*time.Minute {
+		bad(f+".timeout", "must be between 1s and 10m")
+	}
 }
 
 // DSN returns a target's DSN.

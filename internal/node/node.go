@@ -27,6 +27,7 @@ import (
 	"harbormaster/internal/mcpserver"
 	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/pilot/remote"
 	"harbormaster/internal/quota"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/store"
@@ -100,9 +101,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	for _, t := range cfg.Targets {
-		p, err := pilot.New(ctx, pilot.Config{Target: t.Name, DSN: t.ResolveDSN(os.Getenv), Role: t.Role,
-			SearchPath: t.SearchPath, StatementTimeout: t.StatementTimeout.D(), LockTimeout: t.LockTimeout.D(),
-			Logger: log.With("target", t.Name)}, verifier, signers)
+		p, err := connectPilot(ctx, cfg, t, verifier, signers, log.With("target", t.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -178,6 +177,28 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	httpapi.RegisterTables(s.api)
 	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
 	return s, nil
+}
+
+// connectPilot starts the target's Pilot in this process, or connects to
+// the Pilot in its own process that the target names.
+func connectPilot(ctx context.Context, cfg *config.Config, t config.Target, verifier *marque.Verifier,
+	signers *signing.AllowedSigners, log *slog.Logger) (pilot.Executor, error) {
+	if !t.Remote() {
+		return pilot.New(ctx, pilot.Config{Target: t.Name, DSN: t.ResolveDSN(os.Getenv), Role: t.Role,
+			SearchPath: t.SearchPath, StatementTimeout: t.StatementTimeout.D(), LockTimeout: t.LockTimeout.D(),
+			Logger: log}, verifier, signers)
+	}
+	r := t.Pilot
+	tlsCfg, err := remote.ClientTLS(cfg.Path(r.CA), cfg.Path(r.Cert), cfg.Path(r.Key), r.ServerName)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	c, err := remote.Connect(ctx, remote.ClientConfig{Target: t.Name, URL: r.URL, TLS: tlsCfg, Timeout: r.Timeout.D(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("target %s: the Pilot at %s could not be reached: %w", t.Name, r.URL, err)
+	}
+	log.Info("remote pilot connected", "url", r.URL)
+	return c, nil
 }
 
 // loadDelegationDir adds every NAME.yaml with a NAME.yaml.sig.

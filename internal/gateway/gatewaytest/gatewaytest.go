@@ -1,6 +1,7 @@
 // Package gatewaytest wires a whole control plane for end-to-end tests: the
-// SQLite store, the logbook writer, one in-process Pilot, the gateway and
-// the HTTP API, from explicit parts, the way node.Start wires them
+// SQLite store, the logbook writer, one Pilot (in process, or with
+// Options.RemotePilot behind a remote server over mutual TLS), the gateway
+// and the HTTP API, from explicit parts, the way node.Start wires them
 // from a config file. The target is a real PostgreSQL database (see
 // pgtmptest) loaded with the demo schema and data from examples.
 //
@@ -14,6 +15,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
 	"sync"
 	"testing"
@@ -31,6 +34,7 @@ import (
 	"harbormaster/internal/marque"
 	"harbormaster/internal/metrics"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/pilot/remote"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
@@ -175,14 +179,26 @@ type Options struct {
 	// Audit, when set, configures a sampled audit (Key defaults to a fixed
 	// test key) and sets Gateway.Auditor.
 	Audit *audit.Config
+	// RemotePilot puts the Pilot in a server of its own (remote.Server,
+	// as harbormaster pilot runs it) behind a TCP relay the test can cut
+	// (System.Relay), reached over mutual TLS with fresh certificates: the
+	// gateway uses a remote.Client instead of the Pilot itself.
+	RemotePilot bool
 }
 
 // System is a running control plane.
 type System struct {
-	Opts               Options
-	Store              *store.Store
-	Logbook            *logbook.Logbook
-	Pilot              *pilot.Pilot
+	Opts    Options
+	Store   *store.Store
+	Logbook *logbook.Logbook
+	Pilot   *pilot.Pilot
+	// Executor is what the gateway uses: Pilot, or with RemotePilot the
+	// client of the server Pilot runs in.
+	Executor pilot.Executor
+	// Remote and Relay are set with RemotePilot: the client, and the relay
+	// between it and the server.
+	Remote             *remote.Client
+	Relay              *Relay
 	Gateway            *gateway.Gateway
 	API                *httpapi.Server
 	Switches           *switches.Poller
@@ -190,6 +206,8 @@ type System struct {
 	Metrics            *metrics.Metrics
 	CheckpointVerifier note.Verifier
 
+	stopServer     context.CancelFunc
+	serverDone     chan error
 	stopLB         context.CancelFunc
 	lbDone         chan error
 	stopBackground context.CancelFunc
@@ -254,6 +272,10 @@ func Start(t testing.TB, opt Options) *System {
 	if s.Pilot, err = pilot.New(ctx, pc, verifier, opt.Keys.Signers); err != nil {
 		t.Fatal(err)
 	}
+	s.Executor = s.Pilot
+	if opt.RemotePilot {
+		s.startRemote(t)
+	}
 	s.Switches = switches.New(s.Store, opt.Switches)
 	_ = s.Switches.Poll(ctx)
 	m := metrics.New([]string{Target}, func(ctx context.Context) (int, time.Duration, error) { return s.Gateway.QueueStats(ctx) }, s.Switches)
@@ -270,7 +292,7 @@ func Start(t testing.TB, opt Options) *System {
 		gc.Auditor = s.Auditor
 	}
 	s.Metrics = m
-	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{s.Pilot})
+	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{s.Executor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +309,153 @@ func Start(t testing.TB, opt Options) *System {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// startRemote serves s.Pilot from a remote.Server on a loopback port,
+// behind a relay, and connects a client to it through the relay.
+func (s *System) startRemote(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := remote.WriteCerts(dir, []string{"127.0.0.1", "localhost"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stls, err := remote.ServerTLS(files.PilotCert, files.PilotKey, files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := remote.NewServer(remote.ServerConfig{TLS: stls}, s.Pilot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s.stopServer, s.serverDone = cancel, make(chan error, 1)
+	go func() { s.serverDone <- srv.Serve(sctx, ln) }()
+	s.Relay = NewRelay(t, ln.Addr().String())
+	ctls, err := remote.ClientTLS(files.CA, files.ClientCert, files.ClientKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Remote, err = remote.Connect(context.Background(), remote.ClientConfig{Target: Target, URL: "https://" + s.Relay.Addr(), TLS: ctls}); err != nil {
+		t.Fatal(err)
+	}
+	s.Executor = s.Remote
+}
+
+// Relay forwards TCP connections to an address until cut: a network
+// between a client and a server that a test can break.
+type Relay struct {
+	ln     net.Listener
+	to     string
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewRelay listens on a loopback port and forwards to addr; t.Cleanup
+// closes it.
+func NewRelay(t testing.TB, addr string) *Relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Relay{ln: ln, to: addr, conns: map[net.Conn]bool{}}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Addr is the relay's address.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }
+
+func (r *Relay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", r.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !r.track(c, up) {
+			return
+		}
+		r.wg.Add(2)
+		go r.pipe(c, up)
+		go r.pipe(up, c)
+	}
+}
+
+func (r *Relay) track(cs ...net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		r.conns[c] = true
+	}
+	return true
+}
+
+func (r *Relay) pipe(dst, src net.Conn) {
+	defer r.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	r.mu.Lock()
+	delete(r.conns, dst)
+	delete(r.conns, src)
+	r.mu.Unlock()
+}
+
+// Cut closes every connection through the relay (with a reset where the
+// system allows it); later connections go through.
+func (r *Relay) Cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+// Conns is how many connections are open through the relay (each counted
+// once, with its upstream).
+func (r *Relay) Conns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns) / 2
+}
+
+// Close stops the relay and cuts every connection.
+func (r *Relay) Close() {
+	r.mu.Lock()
+	already := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if already {
+		return
+	}
+	r.ln.Close()
+	r.Cut()
+	r.wg.Wait()
 }
 
 // WaitRehearsed waits (up to 30s) for the background rehearsal of a
@@ -327,6 +496,16 @@ func (s *System) Close() {
 		if s.stopBackground != nil {
 			s.stopBackground()
 			s.background.Wait()
+		}
+		if s.Remote != nil {
+			s.Remote.Close()
+		}
+		if s.stopServer != nil {
+			s.stopServer()
+			<-s.serverDone
+		}
+		if s.Relay != nil {
+			s.Relay.Close()
 		}
 		if s.Pilot != nil {
 			s.Pilot.Close()
