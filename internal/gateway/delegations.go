@@ -10,6 +10,7 @@ import (
 
 	"harbormaster/internal/bound"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
 )
@@ -29,6 +30,13 @@ type Delegation struct {
 	Source      string
 	Created     time.Time
 	Revoked     *time.Time
+}
+
+// auth is the delegation's part of a marque: the grantor's signature over
+// its bound, which the Pilot verifies.
+func (d *Delegation) auth() marque.Auth {
+	return marque.Auth{Kind: marque.AuthDelegation, DelegationID: d.ID, BoundSHA256: d.BoundSHA256,
+		Signer: d.Signer, Signature: string(d.Signature)}
 }
 
 // Active reports whether the delegation is in force at now.

@@ -408,8 +408,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		claims := marque.Claims{
 			RequestID: req.ID, Principal: principal, Target: target,
 			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: rt.Rule,
-			Auth: marque.Auth{Kind: marque.AuthDelegation, DelegationID: chosen.ID, BoundSHA256: chosen.BoundSHA256,
-				Signer: chosen.Signer, Signature: string(chosen.Signature)},
+			Auth:       chosen.auth(),
 			JudgmentID: req.JudgmentID,
 		}
 		minted = make(chan mintResult, 1)

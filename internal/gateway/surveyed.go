@@ -12,6 +12,7 @@ import (
 	"harbormaster/internal/audit"
 	"harbormaster/internal/bound"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/route"
@@ -74,7 +75,7 @@ func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation,
 // survey rehearses the statement inside the bound and convenes the panel.
 // It returns the judgment and the rehearsal, or a reason to refer.
 func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
-	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, req.Principal, "surveyed")
+	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, d.auth(), req.Principal, marque.PathSurveyed)
 	if err != nil {
 		return nil, "", err
 	}

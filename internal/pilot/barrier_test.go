@@ -50,7 +50,7 @@ func TestFenceIsABarrier(t *testing.T) {
 			// The read part of a write: the surveyed rehearsal of an UPDATE
 			// whose WHERE raises on row 21 reaches nothing and raises nothing.
 			upd := "UPDATE customers SET name = 'x' WHERE id = 21 AND " + pred
-			res, err := f.pilot.Rehearse(t.Context(), canonicalSQL(t, f, typos, upd), f.bounds[typos], "agent:demo", marque.PathSurveyed)
+			res, err := f.pilot.Rehearse(t.Context(), canonicalSQL(t, f, typos, upd), f.bounds[typos], f.auth(typos), "agent:demo", marque.PathSurveyed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestFenceViewKeepsTheIndex(t *testing.T) {
 	for _, c := range cases {
 		canon := canonicalSQL(t, f, typos, c.sql)
 		// Running it once creates the view.
-		if _, err := f.pilot.Rehearse(t.Context(), canon, f.bounds[typos], "agent:demo", c.path); err != nil {
+		if _, err := f.pilot.Rehearse(t.Context(), canon, f.bounds[typos], f.auth(typos), "agent:demo", c.path); err != nil {
 			t.Fatal(err)
 		}
 		g := guarded(t, f, typos, canon)

@@ -3,6 +3,7 @@ package pilot
 import (
 	"context"
 
+	"harbormaster/internal/marque"
 	"harbormaster/internal/sqlcheck"
 )
 
@@ -24,9 +25,10 @@ type Executor interface {
 	Execute(ctx context.Context, req Request) (*Result, error)
 	// ExecuteApproved verifies and runs a statement a human approved.
 	ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Result, error)
-	// Rehearse runs a statement inside a bound with its guards and rolls
-	// back: evidence for the Surveyor, never authority.
-	Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal, path string) (*Result, error)
+	// Rehearse runs a statement inside a signed bound with its guards and
+	// rolls back: evidence for the Surveyor, never authority. auth carries
+	// the grantor's signature over the bound, which it verifies.
+	Rehearse(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error)
 	// RehearseRaw runs a referred statement as written and rolls back:
 	// the approver's before/after images.
 	RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte, error)

@@ -477,14 +477,14 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 
 // Rehearse runs the statement exactly as Execute would, with its guards,
 // collects before/after images and counts, and rolls back. It writes no
-// receipt and needs no marque: it is evidence, never authority.
-func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal string, path string) (*Result, error) {
-	pb, err := p.parseBound(canonicalBound, sha256.Sum256(canonicalBound))
-	if err != nil {
-		return refused(RefusedBound, "%v", err), nil
-	}
-	if pb.b.Grantee != principal || pb.b.Target != p.cfg.Target {
-		return refused(RefusedBound, "the delegation does not cover %s on %s", principal, p.cfg.Target), nil
+// receipt and needs no marque: it is evidence, never authority. It does
+// need the grantor's signature over the bound (auth, as a marque would
+// carry it), verified here with the signers file, so a rehearsal reads
+// only what a human signed for principal, in force now.
+func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal string, path string) (*Result, error) {
+	pb, res := p.verifyBound(canonicalBound, auth, principal, p.cfg.Clock())
+	if res != nil {
+		return res, nil
 	}
 	g, res := p.guard(sql, pb, path, true)
 	if res != nil {

@@ -121,6 +121,13 @@ func (f *fixture) addBound(t *testing.T, name string, yaml []byte) {
 	f.bounds[name], f.sigs[name] = canon, sig
 }
 
+// auth is the example delegation's signed part of a marque.
+func (f *fixture) auth(example string) marque.Auth {
+	canon := f.bounds[example]
+	return marque.Auth{Kind: marque.AuthDelegation, DelegationID: bound.ID(canon), BoundSHA256: bound.SHA256(canon),
+		Signer: "alice", Signature: string(f.sigs[example])}
+}
+
 // request checks sql against the example delegation and mints a marque for
 // it as the control plane would.
 func (f *fixture) request(t *testing.T, example, sql string) pilot.Request {
@@ -373,7 +380,7 @@ func TestTamperedDelegationRefused(t *testing.T) {
 func TestRehearsalImages(t *testing.T) {
 	f := newFixture(t)
 	before := f.snapshot(t, "customers")
-	res, err := f.pilot.Rehearse(t.Context(), "UPDATE customers SET name = 'John Smith' WHERE id = 3", f.bounds["fix-name-typos.yaml"], "agent:demo", "surveyed")
+	res, err := f.pilot.Rehearse(t.Context(), "UPDATE customers SET name = 'John Smith' WHERE id = 3", f.bounds["fix-name-typos.yaml"], f.auth("fix-name-typos.yaml"), "agent:demo", "surveyed")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,5 +498,41 @@ func TestUninitializedTargetRefused(t *testing.T) {
 	_, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: bare}, f.pilotVerifier, f.signers)
 	if err == nil || !strings.Contains(err.Error(), "harbormaster target init") {
 		t.Fatalf("a Pilot on an uninitialized target: %v; want an error naming target init", err)
+	}
+}
+
+// TestRehearsalNeedsTheGrantorsSignature: a rehearsal inside a bound runs
+// only on the grantor's signature over it, verified by the Pilot, for the
+// bound's grantee: a caller holding the bytes of a bound but not a valid
+// signature reads nothing through a rehearsal.
+func TestRehearsalNeedsTheGrantorsSignature(t *testing.T) {
+	f := newFixture(t)
+	const typos = "fix-name-typos.yaml"
+	sql := "UPDATE customers SET name = 'John Smith' WHERE id = 3"
+	other := "unstick-orders.yaml"
+	cases := []struct {
+		name      string
+		auth      func(marque.Auth) marque.Auth
+		principal string
+		code      string
+	}{
+		{"another bound's signature", func(a marque.Auth) marque.Auth { a.Signature = string(f.sigs[other]); return a }, "agent:demo", pilot.RefusedSignature},
+		{"no signature", func(a marque.Auth) marque.Auth { a.Signature = ""; return a }, "agent:demo", pilot.RefusedSignature},
+		{"another signer named", func(a marque.Auth) marque.Auth { a.Signer = "mallory"; return a }, "agent:demo", pilot.RefusedSignature},
+		{"another bound's hash", func(a marque.Auth) marque.Auth { a.BoundSHA256 = f.auth(other).BoundSHA256; return a }, "agent:demo", pilot.RefusedBound},
+		{"another grantee", func(a marque.Auth) marque.Auth { return a }, "agent:other", pilot.RefusedBound},
+	}
+	for _, c := range cases {
+		res, err := f.pilot.Rehearse(t.Context(), sql, f.bounds[typos], c.auth(f.auth(typos)), c.principal, marque.PathSurveyed)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != c.code || res.Rehearsal != nil {
+			t.Errorf("%s: %s %s (rehearsal %v), want refused %s and no rows", c.name, res.Outcome, res.Code, res.Rehearsal != nil, c.code)
+		}
+	}
+	res, err := f.pilot.Rehearse(t.Context(), sql, f.bounds[typos], f.auth(typos), "agent:demo", marque.PathSurveyed)
+	if err != nil || res.Outcome != pilot.Rehearsed {
+		t.Fatalf("the signed bound: %+v, %v", res, err)
 	}
 }

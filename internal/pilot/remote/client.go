@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/sqlcheck"
 )
@@ -292,8 +293,8 @@ func (c *Client) execute(ctx context.Context, op string, body any) (*pilot.Resul
 }
 
 // Rehearse asks the Pilot to rehearse a statement inside a bound.
-func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte, principal, path string) (*pilot.Result, error) {
-	rep, _, err := c.call(ctx, opRehearse, rehearseBody{SQL: sql, Bound: canonicalBound, Principal: principal, Path: path})
+func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*pilot.Result, error) {
+	rep, _, err := c.call(ctx, opRehearse, rehearseBody{SQL: sql, Bound: canonicalBound, Auth: &auth, Principal: principal, Path: path})
 	if err != nil {
 		return nil, err
 	}

@@ -356,8 +356,8 @@ func TestResultsRoundTripExactly(t *testing.T) {
 		{"kinds", "SELECT * FROM kinds"},
 	} {
 		c0, canonical := f.claims(t, s.example, s.sql)
-		want, werr := f.pilot.Rehearse(ctx, canonical, f.bounds[s.example], c0.Principal, c0.Path)
-		got, gerr := c.Rehearse(ctx, canonical, f.bounds[s.example], c0.Principal, c0.Path)
+		want, werr := f.pilot.Rehearse(ctx, canonical, f.bounds[s.example], c0.Auth, c0.Principal, c0.Path)
+		got, gerr := c.Rehearse(ctx, canonical, f.bounds[s.example], c0.Auth, c0.Principal, c0.Path)
 		if werr != nil || gerr != nil || js(t, got) != js(t, want) {
 			t.Errorf("rehearse %s:\nremote     %s %v\nin process %s %v", s.sql, js(t, got), gerr, js(t, want), werr)
 		}

@@ -237,7 +237,10 @@ func (s *Server) rehearse(ctx context.Context, p pilot.Executor, body []byte) (*
 	if err := decode(body, &b); err != nil {
 		return nil, err
 	}
-	return resultReply(p.Rehearse(ctx, b.SQL, b.Bound, b.Principal, b.Path)), nil
+	if b.Auth == nil {
+		return nil, errors.New("a rehearsal inside a bound needs the grantor's signature")
+	}
+	return resultReply(p.Rehearse(ctx, b.SQL, b.Bound, *b.Auth, b.Principal, b.Path)), nil
 }
 
 func (s *Server) rehearseRaw(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/sqlcheck"
 )
@@ -66,10 +67,11 @@ type approvedBody struct {
 
 // rehearseBody is Rehearse's and RehearseRaw's arguments.
 type rehearseBody struct {
-	SQL       string `json:"sql"`
-	Bound     []byte `json:"bound,omitempty"`
-	Principal string `json:"principal,omitempty"`
-	Path      string `json:"path,omitempty"`
+	SQL       string       `json:"sql"`
+	Bound     []byte       `json:"bound,omitempty"`
+	Auth      *marque.Auth `json:"auth,omitempty"`
+	Principal string       `json:"principal,omitempty"`
+	Path      string       `json:"path,omitempty"`
 }
 
 // receiptBody is Receipt's, VoidReceipt's and XactStatus's arguments.
