@@ -22,7 +22,9 @@ import (
 )
 
 // switchable is a Behaviour a test changes between statements.
-type switchable struct{ b atomic.Pointer[llmtest.Behaviour] }
+type switchable struct {
+	b atomic.Pointer[llmtest.Behaviour]
+}
 
 func (s *switchable) set(b llmtest.Behaviour) { s.b.Store(&b) }
 func (s *switchable) behave(r llmtest.Request) llmtest.Response {
