@@ -30,6 +30,7 @@ type load struct {
 
 	mu       *sync.Mutex
 	outcomes map[string]string // request id -> outcome the agent saw
+	sent     []sent            // every statement of this load, in order answered
 	referred chan string       // referrals an approver may approve
 	approved *atomic.Int64
 }
@@ -47,13 +48,22 @@ func startLoad(d *servetest.Deployment, addr string, seed uint64, agents int, mu
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for ctx.Err() == nil {
 				sql, kind := randomStatement(rng)
+				s := sent{at: time.Now()}
 				a, err := servetest.Post(ctx, client, addr, gatewaytest.AgentToken, gatewaytest.Target, sql)
+				s.back, s.err = time.Now(), err
+				if ctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				if err == nil {
+					s.outcome = a.Outcome
+					l.outcomes[a.RequestID] = a.Outcome
+				}
+				l.sent = append(l.sent, s)
+				l.mu.Unlock()
 				if err != nil {
 					continue // killed, or an error answer: not an outcome
 				}
-				l.mu.Lock()
-				l.outcomes[a.RequestID] = a.Outcome
-				l.mu.Unlock()
 				l.answered.Add(1)
 				if kind == "referral" && a.Outcome == gateway.OutcomeReferred {
 					select {
@@ -94,6 +104,19 @@ func startLoad(d *servetest.Deployment, addr string, seed uint64, agents int, mu
 		}
 	}()
 	return l
+}
+
+// executedSince reports whether a statement sent after from was answered
+// executed.
+func (l *load) executedSince(from time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.sent {
+		if s.at.After(from) && s.outcome == gateway.OutcomeExecuted {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *load) halt() {
