@@ -20,6 +20,7 @@ import (
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/marque"
 	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/store"
 )
@@ -162,8 +163,9 @@ func TestStoreLocked(t *testing.T) {
 				sb.violate("%s: a statement sent %s into the hold was answered executed %s into it", when, s.at.Sub(locked), s.back.Sub(locked))
 			}
 			// Its marque was minted when it was sent; its decision could
-			// commit only after the release, by when the marque expired.
-			if s.at.After(locked) && s.at.Before(released.Add(-d.Opts.MarqueTTL-time.Second)) && s.outcome == gateway.OutcomeExecuted {
+			// commit only after the release, by when the marque expired
+			// (past its TTL and the verifier's leeway for clock skew).
+			if s.at.After(locked) && s.at.Before(released.Add(-d.Opts.MarqueTTL-marque.DefaultLeeway-time.Second)) && s.outcome == gateway.OutcomeExecuted {
 				sb.violate("%s: a statement sent %s into the hold, its marque expired by the release, was answered executed %s after the lock",
 					when, s.at.Sub(locked), s.back.Sub(locked))
 			}
