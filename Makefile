@@ -4,7 +4,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test deps fmt vet unit fuzz bench build demo
+.PHONY: test deps fmt vet unit fuzz bench build demo faults-long
 
 test: deps fmt vet unit fuzz
 
@@ -27,6 +27,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzShape$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bound/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./internal/marque/
+
+# The long fault-injection suite (docs/faults.md); not part of test.
+# FAULTS_SEED=N replays a run's random choices.
+FAULTS_SEED ?= 0
+faults-long:
+	$(GO) test -count=1 -timeout 60m -v ./internal/faults/ -faults.long -faults.seed $(FAULTS_SEED)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sqlcheck/ ./internal/logbook/ ./internal/gateway/

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"harbormaster/internal/cli/servetest"
 	"harbormaster/internal/config"
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/pgtmp/pgtmptest"
@@ -124,12 +125,12 @@ agents:
 		t.Errorf("serve without its Pilot: exit %d\n%s", code, errOut)
 	}
 
-	pilotProc := startCommand(t, filepath.Join(dir, "pilot.log"), "pilot", "--config", filepath.Join(dir, "pilot.yaml"))
-	write(t, dir, "serve.yaml", serveCfg("https://"+pilotProc.addr))
+	pilotProc := servetest.StartCommand(t, filepath.Join(dir, "pilot.log"), "pilot", "--config", filepath.Join(dir, "pilot.yaml"))
+	write(t, dir, "serve.yaml", serveCfg("https://"+pilotProc.Addr))
 	if out, errOut, code := run(t, dir, nil, "config", "validate", "serve.yaml"); code != 0 {
 		t.Fatalf("config validate: exit %d\n%s%s", code, out, errOut)
 	}
-	srv := startServe(t, filepath.Join(dir, "serve.yaml"), filepath.Join(dir, "serve.log"))
+	srv := servetest.Start(t, filepath.Join(dir, "serve.yaml"), filepath.Join(dir, "serve.log"))
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	for _, s := range []struct{ sql, want string }{
@@ -138,25 +139,25 @@ agents:
 		{"UPDATE orders SET status = 'failed' WHERE id = 45", "referred"}, // the remote Pilot's fence
 		{"SELECT id, total_cents FROM orders", "referred"},
 	} {
-		r, err := post(ctx, client, srv.addr, gatewaytest.AgentToken, s.sql)
+		r, err := servetest.Post(ctx, client, srv.Addr, gatewaytest.AgentToken, gatewaytest.Target, s.sql)
 		if err != nil || r.Outcome != s.want {
-			t.Fatalf("%q: %+v %v; want %s\nserve:\n%s\npilot:\n%s", s.sql, r, err, s.want, srv.logText(), pilotProc.logText())
+			t.Fatalf("%q: %+v %v; want %s\nserve:\n%s\npilot:\n%s", s.sql, r, err, s.want, srv.LogText(), pilotProc.LogText())
 		}
 	}
 	if n := gatewaytest.Receipts(t, dsn); n != 2 {
 		t.Errorf("%d receipts in the target, want 2 (the update and the read)", n)
 	}
-	if !strings.Contains(srv.logText(), "remote pilot connected") {
-		t.Errorf("serve did not log its remote Pilot:\n%s", srv.logText())
+	if !strings.Contains(srv.LogText(), "remote pilot connected") {
+		t.Errorf("serve did not log its remote Pilot:\n%s", srv.LogText())
 	}
-	for _, p := range []*serveProc{srv, pilotProc} {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	for _, p := range []*servetest.Proc{srv, pilotProc} {
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case err := <-p.done:
+		case err := <-p.Done:
 			if err != nil {
-				t.Errorf("did not stop cleanly on SIGTERM: %v\n%s", err, p.logText())
+				t.Errorf("did not stop cleanly on SIGTERM: %v\n%s", err, p.LogText())
 			}
 		case <-time.After(time.Minute):
 			t.Fatal("did not stop on SIGTERM")

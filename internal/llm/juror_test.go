@@ -89,6 +89,9 @@ func TestBehaviours(t *testing.T) {
 			return llm.Refer
 		}), user: "fix a typo", want: llm.Conforms},
 		{name: "envelope not json", b: func(llmtest.Request) llmtest.Response { return llmtest.Response{RawBody: "<html>gateway</html>"} }, failure: llm.FailureTransport},
+		{name: "connection reset", b: llmtest.Reset(), failure: llm.FailureTransport},
+		{name: "half a body", b: llmtest.HalfBody(), failure: llm.FailureTransport},
+		{name: "garbage envelope", b: llmtest.Garbage(), failure: llm.FailureTransport},
 		{name: "body too large", b: func(llmtest.Request) llmtest.Response {
 			return llmtest.Response{RawBody: `{"x":"` + strings.Repeat("a", llm.MaxResponseBytes) + `"}`}
 		}, failure: llm.FailureTransport},

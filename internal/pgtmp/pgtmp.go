@@ -135,6 +135,7 @@ type Server struct {
 
 	stopTimeout time.Duration
 	proc        *process
+	restart     func() (*process, error) // starts the postmaster again (restart.go)
 
 	mu      sync.Mutex
 	stopped bool
@@ -236,7 +237,10 @@ func start(ctx context.Context, cfg Config) (_ *Server, err error) {
 			}
 		}
 		s := &Server{port: port, root: root, dataDir: dataDir, logger: cfg.Logger, stopTimeout: cfg.StopTimeout}
-		s.proc, err = startPostgres(binDir, root, dataDir, sockDir, port, settings, cred, cfg.Logger)
+		s.restart = func() (*process, error) {
+			return startPostgres(binDir, root, dataDir, sockDir, port, settings, cred, cfg.Logger)
+		}
+		s.proc, err = s.restart()
 		if err != nil {
 			return nil, err
 		}

@@ -84,6 +84,24 @@ func Hang() Behaviour {
 	return func(Request) Response { return Response{Hang: true} }
 }
 
+// Reset drops the connection mid-request (a TCP reset), no answer.
+func Reset() Behaviour {
+	return func(Request) Response { return Response{Reset: true} }
+}
+
+// HalfBody starts a correct CONFORMS answer and closes the connection
+// halfway through its body.
+func HalfBody() Behaviour {
+	return func(req Request) Response {
+		return Response{Text: VerdictText(llm.Conforms, req.Nonce), Cut: true}
+	}
+}
+
+// Garbage answers 200 with a body that is not the provider's envelope.
+func Garbage() Behaviour {
+	return func(Request) Response { return Response{RawBody: "\x00\x01<html>502 Bad Gateway</html>{\"verdict\":"} }
+}
+
 // HTTP500 answers 500 with the provider's error envelope.
 func HTTP500() Behaviour { return Status(http.StatusInternalServerError) }
 

@@ -15,8 +15,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +73,12 @@ type Response struct {
 	// Status (default 200) and Content-Type application/json, instead of
 	// the rendered envelope.
 	RawBody string
+	// Reset drops the connection without an answer: a TCP reset (RST)
+	// where the platform allows it, as a crashed or overloaded peer does.
+	Reset bool
+	// Cut sends the rendered answer's headers (its full Content-Length)
+	// and only the first half of its body, then closes the connection.
+	Cut bool
 }
 
 // Behaviour decides a scripted server's answer to one request.
@@ -188,6 +196,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case resp.Reset:
+		reset(w)
+	case resp.Cut:
+		rec := httptest.NewRecorder()
+		s.render.writeAnswer(rec, req, resp)
+		cut(w, rec)
 	case resp.RawBody != "":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(statusOr200(resp.Status))
@@ -197,6 +211,37 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.render.writeAnswer(w, req, resp)
 	}
+}
+
+// reset closes the connection under the handler, with SO_LINGER 0 so the
+// kernel sends RST rather than FIN.
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // not hijackable: abort the response
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// cut writes rec's status line and headers, its full Content-Length, and
+// the first half of its body, then closes the connection.
+func cut(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	defer conn.Close()
+	body := rec.Body.Bytes()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", rec.Code, http.StatusText(rec.Code))
+	h := rec.Header().Clone()
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	_ = h.Write(buf)
+	_, _ = buf.WriteString("\r\n")
+	_, _ = buf.Write(body[:len(body)/2])
+	_ = buf.Flush()
 }
 
 // wait blocks for d (forever if d < 0) or until the client or the server

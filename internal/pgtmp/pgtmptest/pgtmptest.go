@@ -50,7 +50,17 @@ func config() pgtmp.Config { return pgtmp.Config{Fast: true, StartTimeout: 3 * t
 // Start starts a server for t and stops it when t ends.
 func Start(t testing.TB) *pgtmp.Server {
 	t.Helper()
-	s, err := pgtmp.Start(t.Context(), config())
+	return StartWith(t, nil)
+}
+
+// StartWith is Start with extra server settings (postgresql.conf names),
+// e.g. synchronous_commit=on for a test that crashes the server (Crash)
+// and needs every acknowledged commit to survive it.
+func StartWith(t testing.TB, settings map[string]string) *pgtmp.Server {
+	t.Helper()
+	cfg := config()
+	cfg.Settings = settings
+	s, err := pgtmp.Start(t.Context(), cfg)
 	if err != nil {
 		skipOrFatal(t, err)
 	}
