@@ -49,6 +49,8 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*Store, error)
 	switch {
 	case o.readConns < 1:
 		return nil, fmt.Errorf("store: open: read conns %d must be at least 1", o.readConns)
+	case o.busyTimeout < 0:
+		return nil, fmt.Errorf("store: open: busy timeout %v is negative", o.busyTimeout)
 	case o.writeConns < 1:
 		return nil, fmt.Errorf("store: open: write conns %d must be at least 1", o.writeConns)
 	}
@@ -77,7 +79,11 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*Store, error)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 		return db
 	}
-	w := pool(o.writeConns, map[string]string{"synchronous_commit": "on", "default_transaction_read_only": "off"})
+	// lock_timeout is the busy timeout's counterpart: how long a statement
+	// waits for a lock (the logbook's append lock held by another node,
+	// say) before it fails.
+	lockTimeout := strconv.FormatInt(o.busyTimeout.Milliseconds(), 10)
+	w := pool(o.writeConns, map[string]string{"synchronous_commit": "on", "default_transaction_read_only": "off", "lock_timeout": lockTimeout})
 	s := &Store{driver: Postgres, path: redactURL(rawURL), w: w, ops: w, r: w, readConns: o.readConns}
 	fail := func(err error) (*Store, error) {
 		_ = s.Close()
@@ -89,7 +95,7 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*Store, error)
 	if err := s.migratePostgres(ctx, o.migrations); err != nil {
 		return fail(err)
 	}
-	s.ops = pool(max(o.writeConns/2, 1), map[string]string{"synchronous_commit": "off", "default_transaction_read_only": "off"})
+	s.ops = pool(max(o.writeConns/2, 1), map[string]string{"synchronous_commit": "off", "default_transaction_read_only": "off", "lock_timeout": lockTimeout})
 	s.r = pool(o.readConns, map[string]string{"default_transaction_read_only": "on"})
 	for _, db := range []*sql.DB{s.ops, s.r} {
 		if err := db.PingContext(ctx); err != nil {

@@ -19,6 +19,7 @@ package storetest
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -65,6 +66,26 @@ func (l Location) Options(opts ...store.Option) []store.Option {
 		return append([]store.Option{store.WithUnsafeNoFsync()}, opts...)
 	}
 	return opts
+}
+
+// EnvDriver is the environment variable that picks the driver of a test
+// pass for tests written for one store: "postgres" runs them on
+// PostgreSQL; unset or "sqlite", on SQLite. The Makefile's test target runs
+// the store's users a second time with it set.
+const EnvDriver = "HM_TEST_STORE"
+
+// FromEnv is the driver EnvDriver names. Another value fails t.
+func FromEnv(t testing.TB) store.Driver {
+	t.Helper()
+	switch v := os.Getenv(EnvDriver); v {
+	case "", string(store.SQLite):
+		return store.SQLite
+	case string(store.Postgres):
+		return store.Postgres
+	default:
+		t.Fatalf("storetest: %s=%q: want sqlite or postgres", EnvDriver, v)
+		return ""
+	}
 }
 
 // Each runs fn as one subtest per driver, named for the driver, each with a
