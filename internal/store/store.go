@@ -472,3 +472,6 @@ func appliedVersions(ctx context.Context, tx *sql.Tx, ms []Migration) (int, erro
 	}
 	return n, rows.Err()
 }
+
+// Ping checks that the store answers reads.
+func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
