@@ -16,8 +16,8 @@ import (
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store/storetest"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/store/storetest"
 )
 
 var shared pgtmptest.Shared
