@@ -147,7 +147,7 @@ func newFixture(t *testing.T, tune ...func(*gateway.Config)) *fixture {
 	for _, f := range tune {
 		f(&gc)
 	}
-	gw, err := gateway.New(ctx, gc, st, lb, minter, signers, []*pilot.Pilot{p})
+	gw, err := gateway.New(ctx, gc, st, lb, minter, signers, []pilot.Executor{p})
 	if err != nil {
 		t.Fatal(err)
 	}
