@@ -18,7 +18,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/json"
@@ -147,9 +146,8 @@ func (a *Auditor) Consider(ctx context.Context, c Candidate) (bool, string, erro
 	default:
 		now := a.cfg.Clock().UTC()
 		day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-		var n int
-		if err := a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*) FROM audits WHERE delegation_id = ? AND created_ns >= ?`,
-			c.DelegationID, day.UnixNano()).Scan(&n); err != nil {
+		n, err := a.st.CountAudits(ctx, c.DelegationID, day.UnixNano())
+		if err != nil {
 			return false, "", fmt.Errorf("audit: consider: %w", err)
 		}
 		if n > 0 {
@@ -167,9 +165,8 @@ func (a *Auditor) Consider(ctx context.Context, c Candidate) (bool, string, erro
 		Payload:  map[string]any{"audit_id": id, "judgment_id": c.JudgmentID, "why": why}}); err != nil {
 		return false, "", fmt.Errorf("audit: consider: %w", err)
 	}
-	_, err = a.st.DB().ExecContext(ctx, `INSERT INTO audits (id, judgment_id, request_id, delegation_id, why, evidence, status, created_ns)
-		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT (judgment_id) DO NOTHING`,
-		id, c.JudgmentID, c.RequestID, c.DelegationID, why, string(ev), a.cfg.Clock().UnixNano())
+	err = a.st.InsertAudit(ctx, store.AuditRow{ID: id, JudgmentID: c.JudgmentID, RequestID: c.RequestID,
+		DelegationID: c.DelegationID, Why: why, Evidence: string(ev), CreatedNS: a.cfg.Clock().UnixNano()})
 	if err != nil {
 		return false, "", fmt.Errorf("audit: consider: %w", err)
 	}
@@ -199,29 +196,17 @@ type Audit struct {
 
 // List returns audits with status ("" for all), oldest first.
 func (a *Auditor) List(ctx context.Context, status string) ([]Audit, error) {
-	q := `SELECT id, judgment_id, request_id, delegation_id, why, evidence, status, verdict, reviewer, note, created_ns FROM audits`
-	var args []any
-	if status != "" {
-		q += ` WHERE status = ?`
-		args = append(args, status)
-	}
-	rows, err := a.st.ReadDB().QueryContext(ctx, q+` ORDER BY created_ns`, args...)
+	rows, err := a.st.Audits(ctx, status)
 	if err != nil {
 		return nil, fmt.Errorf("audit: list: %w", err)
 	}
-	defer rows.Close()
 	out := []Audit{}
-	for rows.Next() {
-		var au Audit
-		var ev string
-		var created int64
-		if err := rows.Scan(&au.ID, &au.JudgmentID, &au.RequestID, &au.DelegationID, &au.Why, &ev, &au.Status, &au.Verdict, &au.Reviewer, &au.Note, &created); err != nil {
-			return nil, fmt.Errorf("audit: list: %w", err)
-		}
-		au.Evidence, au.Created = json.RawMessage(ev), time.Unix(0, created).UTC()
-		out = append(out, au)
+	for _, r := range rows {
+		out = append(out, Audit{ID: r.ID, JudgmentID: r.JudgmentID, RequestID: r.RequestID, DelegationID: r.DelegationID,
+			Why: r.Why, Evidence: json.RawMessage(r.Evidence), Status: r.Status, Verdict: r.Verdict, Reviewer: r.Reviewer,
+			Note: r.Note, Created: time.Unix(0, r.CreatedNS).UTC()})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Get returns one audit.
@@ -264,12 +249,11 @@ func (a *Auditor) Review(ctx context.Context, id, verdict, note, reviewer string
 		Payload:  map[string]any{"audit_id": id, "verdict": verdict, "note": note, "reviewer": reviewer, "act": string(act), "signature": string(sig)}}); err != nil {
 		return false, fmt.Errorf("audit: review: %w", err)
 	}
-	res, err := a.st.DB().ExecContext(ctx, `UPDATE audits SET status = 'reviewed', verdict = ?, reviewer = ?, note = ?, review_act = ?, reviewed_ns = ?
-		WHERE id = ? AND status = 'pending'`, verdict, reviewer, note, string(act)+string(sig), a.cfg.Clock().UnixNano(), id)
+	reviewed, err := a.st.ReviewAudit(ctx, id, verdict, reviewer, note, string(act)+string(sig), a.cfg.Clock().UnixNano())
 	if err != nil {
 		return false, fmt.Errorf("audit: review: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if !reviewed {
 		return false, fmt.Errorf("audit: %s: %w", id, ErrReviewed)
 	}
 	if verdict != "wrong" {
@@ -295,23 +279,17 @@ func (a *Auditor) Review(ctx context.Context, id, verdict, note, reviewer string
 }
 
 func (a *Auditor) recentWrong(ctx context.Context, delegation string) (int, error) {
-	rows, err := a.st.ReadDB().QueryContext(ctx, `SELECT verdict FROM audits WHERE delegation_id = ? AND status = 'reviewed' ORDER BY reviewed_ns DESC LIMIT ?`,
-		delegation, a.cfg.Window)
+	verdicts, err := a.st.RecentVerdicts(ctx, delegation, a.cfg.Window)
 	if err != nil {
 		return 0, fmt.Errorf("audit: %w", err)
 	}
-	defer rows.Close()
 	n := 0
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return 0, err
-		}
+	for _, v := range verdicts {
 		if v == "wrong" {
 			n++
 		}
 	}
-	return n, rows.Err()
+	return n, nil
 }
 
 func (a *Auditor) suspend(ctx context.Context, delegation, reason string) error {
@@ -320,10 +298,7 @@ func (a *Auditor) suspend(ctx context.Context, delegation, reason string) error 
 		Payload:  map[string]any{"delegation_id": delegation, "reason": reason}}); err != nil {
 		return fmt.Errorf("audit: suspend: %w", err)
 	}
-	_, err := a.st.DB().ExecContext(ctx, `INSERT INTO suspensions (delegation_id, suspended_ns, reason) VALUES (?, ?, ?)
-		ON CONFLICT (delegation_id) DO UPDATE SET suspended_ns = excluded.suspended_ns, reason = excluded.reason, lifted_ns = NULL, lifted_by = NULL`,
-		delegation, a.cfg.Clock().UnixNano(), reason)
-	if err != nil {
+	if err := a.st.Suspend(ctx, delegation, reason, a.cfg.Clock().UnixNano()); err != nil {
 		return fmt.Errorf("audit: suspend: %w", err)
 	}
 	return nil
@@ -331,31 +306,26 @@ func (a *Auditor) suspend(ctx context.Context, delegation, reason string) error 
 
 // Suspended reports whether a delegation's fast path is suspended.
 func (a *Auditor) Suspended(ctx context.Context, delegation string) (bool, string, error) {
-	var reason string
-	var lifted sql.NullInt64
-	err := a.st.ReadDB().QueryRowContext(ctx, `SELECT reason, lifted_ns FROM suspensions WHERE delegation_id = ?`, delegation).Scan(&reason, &lifted)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", nil
-	}
+	sp, found, err := a.st.Suspension(ctx, delegation)
 	if err != nil {
 		return false, "", fmt.Errorf("audit: suspended: %w", err)
 	}
-	return !lifted.Valid, reason, nil
+	if !found {
+		return false, "", nil
+	}
+	return !sp.Lifted, sp.Reason, nil
 }
 
 // Suspension reports whether a delegation is suspended, why, and since when.
 func (a *Auditor) Suspension(ctx context.Context, delegation string) (bool, string, time.Time, error) {
-	var reason string
-	var since int64
-	var lifted sql.NullInt64
-	err := a.st.ReadDB().QueryRowContext(ctx, `SELECT reason, suspended_ns, lifted_ns FROM suspensions WHERE delegation_id = ?`, delegation).Scan(&reason, &since, &lifted)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", time.Time{}, nil
-	}
+	sp, found, err := a.st.Suspension(ctx, delegation)
 	if err != nil {
 		return false, "", time.Time{}, fmt.Errorf("audit: suspension: %w", err)
 	}
-	return !lifted.Valid, reason, time.Unix(0, since), nil
+	if !found {
+		return false, "", time.Time{}, nil
+	}
+	return !sp.Lifted, sp.Reason, time.Unix(0, sp.SuspendedNS), nil
 }
 
 // Reinstate lifts a suspension (a grantor's signed act, verified by the caller).
@@ -365,25 +335,20 @@ func (a *Auditor) Reinstate(ctx context.Context, delegation, by string, act, sig
 		Payload:  map[string]any{"delegation_id": delegation, "by": by, "act": string(act), "signature": string(sig)}}); err != nil {
 		return fmt.Errorf("audit: reinstate: %w", err)
 	}
-	_, err := a.st.DB().ExecContext(ctx, `UPDATE suspensions SET lifted_ns = ?, lifted_by = ? WHERE delegation_id = ? AND lifted_ns IS NULL`,
-		a.cfg.Clock().UnixNano(), by, delegation)
-	return err
+	return a.st.LiftSuspension(ctx, delegation, by, a.cfg.Clock().UnixNano())
 }
 
 // Stats reports the audit queue's depth, oldest pending age, and the share
 // of the last seven days' reviews that found a wrong verdict.
 func (a *Auditor) Stats(ctx context.Context) (pending int, oldest time.Duration, failureRate float64, err error) {
-	var oldestNS sql.NullInt64
-	if err = a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), min(created_ns) FROM audits WHERE status = 'pending'`).Scan(&pending, &oldestNS); err != nil {
-		return
-	}
-	if oldestNS.Valid {
-		oldest = a.cfg.Clock().Sub(time.Unix(0, oldestNS.Int64))
-	}
-	var reviewed, wrong int
 	since := a.cfg.Clock().Add(-7 * 24 * time.Hour).UnixNano()
-	if err = a.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), coalesce(sum(verdict = 'wrong'), 0) FROM audits WHERE status = 'reviewed' AND reviewed_ns >= ?`, since).Scan(&reviewed, &wrong); err != nil {
+	var oldestNS int64
+	var reviewed, wrong int
+	if pending, oldestNS, reviewed, wrong, err = a.st.AuditStats(ctx, since); err != nil {
 		return
+	}
+	if pending > 0 {
+		oldest = a.cfg.Clock().Sub(time.Unix(0, oldestNS))
 	}
 	if reviewed > 0 {
 		failureRate = float64(wrong) / float64(reviewed)

@@ -11,7 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +19,9 @@ import (
 
 	"harbormaster/internal/audit"
 	"harbormaster/internal/logbook"
+	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/store"
+	"harbormaster/internal/store/storetest"
 )
 
 var (
@@ -131,12 +133,24 @@ type fixture struct {
 	key   []byte
 }
 
+// pg serves the stores of the PostgreSQL pass (storetest.EnvDriver).
+var pg pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// newLocation is a fresh store of the driver this pass tests.
+func newLocation(t *testing.T) storetest.Location {
+	t.Helper()
+	return storetest.New(t, storetest.FromEnv(t), &pg)
+}
+
 // newFixture opens a store and a running logbook in a temp dir and an
 // auditor over them with cfg (Key and Clock filled in when unset).
 func newFixture(t *testing.T, cfg audit.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "control.db"))
+	loc := newLocation(t)
+	st, err := store.Open(ctx, loc.Path, loc.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,7 @@ func commands() []command {
 		{"config", "validate a serve config", runConfig},
 		{"target", "prepare a target database", runTarget},
 		{"logbook", "verify, tail and export the logbook", runLogbook},
+		{"store", "apply the control store's migrations", runStore},
 		{"demo", "run the whole system on this machine with a scripted agent", runDemo},
 		{"queue", "list, show, approve and deny referred requests", runQueue},
 		{"switch", "switch Tier B on or off", runSwitch},

@@ -33,7 +33,10 @@ type Config struct {
 	Name string `yaml:"name"`
 	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
-	// Store is the SQLite control store path. Required.
+	// Store is the control store: the path of a SQLite file (one node),
+	// or a postgres:// or postgresql:// URL of a PostgreSQL database that
+	// several nodes share (docs/operations.md). A URL may leave the
+	// password out: PGPASSWORD and the passfile apply. Required.
 	Store string `yaml:"store"`
 	// ControlPlaneKey is the PEM (PKCS#8) Ed25519 key that signs marques
 	// and logbook checkpoints. Required.
@@ -385,7 +388,7 @@ func (c *Config) Validate(getenv func(string) string) error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	if c.Store == "" {
-		bad("store", "required: the path of the SQLite control store")
+		bad("store", "required: the path of the SQLite control store, or a postgres:// URL")
 	}
 	if c.ControlPlaneKey == "" {
 		bad("control_plane_key", "required: a PEM Ed25519 key (harbormaster keygen --control-plane)")
@@ -529,6 +532,16 @@ func validateRemotePilot(f string, t Target, path func(string) string, bad func(
 	if p.Timeout.D() < time.Second || p.Timeout.D() > 10*time.Minute {
 		bad(f+".timeout", "must be between 1s and 10m")
 	}
+}
+
+// StoreLocation is Store as store.Open takes it: a PostgreSQL URL as
+// written, a SQLite path relative to the config file's directory.
+func (c *Config) StoreLocation() string {
+	l := strings.ToLower(c.Store)
+	if strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://") {
+		return c.Store
+	}
+	return c.Path(c.Store)
 }
 
 // DSN returns a target's DSN.

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +70,7 @@ func BenchmarkHonestGovernedVsDirect(b *testing.B) {
 func benchNode(b *testing.B, run string) (*gatewaytest.System, string) {
 	b.Helper()
 	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: storeLocation(b), Keys: gatewaytest.NewKeys(b)})
 	sys.AddExamples(b)
 	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), run)
 	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))

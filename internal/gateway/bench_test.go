@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,7 +140,7 @@ func BenchmarkGovernedVsDirect(b *testing.B) {
 func benchSystem(b *testing.B, delegation string, conns int) (*httptest.Server, *pgxpool.Pool, *http.Client) {
 	b.Helper()
 	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: storeLocation(b), Keys: gatewaytest.NewKeys(b)})
 	canon := gatewaytest.Canonical(b, []byte(delegation), sys.Pilot.Catalog())
 	if _, _, err := sys.Gateway.AddDelegation(context.Background(), []byte(delegation), gatewaytest.Sign(b, sys.Opts.Keys.Grantor, canon), "bench"); err != nil {
 		b.Fatal(err)

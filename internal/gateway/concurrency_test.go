@@ -196,6 +196,9 @@ func TestConcurrentAgents(t *testing.T) {
 	}
 
 	// Exactly one decision entry per request id answered, and none other.
+	// Execution entries are written after the answer: wait for them (a
+	// PostgreSQL store's commits take longer than the loop above does).
+	f.sys.Gateway.Drain()
 	ctx := t.Context()
 	decisions := map[string]int{}
 	err := f.sys.Logbook.Iterate(ctx, logbook.Query{Kind: "decision"}, func(e logbook.Entry) error {

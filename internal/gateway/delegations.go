@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"harbormaster/internal/marque"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
+	"harbormaster/internal/store"
 )
 
 // Delegation is a signed delegation as the control plane holds it. It
@@ -45,34 +45,24 @@ func (d *Delegation) Active(now time.Time) bool {
 }
 
 func (g *Gateway) loadDelegations(ctx context.Context) error {
-	rows, err := g.st.ReadDB().QueryContext(ctx, `SELECT id, signer, canonical, signature, source, created_ns, revoked_ns FROM delegations ORDER BY created_ns, id`)
+	rows, err := g.st.Delegations(ctx)
 	if err != nil {
 		return fmt.Errorf("gateway: load delegations: %w", err)
 	}
-	defer rows.Close()
 	var out []*Delegation
-	for rows.Next() {
-		var id, signer, canonical, sig, source string
-		var created int64
-		var revoked sql.NullInt64
-		if err := rows.Scan(&id, &signer, &canonical, &sig, &source, &created, &revoked); err != nil {
-			return fmt.Errorf("gateway: load delegations: %w", err)
-		}
-		d := g.Delegation(id)
+	for _, r := range rows {
+		d := g.Delegation(r.ID)
 		if d != nil {
 			// Known: only a revocation can have changed.
-			d = &Delegation{ID: id}
-		} else if d, err = newDelegation([]byte(canonical), []byte(sig), signer, source, time.Unix(0, created).UTC()); err != nil {
-			return fmt.Errorf("gateway: load delegation %s: %w", id, err)
+			d = &Delegation{ID: r.ID}
+		} else if d, err = newDelegation([]byte(r.Canonical), []byte(r.Signature), r.Signer, r.Source, time.Unix(0, r.CreatedNS).UTC()); err != nil {
+			return fmt.Errorf("gateway: load delegation %s: %w", r.ID, err)
 		}
-		if revoked.Valid {
-			t := time.Unix(0, revoked.Int64).UTC()
+		if r.RevokedNS.Valid {
+			t := time.Unix(0, r.RevokedNS.Int64).UTC()
 			d.Revoked = &t
 		}
 		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("gateway: load delegations: %w", err)
 	}
 	g.absorb(out)
 	now := time.Now()
@@ -213,9 +203,8 @@ func (g *Gateway) addCanonical(ctx context.Context, canonical, signature []byte,
 		map[string]any{"delegation_id": id, "source": source, "tier": b.Tier()}); err != nil {
 		return nil, rep, err
 	}
-	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO delegations (id, target, grantee, signer, canonical, signature, source, created_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		id, d.Target, d.Grantee, d.Signer, string(canonical), string(signature), source, now.UnixNano())
+	err = g.st.InsertDelegation(ctx, store.Delegation{ID: id, Target: d.Target, Grantee: d.Grantee, Signer: d.Signer,
+		Canonical: string(canonical), Signature: string(signature), Source: source, CreatedNS: now.UnixNano()})
 	if err != nil {
 		return nil, rep, fmt.Errorf("gateway: store delegation: %w", err)
 	}

@@ -39,9 +39,8 @@ func (e *FloodError) Error() string { return e.Message }
 // waiting requests; it returns the refusal when either is used up.
 func (g *Gateway) admitReferral(ctx context.Context, principal string) (*FloodError, error) {
 	if g.cfg.MaxWaiting > 0 {
-		var n int
-		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*) FROM requests WHERE status = ? AND principal = ?`,
-			StatusWaiting, principal).Scan(&n); err != nil {
+		n, _, err := g.rq.Count(ctx, StatusWaiting, principal)
+		if err != nil {
 			return nil, fmt.Errorf("gateway: waiting requests: %w", err)
 		}
 		if n >= g.cfg.MaxWaiting {

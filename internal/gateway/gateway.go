@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -170,7 +169,7 @@ type Gateway struct {
 	signers *signing.AllowedSigners
 	targets map[string]pilot.Executor
 	checks  *checkMemo
-	stmts   *requestStmts
+	rq      *store.Requests
 
 	mu          sync.RWMutex
 	delegations []*Delegation // every stored delegation, oldest first
@@ -215,8 +214,8 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo(),
 		rehearsals: newRehearsals(cfg.RehearsalQueue)}
 	var err error
-	if g.stmts, err = prepareRequestStmts(ctx, st.DB()); err != nil {
-		return nil, err
+	if g.rq, err = store.NewRequests(ctx, st); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
@@ -543,18 +542,16 @@ func (g *Gateway) append(ctx context.Context, rec logbook.Record) (logbook.Entry
 
 // QueueStats reports the queue depth and the age of its oldest request.
 func (g *Gateway) QueueStats(ctx context.Context) (int, time.Duration, error) {
-	var n int
-	var oldest sql.NullInt64
-	err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*), min(created_ns) FROM requests WHERE status = ?`, StatusWaiting).Scan(&n, &oldest)
-	if err != nil || !oldest.Valid {
+	n, oldest, err := g.rq.Count(ctx, StatusWaiting, "")
+	if err != nil || n == 0 {
 		return n, 0, err
 	}
-	return n, g.cfg.Clock().Sub(time.Unix(0, oldest.Int64)), nil
+	return n, g.cfg.Clock().Sub(time.Unix(0, oldest)), nil
 }
 
 // Ready checks that the store answers and every target answers.
 func (g *Gateway) Ready(ctx context.Context) error {
-	if err := g.st.ReadDB().PingContext(ctx); err != nil {
+	if err := g.st.Ping(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if _, _, err := g.lb.Head(ctx); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,19 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/store/storetest"
 )
 
 var shared pgtmptest.Shared
 
 func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+
+// storeLocation is a fresh control store of the driver this pass tests
+// (storetest.EnvDriver): a SQLite file, or a database on the shared server.
+func storeLocation(t testing.TB) string {
+	t.Helper()
+	return storetest.New(t, storetest.FromEnv(t), &shared).Path
+}
 
 type fixture struct {
 	dsn string
@@ -35,7 +42,7 @@ func newFixture(t *testing.T, tune func(*gatewaytest.Options)) *fixture {
 	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
-	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t)}
+	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: storeLocation(t), Keys: gatewaytest.NewKeys(t)}
 	if tune != nil {
 		tune(&opt)
 	}
@@ -585,7 +592,7 @@ func TestCrashDuringCommit(t *testing.T) {
 		t.Fatal("a transaction killed at COMMIT changed the target")
 	}
 	var marqueID string
-	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, "SELECT marque_id FROM requests WHERE id = ?", id).Scan(&marqueID); err != nil || marqueID == "" {
+	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, f.sys.Store.SQL("SELECT marque_id FROM requests WHERE id = ?"), id).Scan(&marqueID); err != nil || marqueID == "" {
 		t.Fatalf("the marque id was not recorded before COMMIT: %q %v", marqueID, err)
 	}
 

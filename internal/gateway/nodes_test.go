@@ -10,6 +10,7 @@ import (
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/signing"
+	"harbormaster/internal/store"
 )
 
 const readOrder = "SELECT id, status FROM orders WHERE id = 3"
@@ -52,16 +53,15 @@ func TestDelegationsFromAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What AddDelegation on another node leaves in the store.
-	if _, err := f.sys.Store.DB().ExecContext(ctx, `INSERT INTO delegations (id, target, grantee, signer, canonical, signature, source, created_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, b.Target, b.Grantee, signer.Name, string(canonical), string(sig), "node-2", time.Now().UnixNano()); err != nil {
+	if err := f.sys.Store.InsertDelegation(ctx, store.Delegation{ID: id, Target: b.Target, Grantee: b.Grantee, Signer: signer.Name,
+		Canonical: string(canonical), Signature: string(sig), Source: "node-2", CreatedNS: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.eventually(t, readOrder, gateway.OutcomeExecuted); r.DelegationID != id {
 		t.Fatalf("ran under %s, want %s", r.DelegationID, id)
 	}
 	// What Revoke on another node leaves in the store.
-	if _, err := f.sys.Store.DB().ExecContext(ctx, `UPDATE delegations SET revoked_ns = ?, revoked_by = ? WHERE id = ?`,
-		time.Now().UnixNano(), "grantor", id); err != nil {
+	if err := f.sys.Store.RevokeDelegation(ctx, id, time.Now().UnixNano(), signer.Name, "revocation and signature"); err != nil {
 		t.Fatal(err)
 	}
 	f.eventually(t, readOrder, gateway.OutcomeReferred)

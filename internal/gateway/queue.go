@@ -15,6 +15,7 @@ import (
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
+	"harbormaster/internal/store"
 	"harbormaster/internal/switches"
 )
 
@@ -77,7 +78,7 @@ func truncate(s string, n int) string {
 
 // Queue lists waiting requests on the given targets (all when nil), oldest first.
 func (g *Gateway) Queue(ctx context.Context, targets []string) ([]*RequestView, error) {
-	all, err := g.queryRequests(ctx, `WHERE status = ? ORDER BY created_ns`, StatusWaiting)
+	all, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusWaiting})
 	if err != nil {
 		return nil, err
 	}
@@ -171,12 +172,12 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, err
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
-	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
-		WHERE id = ? AND status = ?`, StatusRunning, marque.PathApproved, signer.Name, string(approval), string(signature), now.UnixNano(), id, StatusWaiting)
+	claimed, err := g.rq.Decide(ctx, id, StatusWaiting, store.Decision{Status: StatusRunning, Path: marque.PathApproved,
+		DecidedBy: signer.Name, Act: string(approval), ActSignature: string(signature), UpdatedNS: now.UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: approve: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if !claimed {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
 	g.flying(id) // running now; periodic reconciliation waits for us
@@ -226,8 +227,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 }
 
 func (g *Gateway) unclaim(ctx context.Context, id string) {
-	_, _ = g.st.OpsDB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ?, path = '', decided_by = '', act = '', act_signature = '' WHERE id = ? AND status = ?`,
-		StatusWaiting, id, StatusRunning)
+	_ = g.rq.Undecide(context.WithoutCancel(ctx), id, StatusRunning, StatusWaiting)
 }
 
 // Deny closes a waiting request on the strength of a signed denial.
@@ -263,12 +263,12 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 		return nil, err
 	}
 	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
-	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
-		WHERE id = ? AND status = ?`, StatusDenied, signer.Name, string(denial), string(signature), string(reasons), now.UnixNano(), id, StatusDeciding)
+	denied, err := g.rq.Decide(ctx, id, StatusDeciding, store.Decision{Status: StatusDenied, DecidedBy: signer.Name,
+		Act: string(denial), ActSignature: string(signature), Reasons: string(reasons), UpdatedNS: now.UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: deny: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if !denied {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
 	g.notify(id)
@@ -278,7 +278,7 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 // expireWaiting closes requests nobody answered within the queue's TTL.
 func (g *Gateway) expireWaiting(ctx context.Context) error {
 	now := g.cfg.Clock()
-	old, err := g.queryRequests(ctx, `WHERE status = ? AND created_ns <= ?`, StatusWaiting, now.Add(-g.cfg.QueueTTL).UnixNano())
+	old, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusWaiting, CreatedBefore: now.Add(-g.cfg.QueueTTL).UnixNano()})
 	if err != nil {
 		return err
 	}
@@ -292,8 +292,7 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 			g.release(ctx, v.ID)
 			return err
 		}
-		if _, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
-			StatusExpired, now.UnixNano(), v.ID, StatusDeciding); err != nil {
+		if _, err := g.rq.Move(ctx, v.ID, StatusDeciding, StatusExpired, now.UnixNano()); err != nil {
 			return err
 		}
 		g.notify(v.ID)
@@ -331,8 +330,7 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 		map[string]any{"delegation_id": d.ID, "reason": r.Reason}); err != nil {
 		return nil, err
 	}
-	if _, err := g.st.DB().ExecContext(ctx, `UPDATE delegations SET revoked_ns = ?, revoked_by = ?, revocation = ? WHERE id = ?`,
-		now.UnixNano(), signer.Name, string(revocation)+string(signature), d.ID); err != nil {
+	if err := g.st.RevokeDelegation(ctx, d.ID, now.UnixNano(), signer.Name, string(revocation)+string(signature)); err != nil {
 		return nil, fmt.Errorf("gateway: revoke: %w", err)
 	}
 	t := now.UTC()
@@ -386,12 +384,11 @@ func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by str
 // claim moves a request from one status to another if, and only if, it is
 // still in the first: the store's conditional update is the lock.
 func (g *Gateway) claim(ctx context.Context, id string, from, to Status) error {
-	res, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`,
-		to, g.cfg.Clock().UnixNano(), id, from)
+	moved, err := g.rq.Move(ctx, id, from, to, g.cfg.Clock().UnixNano())
 	if err != nil {
 		return fmt.Errorf("gateway: claim %s: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if !moved {
 		return fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
 	return nil
@@ -400,5 +397,5 @@ func (g *Gateway) claim(ctx context.Context, id string, from, to Status) error {
 // release returns a claimed request to waiting when its act could not be
 // recorded.
 func (g *Gateway) release(ctx context.Context, id string) {
-	_, _ = g.st.OpsDB().ExecContext(context.WithoutCancel(ctx), `UPDATE requests SET status = ? WHERE id = ? AND status = ?`, StatusWaiting, id, StatusDeciding)
+	_, _ = g.rq.Move(context.WithoutCancel(ctx), id, StatusDeciding, StatusWaiting, 0)
 }

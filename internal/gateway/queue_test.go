@@ -41,7 +41,7 @@ func newEmptyFixture(t *testing.T, tune func(*gatewaytest.Options)) *fixture {
 	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
-	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t)}
+	opt := gatewaytest.Options{TargetDSN: dsn, StorePath: storeLocation(t), Keys: gatewaytest.NewKeys(t)}
 	if tune != nil {
 		tune(&opt)
 	}

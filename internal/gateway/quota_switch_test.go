@@ -138,7 +138,7 @@ func TestSwitchPropagation(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	var nodes []*switches.Poller
 	for range 2 {
-		st, err := store.Open(ctx, f.sys.Store.Path())
+		st, err := store.Open(ctx, f.sys.Store.Path(), f.sys.StoreOptions()...)
 		if err != nil {
 			t.Fatal(err)
 		}

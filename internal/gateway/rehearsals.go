@@ -80,8 +80,7 @@ func (g *Gateway) rehearse(ctx context.Context, p pilot.Executor, id, sql string
 		g.cfg.Logger.Info("not rehearsed", "request", id, "why", err, "ms", time.Since(start).Milliseconds())
 		return
 	}
-	_, err = g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ? AND rehearsal_sha256 = ''`,
-		string(js), pilot.Digest(js), id)
+	err = g.rq.SetRehearsal(ctx, id, string(js), pilot.Digest(js))
 	if err != nil {
 		g.cfg.Logger.Error("storing rehearsal", "request", id, "err", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"harbormaster/internal/marque"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/route"
+	"harbormaster/internal/store"
 )
 
 // Status is a request's state in the store. A request moves only forward:
@@ -19,7 +20,7 @@ import (
 // (approved), deciding (a denial or an expiry being recorded) or stays;
 // running becomes executed, failed or, after a crash before it ran,
 // waiting again.
-type Status string
+type Status = store.RequestStatus
 
 // Request statuses.
 const (
@@ -150,10 +151,10 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []route.Evalua
 	}
 	// The request row commits with its decision entry, in one group commit.
 	insert := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, g.stmts.insertRequest).ExecContext(ctx,
-			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, agentOutcome, req.Status, req.Path,
-			req.DelegationID, rule, string(reasons), req.Detail, req.TxID, req.MarqueID, req.Created.UnixNano(), req.Updated.UnixNano())
-		return err
+		return g.rq.Insert(ctx, tx, store.Request{ID: req.ID, Principal: req.Principal, Target: req.Target, SQL: req.SQL,
+			Canonical: req.Canonical, Outcome: agentOutcome, Status: req.Status, Path: req.Path, DelegationID: req.DelegationID,
+			Rule: rule, Reasons: string(reasons), Detail: req.Detail, TxID: req.TxID, MarqueID: req.MarqueID,
+			CreatedNS: req.Created.UnixNano(), UpdatedNS: req.Updated.UnixNano()})
 	}
 	if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload, With: insert}); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -174,9 +175,7 @@ func nonNil(s []string) []string {
 // id, never re-executed.
 func (g *Gateway) executing(ctx context.Context, req *request) error {
 	update := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE requests SET marque_id = ?, updated_ns = ? WHERE id = ?`,
-			req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
-		return err
+		return g.rq.SetMarque(ctx, tx, req.ID, req.MarqueID, g.cfg.Clock().UnixNano())
 	}
 	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecutionPending,
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
@@ -306,9 +305,9 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 	}
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
 	update := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, g.stmts.finishRequest).ExecContext(ctx,
-			req.Outcome, req.Status, string(reasons), req.Detail, req.RowsAffected, req.TxID, req.MarqueID, g.cfg.Clock().UnixNano(), req.ID)
-		return err
+		return g.rq.Finish(ctx, tx, store.RequestOutcome{ID: req.ID, Outcome: req.Outcome, Status: req.Status,
+			Reasons: string(reasons), Detail: req.Detail, RowsAffected: req.RowsAffected, TxID: req.TxID,
+			MarqueID: req.MarqueID, UpdatedNS: g.cfg.Clock().UnixNano()})
 	}
 	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
 	if err != nil {
@@ -365,7 +364,7 @@ type RequestView struct {
 // Request returns one request. A principal other than "" may only see its own.
 func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestView, error) {
 	g.settled(ctx, id)
-	rows, err := g.queryRequests(ctx, `WHERE id = ?`, id)
+	rows, err := g.queryRequests(ctx, store.RequestFilter{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -382,37 +381,28 @@ func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestVi
 	return rows[0], nil
 }
 
-func (g *Gateway) queryRequests(ctx context.Context, where string, args ...any) ([]*RequestView, error) {
-	rs, err := g.st.ReadDB().QueryContext(ctx, `SELECT id, principal, target, sql, canonical, outcome, status, path,
-		delegation_id, rule, reasons, detail, marque_id, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
-		FROM requests `+where, args...)
+func (g *Gateway) queryRequests(ctx context.Context, f store.RequestFilter) ([]*RequestView, error) {
+	rows, err := g.rq.List(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: requests: %w", err)
 	}
-	defer rs.Close()
-	var out []*RequestView
-	for rs.Next() {
-		var v RequestView
-		var rule sql.NullInt64
-		var reasons string
-		var created, updated int64
-		var rehearsal string
-		if err := rs.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.CanonicalSQL, &v.Outcome, &v.Status, &v.Path,
-			&v.DelegationID, &rule, &reasons, &v.Detail, &v.MarqueID, &v.RowsAffected, &created, &updated, &rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
-			return nil, fmt.Errorf("gateway: requests: %w", err)
+	out := make([]*RequestView, 0, len(rows))
+	for _, r := range rows {
+		v := RequestView{ID: r.ID, Principal: r.Principal, Target: r.Target, SQL: r.SQL, CanonicalSQL: r.Canonical,
+			Outcome: r.Outcome, Status: r.Status, Path: r.Path, DelegationID: r.DelegationID, Detail: r.Detail,
+			MarqueID: r.MarqueID, RowsAffected: r.RowsAffected, RehearsalSHA256: r.RehearsalSHA256, DecidedBy: r.DecidedBy}
+		if r.Rule.Valid {
+			n := int(r.Rule.Int64)
+			v.Rule = &n
 		}
-		if rule.Valid {
-			r := int(rule.Int64)
-			v.Rule = &r
+		_ = json.Unmarshal([]byte(r.Reasons), &v.Reasons)
+		if r.Rehearsal != "" {
+			v.Rehearsal = json.RawMessage(r.Rehearsal)
 		}
-		_ = json.Unmarshal([]byte(reasons), &v.Reasons)
-		if rehearsal != "" {
-			v.Rehearsal = json.RawMessage(rehearsal)
-		}
-		v.Created, v.Updated = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+		v.Created, v.Updated = time.Unix(0, r.CreatedNS).UTC(), time.Unix(0, r.UpdatedNS).UTC()
 		out = append(out, &v)
 	}
-	return out, rs.Err()
+	return out, nil
 }
 
 // Reconcile resolves requests left running by a crash: from the receipt in
@@ -446,7 +436,7 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 	defer g.reconcileMu.Unlock()
 	resolved := 0
 	cutoff := g.cfg.Clock().Add(-grace).UnixNano()
-	running, err := g.queryRequests(ctx, `WHERE status = ? AND updated_ns <= ? ORDER BY created_ns`, StatusRunning, cutoff)
+	running, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusRunning, UpdatedBefore: cutoff})
 	if err != nil {
 		return resolved, err
 	}
@@ -456,10 +446,11 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 			continue
 		}
 		req := &request{ID: v.ID, Target: v.Target, MarqueID: v.MarqueID, Principal: v.Principal}
-		var txid string
-		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT txid FROM requests WHERE id = ?`, v.ID).Scan(&txid); err != nil {
-			return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, err)
+		cur, err := g.rq.List(ctx, store.RequestFilter{ID: v.ID})
+		if err != nil || len(cur) != 1 {
+			return resolved, fmt.Errorf("gateway: reconcile %s: %w", v.ID, errors.Join(err, ErrNotFound))
 		}
+		txid := cur[0].TxID
 		req.TxID = txid
 		// The transaction's status first: once it is final (not in
 		// progress), whether the receipt exists is final too.
@@ -571,11 +562,11 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 	from := max(int64(1), head-orphanWindow)
 	var orphans []logbook.Entry
 	err = g.lb.Iterate(ctx, logbook.Query{From: from, Kind: logbook.KindDecision}, func(e logbook.Entry) error {
-		var n int
-		if err := g.st.ReadDB().QueryRowContext(ctx, `SELECT count(*) FROM requests WHERE id = ?`, e.Subjects["request"]).Scan(&n); err != nil {
+		found, err := g.rq.Exists(ctx, e.Subjects["request"])
+		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if !found {
 			orphans = append(orphans, e)
 		}
 		return nil
@@ -615,10 +606,9 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 			}
 		}
 		reasons, _ := json.Marshal(nonNil(req.Reasons))
-		if _, err := g.st.OpsDB().ExecContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
-			delegation_id, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			req.ID, req.Principal, req.Target, req.SQL, req.Canonical, req.Outcome, req.Status, req.DelegationID, string(reasons),
-			req.Created.UnixNano(), req.Updated.UnixNano()); err != nil {
+		if err := g.rq.InsertIfMissing(ctx, store.Request{ID: req.ID, Principal: req.Principal, Target: req.Target, SQL: req.SQL,
+			Canonical: req.Canonical, Outcome: req.Outcome, Status: req.Status, DelegationID: req.DelegationID, Reasons: string(reasons),
+			CreatedNS: req.Created.UnixNano(), UpdatedNS: req.Updated.UnixNano()}); err != nil {
 			return 0, fmt.Errorf("gateway: reconcile: %w", err)
 		}
 	}
@@ -628,7 +618,7 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 // reconcileDeciding finishes denials and expiries a stop interrupted: the
 // logbook says whether the act was recorded; if not, the request waits again.
 func (g *Gateway) reconcileDeciding(ctx context.Context) (int, error) {
-	deciding, err := g.queryRequests(ctx, `WHERE status = ?`, StatusDeciding)
+	deciding, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusDeciding})
 	if err != nil {
 		return 0, err
 	}
@@ -646,33 +636,9 @@ func (g *Gateway) reconcileDeciding(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("gateway: reconcile: %w", err)
 		}
-		if _, err := g.st.OpsDB().ExecContext(ctx, `UPDATE requests SET status = ? WHERE id = ? AND status = ?`, final, v.ID, StatusDeciding); err != nil {
+		if _, err := g.rq.Move(ctx, v.ID, StatusDeciding, final, 0); err != nil {
 			return 0, fmt.Errorf("gateway: reconcile: %w", err)
 		}
 	}
 	return len(deciding), nil
-}
-
-// requestStmts are the request-row statements that commit inside logbook
-// records (logbook.Record.With), prepared once on the store's writer
-// connection: a record's transaction holds that connection, so they could
-// not be prepared from inside it.
-type requestStmts struct {
-	insertRequest, finishRequest *sql.Stmt
-}
-
-func prepareRequestStmts(ctx context.Context, db *sql.DB) (*requestStmts, error) {
-	var s requestStmts
-	var err error
-	if s.insertRequest, err = db.PrepareContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome,
-		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
-		return nil, fmt.Errorf("gateway: prepare: %w", err)
-	}
-	if s.finishRequest, err = db.PrepareContext(ctx, `UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
-		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`); err != nil {
-		_ = s.insertRequest.Close()
-		return nil, fmt.Errorf("gateway: prepare: %w", err)
-	}
-	return &s, nil
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"harbormaster/internal/route"
 	"harbormaster/internal/signing"
 	"harbormaster/internal/sqlcheck"
+	"harbormaster/internal/store"
 	"harbormaster/internal/surveyor"
 )
 
@@ -49,17 +49,15 @@ func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation,
 			continue
 		}
 		s.Residual = append(s.Residual, u.Rule)
-		var enabled int
-		var surveyorID string
-		err := g.st.ReadDB().QueryRowContext(ctx, `SELECT enabled, surveyor FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, d.ID, u.Rule).Scan(&enabled, &surveyorID)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && enabled != 1 {
-			return s, nil
-		}
+		sr, found, err := g.st.SurveyorRule(ctx, d.ID, u.Rule)
 		if err != nil {
 			return s, err
 		}
-		s.Enabled[u.Rule] = surveyorID
-		if surveyorID != s.Surveyor {
+		if !found || !sr.Enabled {
+			return s, nil
+		}
+		s.Enabled[u.Rule] = sr.Surveyor
+		if sr.Surveyor != s.Surveyor {
 			return s, nil
 		}
 	}
@@ -135,8 +133,8 @@ func (g *Gateway) recordJudgment(ctx context.Context, req *request, d *Delegatio
 	if j.Correlated {
 		corr = 1
 	}
-	_, err := g.st.DB().ExecContext(ctx, `INSERT INTO judgments (id, request_id, delegation_id, rule, outcome, correlated, record, created_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.id, req.ID, d.ID, rule, j.Outcome, corr, string(rec), g.cfg.Clock().UnixNano())
+	err := g.st.InsertJudgment(ctx, store.Judgment{ID: s.id, RequestID: req.ID, DelegationID: d.ID, Rule: rule,
+		Outcome: j.Outcome, Correlated: corr == 1, Record: string(rec), CreatedNS: g.cfg.Clock().UnixNano()})
 	if err != nil {
 		return fmt.Errorf("gateway: record judgment: %w", err)
 	}
@@ -190,10 +188,7 @@ func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
 		map[string]any{"delegation_id": d.ID, "rule": a.Rule, "note": a.Note, "by": signer.Name}); err != nil {
 		return err
 	}
-	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, auditable_by, auditable_act, auditable_ns) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (delegation_id, rule) DO UPDATE SET auditable_by = excluded.auditable_by, auditable_act = excluded.auditable_act, auditable_ns = excluded.auditable_ns`,
-		d.ID, a.Rule, signer.Name, string(act)+string(sig), g.cfg.Clock().UnixNano())
-	return err
+	return g.st.MarkAuditable(ctx, d.ID, a.Rule, signer.Name, string(act)+string(sig), g.cfg.Clock().UnixNano())
 }
 
 // EnableSurveyor records a signed act enabling (or disabling) the Surveyor
@@ -208,9 +203,8 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 		return err
 	}
 	signedAt, _ := time.Parse(time.RFC3339, e.Time)
-	var last int64
-	err = g.st.ReadDB().QueryRowContext(ctx, `SELECT enabled_ns FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, e.DelegationID, e.Rule).Scan(&last)
-	if err == nil && last != 0 && signedAt.Before(time.Unix(0, last)) {
+	prev, found, err := g.st.SurveyorRule(ctx, e.DelegationID, e.Rule)
+	if err == nil && found && prev.EnabledNS != 0 && signedAt.Before(time.Unix(0, prev.EnabledNS)) {
 		// An older act replayed after a newer one must not undo it.
 		return fmt.Errorf("gateway: %w: a newer enable act for this rule was already applied", ErrActRefused)
 	}
@@ -226,29 +220,21 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 		return fmt.Errorf("gateway: %w: the act names bundle %s; the bundle in force is %s", ErrActRefused, e.Bundle, g.cfg.Surveyor.Bundle().Version)
 	}
 	if e.On {
-		var by string
-		err := g.st.ReadDB().QueryRowContext(ctx, `SELECT auditable_by FROM surveyor_rules WHERE delegation_id = ? AND rule = ?`, d.ID, e.Rule).Scan(&by)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && by == "" {
-			return fmt.Errorf("gateway: %w: a reviewer must mark rule %d auditable before the Surveyor can be enabled for it", ErrActRefused, e.Rule)
-		}
+		sr, found, err := g.st.SurveyorRule(ctx, d.ID, e.Rule)
 		if err != nil {
 			return err
+		}
+		if !found || sr.AuditableBy == "" {
+			return fmt.Errorf("gateway: %w: a reviewer must mark rule %d auditable before the Surveyor can be enabled for it", ErrActRefused, e.Rule)
 		}
 	}
 	if err := g.logAct(ctx, sa, signer, map[string]string{"delegation": d.ID, "surveyor": e.Surveyor},
 		map[string]any{"delegation_id": d.ID, "rule": e.Rule, "surveyor": e.Surveyor, "bundle": e.Bundle, "on": e.On, "by": signer.Name}); err != nil {
 		return err
 	}
-	on := 0
-	if e.On {
-		on = 1
-	}
 	// enabled_ns holds the act's signing time, so older acts are refused.
-	_, err = g.st.DB().ExecContext(ctx, `INSERT INTO surveyor_rules (delegation_id, rule, enabled, enabled_by, enabled_act, surveyor, bundle, enabled_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delegation_id, rule) DO UPDATE SET enabled = excluded.enabled, enabled_by = excluded.enabled_by,
-		enabled_act = excluded.enabled_act, surveyor = excluded.surveyor, bundle = excluded.bundle, enabled_ns = excluded.enabled_ns`,
-		d.ID, e.Rule, on, signer.Name, string(act)+string(sig), e.Surveyor, e.Bundle, signedAt.UnixNano())
-	return err
+	return g.st.SetEnablement(ctx, store.Enablement{DelegationID: d.ID, Rule: e.Rule, On: e.On, By: signer.Name,
+		Act: string(act) + string(sig), Surveyor: e.Surveyor, Bundle: e.Bundle, SignedNS: signedAt.UnixNano()})
 }
 
 func (g *Gateway) residualRule(id string, rule int) (*Delegation, error) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -76,7 +75,7 @@ func newTierB(t *testing.T, b llmtest.Behaviour, o tierBOptions) *tierB {
 	if f.panel, err = surveyor.NewPanel(surveyor.Config{}, jurors, nil); err != nil {
 		t.Fatal(err)
 	}
-	opt := gatewaytest.Options{TargetDSN: f.dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t),
+	opt := gatewaytest.Options{TargetDSN: f.dsn, StorePath: storeLocation(t), Keys: gatewaytest.NewKeys(t),
 		Audit: &audit.Config{}}
 	opt.Gateway.Surveyor = f.panel
 	if o.tune != nil {
@@ -326,7 +325,7 @@ func TestSurveyedTypoFixRecordsJudgment(t *testing.T) {
 	}
 	var outcome string
 	var corr int
-	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, "SELECT outcome, correlated FROM judgments WHERE id = ? AND request_id = ?", jid, resp.RequestID).Scan(&outcome, &corr); err != nil || outcome != surveyor.OutcomeConforms || corr != 0 {
+	if err := f.sys.Store.ReadDB().QueryRowContext(ctx, f.sys.Store.SQL("SELECT outcome, correlated FROM judgments WHERE id = ? AND request_id = ?"), jid, resp.RequestID).Scan(&outcome, &corr); err != nil || outcome != surveyor.OutcomeConforms || corr != 0 {
 		t.Errorf("stored judgment: %q %d %v", outcome, corr, err)
 	}
 	var path string

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"harbormaster/internal/store"
 )
 
 // The subject index and Record.After work are written behind the entries,
@@ -40,17 +42,19 @@ func (w *writer) settle(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
-		return fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
-	}
-	defer func() {
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); rerr != nil {
-			// Never hand the connection back without fsync on commit: drop it,
-			// and the pool opens a new one with the store's settings.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			err = errors.Join(err, fmt.Errorf("%w: settle: restore synchronous=FULL: %w", ErrUnavailable, rerr))
+	if !w.pg {
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+			return fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 		}
-	}()
+		defer func() {
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); rerr != nil {
+				// Never hand the connection back without fsync on commit: drop it,
+				// and the pool opens a new one with the store's settings.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				err = errors.Join(err, fmt.Errorf("%w: settle: restore synchronous=FULL: %w", ErrUnavailable, rerr))
+			}
+		}()
+	}
 	n, err := w.settleTx(ctx, conn, false)
 	if errors.Is(err, errAfterFailed) {
 		// Again, each After in a savepoint, so the one that fails is
@@ -83,6 +87,17 @@ func (w *writer) settleTx(ctx context.Context, conn *sql.Conn, careful bool) (in
 			_ = tx.Rollback()
 		}
 	}()
+	if w.pg {
+		// PostgreSQL: the settle's commit need not wait for the WAL flush
+		// (SET LOCAL ends with the transaction), and settles of several
+		// nodes take turns, so two never insert the same rows at once.
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", store.LockLogbookSettle); err != nil {
+			return 0, fmt.Errorf("lock: %w", err)
+		}
+	}
 	var through, head int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT indexed_through FROM logbook_index WHERE id = 1), 0),
 		COALESCE((SELECT MAX(seq) FROM logbook_entries), 0)`).Scan(&through, &head); err != nil {
@@ -140,7 +155,8 @@ func (w *writer) settleTx(ctx context.Context, conn *sql.Conn, careful bool) (in
 		}
 	}
 	if head > through {
-		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO logbook_index (id, indexed_through) VALUES (1, ?)", head); err != nil {
+		if _, err := tx.ExecContext(ctx, w.l.st.SQL(`INSERT INTO logbook_index (id, indexed_through) VALUES (1, ?)
+			ON CONFLICT (id) DO UPDATE SET indexed_through = excluded.indexed_through`), head); err != nil {
 			return 0, fmt.Errorf("update index state: %w", err)
 		}
 	}
@@ -177,7 +193,7 @@ func (w *writer) runAfter(ctx context.Context, tx *sql.Tx, fn func(context.Conte
 // readSubjects appends the subject rows of entries from..to, read from the
 // store: entries this writer's memory does not hold.
 func (w *writer) readSubjects(ctx context.Context, tx *sql.Tx, from, to int64, args []any) ([]any, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT seq, subjects FROM logbook_entries WHERE seq BETWEEN ? AND ? ORDER BY seq", from, to)
+	rows, err := tx.QueryContext(ctx, w.l.st.SQL("SELECT seq, subjects FROM logbook_entries WHERE seq BETWEEN ? AND ? ORDER BY seq"), from, to)
 	if err != nil {
 		return args, fmt.Errorf("read subjects: %w", err)
 	}

@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"harbormaster/internal/store"
 )
 
 // indexState is indexed_through and the number of subject rows.
@@ -118,7 +119,11 @@ func TestAfter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, Config{IndexDelay: time.Hour, IndexBatch: 1 << 20})
-	if _, err := f.st.DB().ExecContext(ctx, "CREATE TABLE after_log (seq INTEGER, note TEXT)"); err != nil {
+	ddl, order := "CREATE TABLE after_log (seq INTEGER, note TEXT)", "rowid"
+	if f.st.Driver() == store.Postgres {
+		ddl, order = "CREATE TABLE after_log (seq INTEGER, note TEXT, id BIGSERIAL)", "id"
+	}
+	if _, err := f.st.DB().ExecContext(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -128,7 +133,7 @@ func TestAfter(t *testing.T) {
 			mu.Lock()
 			ran = append(ran, note)
 			mu.Unlock()
-			if _, err := tx.ExecContext(ctx, "INSERT INTO after_log (note) VALUES (?)", note); err != nil {
+			if _, err := tx.ExecContext(ctx, f.st.SQL("INSERT INTO after_log (note) VALUES (?)"), note); err != nil {
 				return err
 			}
 			if fail {
@@ -138,7 +143,7 @@ func TestAfter(t *testing.T) {
 		}
 	}
 	notes := func() []string {
-		rows, err := f.st.ReadDB().QueryContext(ctx, "SELECT note FROM after_log ORDER BY rowid")
+		rows, err := f.st.ReadDB().QueryContext(ctx, "SELECT note FROM after_log ORDER BY "+order)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +193,13 @@ func TestAfter(t *testing.T) {
 		t.Fatalf("%d entries, want 3: a failed After never touches its entry", len(es))
 	}
 	// The write handle fsyncs again after a settle.
+	if f.st.Driver() == store.Postgres {
+		var mode string
+		if err := f.st.DB().QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&mode); err != nil || mode != "on" {
+			t.Fatalf("synchronous_commit after a settle = %q, %v; want on", mode, err)
+		}
+		return
+	}
 	var syncMode int
 	if err := f.st.DB().QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil || syncMode != 2 {
 		t.Fatalf("synchronous after a settle = %d, %v; want 2 (FULL)", syncMode, err)
@@ -198,7 +210,7 @@ func TestAfter(t *testing.T) {
 func TestStopSettles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "control.db")
+	path := newLocation(t)
 	f := openFixture(t, path, Config{IndexDelay: time.Hour, IndexBatch: 1 << 20}, true)
 	if _, err := f.st.DB().ExecContext(ctx, "CREATE TABLE after_log (seq INTEGER)"); err != nil {
 		t.Fatal(err)
@@ -206,7 +218,7 @@ func TestStopSettles(t *testing.T) {
 	for i := range 5 {
 		f.append(Record{Kind: "decision", Subjects: map[string]string{"request": fmt.Sprint(i)},
 			After: func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, "INSERT INTO after_log (seq) VALUES (?)", i)
+				_, err := tx.ExecContext(ctx, f.st.SQL("INSERT INTO after_log (seq) VALUES (?)"), i)
 				return err
 			}})
 	}
@@ -228,7 +240,7 @@ func TestStopSettles(t *testing.T) {
 func TestIndexCatchesUpAfterCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "control.db")
+	path := newLocation(t)
 	f := openFixture(t, path, Config{}, false)
 	w, err := f.lb.newWriter(ctx)
 	if err != nil {
@@ -270,7 +282,7 @@ func TestIndexCatchesUpAfterCrash(t *testing.T) {
 func TestIndexTwoWriters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "control.db")
+	path := newLocation(t)
 	a := openFixture(t, path, Config{IndexBatch: 5}, true)
 	b := openFixture(t, path, Config{IndexBatch: 3}, true)
 	var wg sync.WaitGroup
@@ -305,7 +317,7 @@ func TestIndexTwoWriters(t *testing.T) {
 func TestStopDuringCommitWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := openFixture(t, filepath.Join(t.TempDir(), "control.db"), Config{CommitWindow: time.Hour}, false)
+	f := openFixture(t, newLocation(t), Config{CommitWindow: time.Hour}, false)
 	f.lb.est.observe(8, false) // as if eight appenders had just shared a batch
 	f.start()
 	done := make(chan error, 1)

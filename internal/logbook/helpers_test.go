@@ -6,14 +6,18 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
-	"path/filepath"
+	"os"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/store"
+	"harbormaster/internal/store/storetest"
 )
 
 const testKeyName = "harbormaster-test"
@@ -49,14 +53,30 @@ type fixture struct {
 	done   chan error
 }
 
-// newFixture opens a fresh store in a temp dir and starts the writer.
+// pg is the package's throwaway PostgreSQL server, for the stores of the
+// PostgreSQL pass (storetest.FromEnv) and the tests that run on both.
+var pg pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// newLocation is a fresh store location of the driver this pass tests
+// (HM_TEST_STORE, see storetest.FromEnv): a SQLite file by default.
+func newLocation(t testing.TB) string {
+	t.Helper()
+	return storetest.New(t, storetest.FromEnv(t), &pg).Path
+}
+
+// newFixture opens a fresh store and starts the writer.
 func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
-	return openFixture(t, filepath.Join(t.TempDir(), "control.db"), cfg, true)
+	return openFixture(t, newLocation(t), cfg, true)
 }
 
 func openFixture(t testing.TB, path string, cfg Config, run bool, opts ...store.Option) *fixture {
 	t.Helper()
+	if store.IsPostgresURL(path) {
+		opts = append([]store.Option{store.WithUnsafeNoFsync()}, opts...)
+	}
 	st, err := store.Open(context.Background(), path, opts...)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
@@ -126,29 +146,58 @@ func (f *fixture) verify(external ...Checkpoint) Report {
 	return rep
 }
 
-// tamper runs stmts on the database file through a connection of its own,
-// as an attacker with the file would, after dropping the append-only
-// triggers.
+// tamper runs stmts on the database through a connection of its own, as
+// an attacker with the file (or the database's owner) would, after
+// dropping the append-only triggers (on PostgreSQL, disabling them).
+// Statements are written in SQLite's dialect; pgDialect translates them.
 func (f *fixture) tamper(stmts ...string) {
 	f.t.Helper()
-	db, err := sql.Open(store.DriverName, f.path+"?_busy_timeout=5000")
+	pgStore := store.IsPostgresURL(f.path)
+	var db *sql.DB
+	var err error
+	var all []string
+	if pgStore {
+		db, err = sql.Open("pgx", f.path)
+		all = []string{
+			"ALTER TABLE logbook_entries DISABLE TRIGGER USER",
+			"ALTER TABLE logbook_subjects DISABLE TRIGGER USER",
+			"ALTER TABLE logbook_checkpoints DISABLE TRIGGER USER",
+		}
+	} else {
+		db, err = sql.Open(store.DriverName, f.path+"?_busy_timeout=5000")
+		all = []string{
+			"DROP TRIGGER IF EXISTS logbook_entries_no_update",
+			"DROP TRIGGER IF EXISTS logbook_entries_no_delete",
+			"DROP TRIGGER IF EXISTS logbook_subjects_no_update",
+			"DROP TRIGGER IF EXISTS logbook_subjects_no_delete",
+			"DROP TRIGGER IF EXISTS logbook_checkpoints_no_update",
+			"DROP TRIGGER IF EXISTS logbook_checkpoints_no_delete",
+		}
+	}
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	defer db.Close()
-	all := []string{
-		"DROP TRIGGER IF EXISTS logbook_entries_no_update",
-		"DROP TRIGGER IF EXISTS logbook_entries_no_delete",
-		"DROP TRIGGER IF EXISTS logbook_subjects_no_update",
-		"DROP TRIGGER IF EXISTS logbook_subjects_no_delete",
-		"DROP TRIGGER IF EXISTS logbook_checkpoints_no_update",
-		"DROP TRIGGER IF EXISTS logbook_checkpoints_no_delete",
-	}
 	for _, s := range append(all, stmts...) {
+		if pgStore {
+			s = pgDialect(s)
+		}
 		if _, err := db.Exec(s); err != nil {
 			f.t.Fatalf("tamper %q: %v", s, err)
 		}
 	}
+}
+
+var (
+	blobLiteral = regexp.MustCompile(`x'([0-9a-fA-F]*)'`)
+	zeroblob    = regexp.MustCompile(`zeroblob\((\d+)\)`)
+)
+
+// pgDialect translates the SQLite-isms of the tampering statements.
+func pgDialect(s string) string {
+	s = blobLiteral.ReplaceAllString(s, `'\x$1'::bytea`)
+	s = zeroblob.ReplaceAllString(s, `decode(repeat('00', $1), 'hex')`)
+	return strings.ReplaceAll(s, "char(10)", "chr(10)")
 }
 
 func isClosedOrCtx(err error) bool {

@@ -516,6 +516,8 @@ func (l *Logbook) stop() {
 type writer struct {
 	l          *Logbook
 	db         *sql.DB
+	pg         bool      // the store is PostgreSQL: other nodes may append too
+	lock       *sql.Stmt // PostgreSQL: takes store.LockLogbookAppend
 	head       *sql.Stmt
 	insCP      *sql.Stmt
 	savepoint  *sql.Stmt // around each After callback
@@ -553,8 +555,13 @@ const (
 const headQuery = `SELECT h.seq, h.hash, (SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints)
 	FROM (SELECT 1) LEFT JOIN (SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1) h`
 
+// headQueryPostgres is headQuery in PostgreSQL's dialect (a join needs its
+// ON, a subquery its alias).
+const headQueryPostgres = `SELECT h.seq, h.hash, (SELECT COALESCE(MAX(size), 0) FROM logbook_checkpoints)
+	FROM (SELECT 1) one LEFT JOIN (SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1) h ON true`
+
 func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
-	w := &writer{l: l, db: l.st.DB()}
+	w := &writer{l: l, db: l.st.DB(), pg: l.st.Driver() == store.Postgres}
 	stmts := []struct {
 		dst *(*sql.Stmt)
 		sql string
@@ -564,8 +571,17 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 		{&w.savepoint, "SAVEPOINT logbook_after"},
 		{&w.release, "RELEASE logbook_after"},
 	}
+	if w.pg {
+		// Several nodes append to one chain: each append transaction
+		// takes the store-wide append lock before it reads the head.
+		stmts[0].sql = headQueryPostgres
+		stmts = append(stmts, struct {
+			dst *(*sql.Stmt)
+			sql string
+		}{&w.lock, "SELECT pg_advisory_xact_lock(?)"})
+	}
 	for _, s := range stmts {
-		stmt, err := w.db.PrepareContext(ctx, s.sql)
+		stmt, err := w.db.PrepareContext(ctx, l.st.SQL(s.sql))
 		if err != nil {
 			w.close()
 			return nil, err
@@ -573,13 +589,13 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 		*s.dst = stmt
 	}
 	var err error
-	if w.insEntry, err = w.prepareInserts(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES ", 7, entryInsertSizes); err != nil {
+	if w.insEntry, err = w.prepareInserts(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES ", "", 7, entryInsertSizes); err != nil {
 		w.close()
 		return nil, err
 	}
-	// OR IGNORE: the index is derived; a row that is there already (written
-	// by another process's writer) is the same row.
-	if w.insSubject, err = w.prepareInserts(ctx, "INSERT OR IGNORE INTO logbook_subjects (key, value, seq) VALUES ", 3, subjectInsertSizes); err != nil {
+	// DO NOTHING: the index is derived; a row that is there already
+	// (written by another process's writer) is the same row.
+	if w.insSubject, err = w.prepareInserts(ctx, "INSERT INTO logbook_subjects (key, value, seq) VALUES ", " ON CONFLICT DO NOTHING", 3, subjectInsertSizes); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -587,7 +603,7 @@ func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.head, w.insCP, w.savepoint, w.release} {
+	for _, s := range []*sql.Stmt{w.head, w.insCP, w.savepoint, w.release, w.lock} {
 		if s != nil {
 			s.Close()
 		}
@@ -619,12 +635,12 @@ func (w *writer) insert(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, ncol
 // prepareInserts prepares "head (row), (row), ..." for 1, 2, 4, ... 2^(k-1)
 // rows. They are prepared up front: the write handle has one connection, and
 // a transaction on it holds that connection.
-func (w *writer) prepareInserts(ctx context.Context, head string, ncols, k int) ([]*sql.Stmt, error) {
+func (w *writer) prepareInserts(ctx context.Context, head, tail string, ncols, k int) ([]*sql.Stmt, error) {
 	row := "(?" + strings.Repeat(", ?", ncols-1) + ")"
 	var stmts []*sql.Stmt
 	for i := range k {
-		q := head + row + strings.Repeat(", "+row, 1<<i-1)
-		stmt, err := w.db.PrepareContext(ctx, q)
+		q := head + row + strings.Repeat(", "+row, 1<<i-1) + tail
+		stmt, err := w.db.PrepareContext(ctx, w.l.st.SQL(q))
 		if err != nil {
 			for _, s := range stmts {
 				s.Close()
@@ -706,6 +722,14 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		}
 	}()
 
+	if w.pg {
+		// The head is read after the lock, so it is the last committed
+		// append of any node: the chain cannot fork, and a checkpoint
+		// signs what this transaction extends. Released at commit.
+		if _, err := tx.StmtContext(ctx, w.lock).ExecContext(ctx, store.LockLogbookAppend); err != nil {
+			return out, fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
+		}
+	}
 	var headSeq int64
 	var headHash [32]byte
 	var seqCol sql.NullInt64

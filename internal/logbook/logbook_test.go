@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -331,12 +330,19 @@ func TestStopWhileAppending(t *testing.T) {
 func TestAppendFailsWhenStoreUnwritable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "control.db")
+	path := newLocation(t)
 	f := openFixture(t, path, Config{}, true, store.WithBusyTimeout(20*time.Millisecond))
 	first := f.append(Record{Kind: "decision", Payload: "before"})
 
-	// Another process holds the write lock.
-	other, err := sql.Open(store.DriverName, path+"?_busy_timeout=1000")
+	// Another process holds the write lock (on PostgreSQL, the append lock).
+	pgStore := store.IsPostgresURL(path)
+	driverName, dsn, lock, unlock := store.DriverName, path+"?_busy_timeout=1000", "BEGIN IMMEDIATE", "ROLLBACK"
+	if pgStore {
+		driverName, dsn = "pgx", path
+		lock = fmt.Sprintf("SELECT pg_advisory_lock(%d)", store.LockLogbookAppend)
+		unlock = fmt.Sprintf("SELECT pg_advisory_unlock(%d)", store.LockLogbookAppend)
+	}
+	other, err := sql.Open(driverName, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,14 +352,14 @@ func TestAppendFailsWhenStoreUnwritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := conn.ExecContext(ctx, lock); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.lb.Append(ctx, Record{Kind: "decision", Payload: "during"})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Append while the store is locked: %v, want ErrUnavailable", err)
 	}
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+	if _, err := conn.ExecContext(ctx, unlock); err != nil {
 		t.Fatal(err)
 	}
 
@@ -381,7 +387,7 @@ func TestAppendClosedStore(t *testing.T) {
 func TestAbandonedAppendNeverWritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := openFixture(t, filepath.Join(t.TempDir(), "control.db"), Config{}, false)
+	f := openFixture(t, newLocation(t), Config{}, false)
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	if _, err := f.lb.Append(short, Record{Kind: "decision", Payload: "abandoned"}); !errors.Is(err, context.DeadlineExceeded) {
@@ -523,7 +529,7 @@ func TestFinalCheckpointOnStop(t *testing.T) {
 func TestTwoWritersOneFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "control.db")
+	path := newLocation(t)
 	a := openFixture(t, path, Config{CheckpointEvery: 50}, true)
 	b := openFixture(t, path, Config{CheckpointEvery: 50}, true)
 	var wg sync.WaitGroup

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"harbormaster/internal/store"
 )
 
 // querier is what the read helpers need: *sql.DB or *sql.Tx.
@@ -60,7 +62,7 @@ func (l *Logbook) Head(ctx context.Context) (int64, string, error) {
 
 // Get returns the entry seq, or ErrNotFound.
 func (l *Logbook) Get(ctx context.Context, seq int64) (Entry, error) {
-	row := l.st.ReadDB().QueryRowContext(ctx, "SELECT "+entryCols+" FROM logbook_entries e WHERE e.seq = ?", seq)
+	row := l.st.ReadDB().QueryRowContext(ctx, l.st.SQL("SELECT "+entryCols+" FROM logbook_entries e WHERE e.seq = ?"), seq)
 	e, err := scanEntry(row)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -76,7 +78,7 @@ func (l *Logbook) Tail(ctx context.Context, n int) ([]Entry, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := l.st.ReadDB().QueryContext(ctx, "SELECT "+entryCols+" FROM logbook_entries e ORDER BY e.seq DESC LIMIT ?", n)
+	rows, err := l.st.ReadDB().QueryContext(ctx, l.st.SQL("SELECT "+entryCols+" FROM logbook_entries e ORDER BY e.seq DESC LIMIT ?"), n)
 	if err != nil {
 		return nil, fmt.Errorf("logbook: tail: %w", err)
 	}
@@ -109,7 +111,7 @@ type Query struct {
 	Limit int
 }
 
-func (q Query) sql() (string, []any, error) {
+func (q Query) sql(pg bool) (string, []any, error) {
 	var b strings.Builder
 	var args []any
 	kind := func() {
@@ -129,8 +131,12 @@ func (q Query) sql() (string, []any, error) {
 		kind()
 		b.WriteString(" UNION ALL SELECT " + entryCols + " FROM logbook_entries e" +
 			" WHERE e.seq > COALESCE((SELECT indexed_through FROM logbook_index WHERE id = 1), 0) AND e.seq >= ?" +
-			" AND json_extract(e.subjects, ?) = ?")
-		args = append(args, q.From, subjectPath(q.SubjectKey), q.SubjectValue)
+			" AND " + subjectMatch(pg))
+		if pg {
+			args = append(args, q.From, subjectKey(q.SubjectKey), q.SubjectValue)
+		} else {
+			args = append(args, q.From, subjectPath(q.SubjectKey), q.SubjectValue)
+		}
 		kind()
 		b.WriteString(" ORDER BY 1")
 	case q.SubjectKey != "" || q.SubjectValue != "":
@@ -148,6 +154,25 @@ func (q Query) sql() (string, []any, error) {
 	return b.String(), args, nil
 }
 
+// subjectMatch is the condition "the entry's subject (key) is (value)" on
+// its stored subjects field, in each driver's JSON dialect: SQLite's
+// json_extract takes a path, PostgreSQL's ->> a key.
+func subjectMatch(pg bool) string {
+	if pg {
+		return "(e.subjects::jsonb ->> ?) = ?"
+	}
+	return "json_extract(e.subjects, ?) = ?"
+}
+
+// subjectKey is key for PostgreSQL's ->>; as subjectPath, a key the
+// logbook would not have stored matches nothing.
+func subjectKey(key string) string {
+	if !validName(key, MaxSubjectKeyBytes) {
+		return ""
+	}
+	return key
+}
+
 // subjectPath is the JSON path of subject key in an entry's subjects
 // object. A key the logbook would not have stored becomes a path that
 // matches nothing, as the index would.
@@ -161,11 +186,11 @@ func subjectPath(key string) string {
 // Iterate calls fn for each entry q selects, in seq order, from one
 // consistent snapshot. It stops at fn's first error and returns it.
 func (l *Logbook) Iterate(ctx context.Context, q Query, fn func(Entry) error) error {
-	query, args, err := q.sql()
+	query, args, err := q.sql(l.st.Driver() == store.Postgres)
 	if err != nil {
 		return fmt.Errorf("logbook: iterate: %w", err)
 	}
-	rows, err := l.st.ReadDB().QueryContext(ctx, query, args...)
+	rows, err := l.st.ReadDB().QueryContext(ctx, l.st.SQL(query), args...)
 	if err != nil {
 		return fmt.Errorf("logbook: iterate: %w", err)
 	}

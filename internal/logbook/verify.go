@@ -250,7 +250,7 @@ type segment struct {
 func (l *Logbook) verifyRange(ctx context.Context, a, b int64, checks []cpCheck) (segment, error) {
 	var seg segment
 	err := l.st.ReadTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT seq, time_ns, kind, subjects, payload, prev_hash, hash FROM logbook_entries WHERE seq BETWEEN ? AND ? ORDER BY seq", a, b)
+		rows, err := tx.QueryContext(ctx, l.st.SQL("SELECT seq, time_ns, kind, subjects, payload, prev_hash, hash FROM logbook_entries WHERE seq BETWEEN ? AND ? ORDER BY seq"), a, b)
 		if err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	if err != nil {
 		return nil, err
 	}
-	if s.store, err = store.Open(ctx, cfg.Path(cfg.Store)); err != nil {
+	if s.store, err = store.Open(ctx, cfg.StoreLocation()); err != nil {
 		return nil, err
 	}
 	cpSigner, err := logbook.NewCheckpointSigner(cfg.Name, key)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,7 @@ const Memory = ":memory:"
 const (
 	DefaultBusyTimeout = 5 * time.Second
 	DefaultReadConns   = 4
+	DefaultWriteConns  = 8
 )
 
 // Sentinel errors.
@@ -34,18 +36,33 @@ var (
 
 // Store is the control store. It is safe for concurrent use.
 type Store struct {
-	path      string
+	driver    Driver
+	path      string // the SQLite path, or the PostgreSQL URL without its password
 	w         *sql.DB
 	ops       *sql.DB
 	r         *sql.DB
-	shared    bool // r == w (Memory)
 	readConns int
+	applied   int      // migrations Open applied
+	sqlCache  sync.Map // PostgreSQL: query with ? placeholders -> with $n
 }
 
+// Driver names the database behind a Store.
+type Driver string
+
+// The drivers.
+const (
+	// SQLite is the embedded store of one node (the default).
+	SQLite Driver = "sqlite"
+	// Postgres is the shared store of several control-plane nodes.
+	Postgres Driver = "postgres"
+)
+
 type options struct {
-	busyTimeout time.Duration
-	readConns   int
-	migrations  []Migration
+	busyTimeout  time.Duration
+	readConns    int
+	writeConns   int
+	migrations   []Migration
+	allowNoFsync bool
 }
 
 // Option configures Open.
@@ -63,20 +80,58 @@ func WithReadConns(n int) Option {
 	return func(o *options) { o.readConns = n }
 }
 
-// WithMigrations replaces the package's Migrations, for tests of the
-// migration machinery. Defaults to Migrations.
+// WithWriteConns sets how many write connections a PostgreSQL store keeps
+// (SQLite always has one writer). Defaults to 8.
+func WithWriteConns(n int) Option {
+	return func(o *options) { o.writeConns = n }
+}
+
+// WithUnsafeNoFsync lets a PostgreSQL store open on a server running with
+// fsync=off, which Open otherwise refuses (ErrNotDurable): a committed
+// logbook entry would not survive the server's crash. For tests on a
+// throwaway server only.
+func WithUnsafeNoFsync() Option {
+	return func(o *options) { o.allowNoFsync = true }
+}
+
+// WithMigrations replaces the driver's migration list (Migrations or
+// PostgresMigrations), for tests of the migration machinery.
 func WithMigrations(ms []Migration) Option {
 	return func(o *options) { o.migrations = ms }
 }
 
-// Open opens (creating if needed) the SQLite control store at path, checks
-// that WAL and synchronous=FULL are in effect, and applies pending
-// migrations. The caller owns the Store and must Close it.
-func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{busyTimeout: DefaultBusyTimeout, readConns: DefaultReadConns, migrations: Migrations}
+// Open opens the control store at location and applies pending migrations.
+// A location that starts with postgres:// or postgresql:// is a PostgreSQL
+// connection URL (see openPostgres); anything else is the path of a SQLite
+// file, created if needed. The caller owns the Store and must Close it.
+func Open(ctx context.Context, location string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: DefaultBusyTimeout, readConns: DefaultReadConns, writeConns: DefaultWriteConns}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if IsPostgresURL(location) {
+		if o.migrations == nil {
+			o.migrations = PostgresMigrations
+		}
+		return openPostgres(ctx, location, o)
+	}
+	if o.migrations == nil {
+		o.migrations = Migrations
+	}
+	return openSQLite(ctx, location, o)
+}
+
+// IsPostgresURL reports whether location names a PostgreSQL store rather
+// than a SQLite file.
+func IsPostgresURL(location string) bool {
+	l := strings.ToLower(location)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// openSQLite opens (creating if needed) the SQLite control store at path,
+// checks that WAL and synchronous=FULL are in effect, and applies pending
+// migrations.
+func openSQLite(ctx context.Context, path string, o options) (*Store, error) {
 	switch {
 	case path == "":
 		return nil, errors.New("store: open: empty path")
@@ -100,12 +155,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, w: w, ops: w, r: w, shared: memory, readConns: 1}
+	s := &Store{driver: SQLite, path: path, w: w, ops: w, r: w, readConns: 1}
 	if err := s.checkPragmas(ctx, w, !memory); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	if err := migrate(ctx, w, o.migrations); err != nil {
+	if _, err := s.migrate(ctx, w, o.migrations); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -198,17 +253,59 @@ func (s *Store) ReadConns() int { return s.readConns }
 // returns an error or panics, the transaction is rolled back and fn's error is
 // returned as is (the panic is re-raised). Errors of the store itself are
 // wrapped with a "store:" prefix. Transactions run one at a time.
+//
+// On PostgreSQL the transaction takes LockTx first (transaction-scoped),
+// so Tx keeps that promise across every node on the store: a
+// read-modify-write in fn loses no update. Hot paths that need no such
+// global order (the logbook's appends take their own lock) use DB.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if s.driver == Postgres {
+		return runTx(ctx, s.w, nil, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", LockTx); err != nil {
+				return fmt.Errorf("store: lock: %w", err)
+			}
+			return fn(tx)
+		})
+	}
 	return runTx(ctx, s.w, nil, fn)
+}
+
+// Driver says which database the store is.
+func (s *Store) Driver() Driver { return s.driver }
+
+// SQL returns q, written with ? placeholders, in the store's dialect:
+// as is for SQLite, with $1, $2, ... for PostgreSQL. Repositories write
+// portable statements once and pass them through SQL.
+func (s *Store) SQL(q string) string {
+	if s.driver != Postgres {
+		return q
+	}
+	if v, ok := s.sqlCache.Load(q); ok {
+		return v.(string)
+	}
+	r := Rebind(q)
+	s.sqlCache.Store(q, r)
+	return r
 }
 
 // ReadTx runs fn in a read-only transaction on the read pool: every query in
 // fn sees one consistent snapshot.
 func (s *Store) ReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return runTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, fn)
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.driver == Postgres {
+		// READ COMMITTED takes a snapshot per statement; a read
+		// transaction promises one for all of them.
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	return runTx(ctx, s.r, opts, fn)
 }
 
-func runTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+// beginner is *sql.DB or *sql.Conn.
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+func runTx(ctx context.Context, db beginner, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -238,14 +335,18 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return int(v.Int64), nil
 }
 
-// Close closes both handles. Statements in flight fail.
+// Close closes every handle. Statements in flight fail.
 func (s *Store) Close() error {
-	var errR, errO error
-	if !s.shared {
-		errR = s.r.Close()
-		errO = s.ops.Close()
+	var errs []error
+	seen := map[*sql.DB]bool{}
+	for _, db := range []*sql.DB{s.r, s.ops, s.w} {
+		if db == nil || seen[db] {
+			continue
+		}
+		seen[db] = true
+		errs = append(errs, db.Close())
 	}
-	if err := errors.Join(errR, errO, s.w.Close()); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
@@ -281,20 +382,40 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 )`
 
-// migrate applies the pending migrations, each in its own IMMEDIATE
-// transaction that first re-reads the history, so two processes opening the
-// same file at once apply each migration exactly once.
-func migrate(ctx context.Context, db *sql.DB, ms []Migration) error {
-	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+const createMigrationsTablePostgres = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	checksum   TEXT NOT NULL,
+	applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)`
+
+// execBeginner is *sql.DB or *sql.Conn.
+type execBeginner interface {
+	beginner
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// migrate applies the pending migrations, each in its own transaction that
+// first re-reads the history, so two processes opening the same store at
+// once apply each migration exactly once: on SQLite the transactions begin
+// IMMEDIATE (the write lock), on PostgreSQL the caller holds an advisory
+// lock on db's connection for the whole run. It returns how many it applied.
+func (s *Store) migrate(ctx context.Context, db execBeginner, ms []Migration) (int, error) {
+	create := createMigrationsTable
+	if s.driver == Postgres {
+		create = createMigrationsTablePostgres
+	}
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	// Check the history even when nothing is pending.
 	if err := runTx(ctx, db, nil, func(tx *sql.Tx) error {
 		_, err := appliedVersions(ctx, tx, ms)
 		return err
 	}); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return 0, fmt.Errorf("migrate: %w", err)
 	}
+	applied := 0
 	for _, m := range ms {
 		err := runTx(ctx, db, nil, func(tx *sql.Tx) error {
 			n, err := appliedVersions(ctx, tx, ms)
@@ -305,16 +426,24 @@ func migrate(ctx context.Context, db *sql.DB, ms []Migration) error {
 				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 			}
 			_, err = tx.ExecContext(ctx,
-				"INSERT INTO schema_migrations (version, name, checksum) VALUES (?, ?, ?)",
+				s.SQL("INSERT INTO schema_migrations (version, name, checksum) VALUES (?, ?, ?)"),
 				m.Version, m.Name, checksum(m))
+			if err == nil {
+				applied++
+			}
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
+			return applied, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	return nil
+	s.applied = applied
+	return applied, nil
 }
+
+// Applied is how many migrations Open applied (0 when the schema was
+// current already).
+func (s *Store) Applied() int { return s.applied }
 
 // appliedVersions checks that the applied migrations are exactly ms[:n] and
 // returns n.
@@ -343,3 +472,6 @@ func appliedVersions(ctx context.Context, tx *sql.Tx, ms []Migration) (int, erro
 	}
 	return n, rows.Err()
 }
+
+// Ping checks that the store answers reads.
+func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }

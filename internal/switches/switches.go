@@ -178,22 +178,18 @@ func (p *Poller) Snapshot() []State {
 
 // ReadAll reads every switch from the store.
 func ReadAll(ctx context.Context, st *store.Store) (map[Key]State, error) {
-	rows, err := st.ReadDB().QueryContext(ctx, `SELECT name, scope, value, updated_ns, updated_by FROM switches`)
+	rows, err := st.Switches(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[Key]State{}
-	for rows.Next() {
+	for _, r := range rows {
 		var s State
-		var on, ns int64
-		if err := rows.Scan(&s.Name, &s.Scope, &on, &ns, &s.UpdatedBy); err != nil {
-			return nil, err
-		}
-		s.On, s.UpdatedAt = on == 1, time.Unix(0, ns).UTC()
+		s.Name, s.Scope, s.UpdatedBy = r.Name, r.Scope, r.UpdatedBy
+		s.On, s.UpdatedAt = r.On, time.Unix(0, r.UpdatedNS).UTC()
 		out[s.Key] = s
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ErrUnknown is returned for a switch name other than TierB.
@@ -204,13 +200,7 @@ func Set(ctx context.Context, st *store.Store, k Key, on bool, by string, now ti
 	if k.Name != TierB {
 		return fmt.Errorf("switches: set %q: %w", k.Name, ErrUnknown)
 	}
-	v := 0
-	if on {
-		v = 1
-	}
-	_, err := st.DB().ExecContext(ctx, `INSERT INTO switches (name, scope, value, updated_ns, updated_by) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (name, scope) DO UPDATE SET value = excluded.value, updated_ns = excluded.updated_ns, updated_by = excluded.updated_by`,
-		k.Name, k.Scope, v, now.UnixNano(), by)
+	err := st.SetSwitch(ctx, store.Switch{Name: k.Name, Scope: k.Scope, On: on, UpdatedNS: now.UnixNano(), UpdatedBy: by})
 	if err != nil {
 		return fmt.Errorf("switches: set: %w", err)
 	}

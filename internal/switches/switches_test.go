@@ -3,13 +3,15 @@ package switches_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"harbormaster/internal/pgtmp/pgtmptest"
 	"harbormaster/internal/store"
+	"harbormaster/internal/store/storetest"
 	"harbormaster/internal/switches"
 )
 
@@ -27,12 +29,27 @@ func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func openStore(t *testing.T, path string) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), path)
+	st, err := store.Open(context.Background(), path, storeOptions(path)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+func storeOptions(path string) []store.Option {
+	return storetest.Location{Driver: map[bool]store.Driver{true: store.Postgres, false: store.SQLite}[store.IsPostgresURL(path)]}.Options()
+}
+
+// pg serves the stores of the PostgreSQL pass (storetest.EnvDriver).
+var pg pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// newLocation is a fresh store of the driver this pass tests.
+func newLocation(t *testing.T) storetest.Location {
+	t.Helper()
+	return storetest.New(t, storetest.FromEnv(t), &pg)
 }
 
 var (
@@ -75,7 +92,7 @@ func wantTierB(t *testing.T, p *switches.Poller, target string, want bool, why s
 func TestTierBNeedsBothSwitches(t *testing.T) {
 	t.Parallel()
 	c := newClock()
-	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
+	st := openStore(t, newLocation(t).Path)
 	p := switches.New(st, switches.Config{Clock: c.Now})
 
 	wantTierB(t, p, "shop", false, "not been read")
@@ -128,13 +145,13 @@ func TestTierBNeedsBothSwitches(t *testing.T) {
 func TestStaleSwitchesTurnTierBOff(t *testing.T) {
 	t.Parallel()
 	c := newClock()
-	path := filepath.Join(t.TempDir(), "store.db")
+	path := newLocation(t).Path
 	writer := openStore(t, path)
 	set(t, writer, deployment, true, c)
 	set(t, writer, shop, true, c)
 
 	// The node reads through its own connection to the store.
-	node, err := store.Open(context.Background(), path)
+	node, err := store.Open(context.Background(), path, storeOptions(path)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +200,7 @@ func TestStaleSwitchesTurnTierBOff(t *testing.T) {
 func TestStaleWithoutFailures(t *testing.T) {
 	t.Parallel()
 	c := newClock()
-	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
+	st := openStore(t, newLocation(t).Path)
 	set(t, st, deployment, true, c)
 	set(t, st, shop, true, c)
 	p := switches.New(st, switches.Config{Clock: c.Now}) // 1s by default
@@ -215,7 +232,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestRunPolls(t *testing.T) {
 	t.Parallel()
 	c := newClock()
-	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
+	st := openStore(t, newLocation(t).Path)
 	p := switches.New(st, switches.Config{Interval: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

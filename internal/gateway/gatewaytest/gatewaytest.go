@@ -151,6 +151,16 @@ func LoadShop(t testing.TB, dsn string) {
 	}
 }
 
+// StoreOptions are the options a test opens the system's store with (a
+// second handle on it, say): on PostgreSQL, the throwaway server's
+// fsync=off allowed.
+func (s *System) StoreOptions() []store.Option {
+	if store.IsPostgresURL(s.Opts.StorePath) {
+		return []store.Option{store.WithUnsafeNoFsync()}
+	}
+	return nil
+}
+
 // Options are the explicit parts of a system. TargetDSN, StorePath and Keys
 // are required.
 type Options struct {
@@ -158,7 +168,8 @@ type Options struct {
 	Name string
 	// TargetDSN is the shop target's database.
 	TargetDSN string
-	// StorePath is the SQLite store's file.
+	// StorePath is the store's location: a SQLite file, or the URL of a
+	// PostgreSQL database on a throwaway server.
 	StorePath string
 	// Keys are the deployment's keys.
 	Keys *Keys
@@ -240,7 +251,7 @@ func Start(t testing.TB, opt Options) *System {
 	s := &System{Opts: opt}
 	t.Cleanup(s.Close)
 	var err error
-	if s.Store, err = store.Open(ctx, opt.StorePath); err != nil {
+	if s.Store, err = store.Open(ctx, opt.StorePath, s.StoreOptions()...); err != nil {
 		t.Fatal(err)
 	}
 	key := opt.Keys.ControlPlane

@@ -1,0 +1,231 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// The repositories: the domain's tables reached through typed methods, so
+// that no package outside the store holds SQL. Their statements are
+// written once in the SQL both drivers accept, with ? placeholders that
+// Store.SQL rewrites for PostgreSQL; where the dialects differ, a method
+// picks its statement by driver.
+
+// RequestStatus is a request's state (the gateway names the states).
+type RequestStatus string
+
+// Request is a row of the requests table: one statement an agent sent.
+type Request struct {
+	ID, Principal, Target string
+	SQL, Canonical        string
+	Outcome               string
+	Status                RequestStatus
+	Path                  string
+	DelegationID          string
+	Rule                  sql.NullInt64
+	Reasons               string // JSON array of strings
+	Detail                string
+	TxID, MarqueID        string
+	RowsAffected          int64
+	CreatedNS, UpdatedNS  int64
+	Rehearsal             string // JSON, or ""
+	RehearsalSHA256       string
+	DecidedBy             string
+}
+
+// RequestOutcome is what finishing a request writes.
+type RequestOutcome struct {
+	ID, Outcome     string
+	Status          RequestStatus
+	Reasons, Detail string
+	RowsAffected    int64
+	TxID, MarqueID  string
+	UpdatedNS       int64
+}
+
+// RequestFilter selects requests for ListRequests. Zero fields select
+// everything; rows come oldest first.
+type RequestFilter struct {
+	ID     string
+	Status RequestStatus
+	// CreatedBefore and UpdatedBefore, when positive, keep requests
+	// created (updated) at or before that Unix-nanosecond time.
+	CreatedBefore, UpdatedBefore int64
+}
+
+// Requests is the requests table's repository. Its two hot statements,
+// which commit inside logbook records (logbook.Record.With), are prepared
+// once: on SQLite a record's transaction holds the one write connection,
+// so they could not be prepared from inside it.
+type Requests struct {
+	st             *Store
+	insert, finish *sql.Stmt
+}
+
+// NewRequests prepares the requests repository. Close it before the store.
+func NewRequests(ctx context.Context, st *Store) (*Requests, error) {
+	r := &Requests{st: st}
+	var err error
+	if r.insert, err = st.w.PrepareContext(ctx, st.SQL(`INSERT INTO requests (id, principal, target, sql, canonical, outcome,
+		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)); err != nil {
+		return nil, fmt.Errorf("store: requests: prepare: %w", err)
+	}
+	if r.finish, err = st.w.PrepareContext(ctx, st.SQL(`UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
+		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`)); err != nil {
+		_ = r.insert.Close()
+		return nil, fmt.Errorf("store: requests: prepare: %w", err)
+	}
+	return r, nil
+}
+
+// Close releases the prepared statements.
+func (r *Requests) Close() error { return errors.Join(r.insert.Close(), r.finish.Close()) }
+
+// Insert writes a new request row in tx (a logbook record's transaction).
+func (r *Requests) Insert(ctx context.Context, tx *sql.Tx, q Request) error {
+	_, err := tx.StmtContext(ctx, r.insert).ExecContext(ctx,
+		q.ID, q.Principal, q.Target, q.SQL, q.Canonical, q.Outcome, q.Status, q.Path,
+		q.DelegationID, q.Rule, q.Reasons, q.Detail, q.TxID, q.MarqueID, q.CreatedNS, q.UpdatedNS)
+	return err
+}
+
+// Finish writes a request's outcome in tx (a logbook record's transaction).
+func (r *Requests) Finish(ctx context.Context, tx *sql.Tx, o RequestOutcome) error {
+	_, err := tx.StmtContext(ctx, r.finish).ExecContext(ctx,
+		o.Outcome, o.Status, o.Reasons, o.Detail, o.RowsAffected, o.TxID, o.MarqueID, o.UpdatedNS, o.ID)
+	return err
+}
+
+// SetMarque records a request's marque id in tx (a logbook record's
+// transaction).
+func (r *Requests) SetMarque(ctx context.Context, tx *sql.Tx, id, marqueID string, updatedNS int64) error {
+	_, err := tx.ExecContext(ctx, r.st.SQL(`UPDATE requests SET marque_id = ?, updated_ns = ? WHERE id = ?`), marqueID, updatedNS, id)
+	return err
+}
+
+// InsertIfMissing writes a request row rebuilt from the logbook, unless
+// one with its id exists (operational handle).
+func (r *Requests) InsertIfMissing(ctx context.Context, q Request) error {
+	_, err := r.st.ops.ExecContext(ctx, r.st.SQL(`INSERT INTO requests (id, principal, target, sql, canonical, outcome, status, path,
+		delegation_id, reasons, created_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+		q.ID, q.Principal, q.Target, q.SQL, q.Canonical, q.Outcome, q.Status, q.Path, q.DelegationID, q.Reasons, q.CreatedNS, q.UpdatedNS)
+	return err
+}
+
+// List returns the requests f selects, oldest first (by created time,
+// then id).
+func (r *Requests) List(ctx context.Context, f RequestFilter) ([]Request, error) {
+	q := `SELECT id, principal, target, sql, canonical, outcome, status, path,
+		delegation_id, rule, reasons, detail, marque_id, txid, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
+		FROM requests WHERE 1 = 1`
+	var args []any
+	if f.ID != "" {
+		q += " AND id = ?"
+		args = append(args, f.ID)
+	}
+	if f.Status != "" {
+		q += " AND status = ?"
+		args = append(args, f.Status)
+	}
+	if f.CreatedBefore > 0 {
+		q += " AND created_ns <= ?"
+		args = append(args, f.CreatedBefore)
+	}
+	if f.UpdatedBefore > 0 {
+		q += " AND updated_ns <= ?"
+		args = append(args, f.UpdatedBefore)
+	}
+	rows, err := r.st.r.QueryContext(ctx, r.st.SQL(q+" ORDER BY created_ns, id"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Request
+	for rows.Next() {
+		var v Request
+		if err := rows.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.Canonical, &v.Outcome, &v.Status, &v.Path,
+			&v.DelegationID, &v.Rule, &v.Reasons, &v.Detail, &v.MarqueID, &v.TxID, &v.RowsAffected, &v.CreatedNS, &v.UpdatedNS,
+			&v.Rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// Exists reports whether a request row with id exists.
+func (r *Requests) Exists(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := r.st.r.QueryRowContext(ctx, r.st.SQL(`SELECT count(*) FROM requests WHERE id = ?`), id).Scan(&n)
+	return n > 0, err
+}
+
+// Count is how many requests of principal ("" for every principal) have
+// status, and the creation time of the oldest (0 for none).
+func (r *Requests) Count(ctx context.Context, status RequestStatus, principal string) (n int, oldestNS int64, err error) {
+	q, args := `SELECT count(*), min(created_ns) FROM requests WHERE status = ?`, []any{status}
+	if principal != "" {
+		q += " AND principal = ?"
+		args = append(args, principal)
+	}
+	var oldest sql.NullInt64
+	err = r.st.r.QueryRowContext(ctx, r.st.SQL(q), args...).Scan(&n, &oldest)
+	return n, oldest.Int64, err
+}
+
+// SetRehearsal stores a referred request's rehearsal report, once.
+func (r *Requests) SetRehearsal(ctx context.Context, id, report, sha256 string) error {
+	_, err := r.st.ops.ExecContext(ctx, r.st.SQL(`UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ? AND rehearsal_sha256 = ''`),
+		report, sha256, id)
+	return err
+}
+
+// Move sets a request's status to to if, and only if, it is from: the
+// conditional update is the lock between nodes. updatedNS, when positive,
+// is written too. It reports whether the request moved.
+func (r *Requests) Move(ctx context.Context, id string, from, to RequestStatus, updatedNS int64) (bool, error) {
+	q, args := `UPDATE requests SET status = ? WHERE id = ? AND status = ?`, []any{to, id, from}
+	if updatedNS > 0 {
+		q, args = `UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ?`, []any{to, updatedNS, id, from}
+	}
+	return r.affectedOne(r.st.ops.ExecContext(ctx, r.st.SQL(q), args...))
+}
+
+// Decision is a human act on a request: who, the signed act, and for a
+// denial the reasons the request closes with.
+type Decision struct {
+	Status                             RequestStatus
+	Path, DecidedBy, Act, ActSignature string
+	Reasons                            string // "" leaves the reasons as they are
+	UpdatedNS                          int64
+}
+
+// Decide records a human act on a request in status from, if it is still
+// there, and reports whether it was.
+func (r *Requests) Decide(ctx context.Context, id string, from RequestStatus, d Decision) (bool, error) {
+	if d.Reasons != "" {
+		return r.affectedOne(r.st.ops.ExecContext(ctx, r.st.SQL(`UPDATE requests SET status = ?, decided_by = ?, act = ?, act_signature = ?, reasons = ?, updated_ns = ?
+			WHERE id = ? AND status = ?`), d.Status, d.DecidedBy, d.Act, d.ActSignature, d.Reasons, d.UpdatedNS, id, from))
+	}
+	return r.affectedOne(r.st.ops.ExecContext(ctx, r.st.SQL(`UPDATE requests SET status = ?, path = ?, decided_by = ?, act = ?, act_signature = ?, updated_ns = ?
+		WHERE id = ? AND status = ?`), d.Status, d.Path, d.DecidedBy, d.Act, d.ActSignature, d.UpdatedNS, id, from))
+}
+
+// Undecide returns a request in status from to status to, clearing the
+// human act Decide recorded.
+func (r *Requests) Undecide(ctx context.Context, id string, from, to RequestStatus) error {
+	_, err := r.st.ops.ExecContext(ctx, r.st.SQL(`UPDATE requests SET status = ?, path = '', decided_by = '', act = '', act_signature = '' WHERE id = ? AND status = ?`),
+		to, id, from)
+	return err
+}
+
+func (r *Requests) affectedOne(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
