@@ -3,7 +3,10 @@ package layers_test
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -130,4 +133,102 @@ func TestLayersCatchAViolation(t *testing.T) {
 	if !found {
 		t.Fatal("the graph does not show that the gateway depends on the Pilot")
 	}
+}
+
+// TestDomainReachesTablesThroughTheStore: the statement path, the audit
+// and the switches import no database driver and hold no SQL text; they
+// reach their tables only through the store's repositories, which have a
+// SQLite and a PostgreSQL driver.
+func TestDomainReachesTablesThroughTheStore(t *testing.T) {
+	domain := []string{"internal/gateway", "internal/audit", "internal/switches", "internal/route", "internal/quota"}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .Imports " "}} | {{join .GoFiles " "}}`,
+		"harbormaster/internal/gateway", "harbormaster/internal/audit", "harbormaster/internal/switches",
+		"harbormaster/internal/route", "harbormaster/internal/quota").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sqlText := regexp.MustCompile(`(?i)\b(SELECT\s+[\w*(]|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b`)
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		head, files, _ := strings.Cut(line, " | ")
+		f := strings.Fields(head)
+		pkg, dir := strings.TrimPrefix(f[0], mod), f[1]
+		if !slices.Contains(domain, pkg) {
+			continue
+		}
+		seen++
+		for _, imp := range f[2:] {
+			if strings.Contains(imp, "go-sqlite3") || strings.Contains(imp, "jackc/pgx") || strings.Contains(imp, "modernc.org/sqlite") {
+				t.Errorf("%s imports the database driver %s", pkg, imp)
+			}
+		}
+		for _, name := range strings.Fields(files) {
+			src, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Only string literals count: comments may speak of SQL.
+			for _, lit := range goStrings(string(src)) {
+				if m := sqlText.FindString(lit); m != "" {
+					t.Errorf("%s/%s holds SQL text (%q): it belongs in a store repository", pkg, name, m)
+				}
+			}
+		}
+	}
+	if seen != len(domain) {
+		t.Fatalf("go list listed %d of the %d domain packages", seen, len(domain))
+	}
+	if got := goStrings("a := `SELECT x FROM t` + \"UPDATE t SET a = 1\" // SELECT y"); len(got) != 2 || sqlText.FindString(got[1]) == "" {
+		t.Fatalf("goStrings: %q", got)
+	}
+}
+
+// goStrings returns the string literals of Go source, roughly: raw
+// strings and interpreted strings outside comments.
+func goStrings(src string) []string {
+	var out []string
+	for i := 0; i < len(src); i++ {
+		switch {
+		case strings.HasPrefix(src[i:], "//"):
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case strings.HasPrefix(src[i:], "/*"):
+			end := strings.Index(src[i+2:], "*/")
+			if end < 0 {
+				return out
+			}
+			i += end + 3
+		case src[i] == '`':
+			end := strings.IndexByte(src[i+1:], '`')
+			if end < 0 {
+				return out
+			}
+			out = append(out, src[i+1:i+1+end])
+			i += end + 1
+		case src[i] == '"':
+			j := i + 1
+			for j < len(src) && src[j] != '"' && src[j] != '\n' {
+				if src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j <= len(src) {
+				out = append(out, src[i+1:min(j, len(src))])
+			}
+			i = j
+		case src[i] == '\'':
+			// A rune literal: skip it so a quote inside does not start a string.
+			j := i + 1
+			for j < len(src) && src[j] != '\'' && src[j] != '\n' {
+				if src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j
+		}
+	}
+	return out
 }
