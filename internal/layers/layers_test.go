@@ -147,7 +147,7 @@ func TestDomainReachesTablesThroughTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	sqlText := regexp.MustCompile(`(?i)\b(SELECT\s+[\w*(]|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b`)
+	sqlText := regexp.MustCompile(`\b(SELECT\s+[\w*(]|INSERT\s+INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b)`)
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		head, files, _ := strings.Cut(line, " | ")
