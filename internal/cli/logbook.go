@@ -11,6 +11,7 @@ import (
 	"harbormaster/internal/config"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/node"
+	"harbormaster/internal/store"
 )
 
 func runLogbook(e *env, args []string) int {
@@ -30,7 +31,7 @@ func runLogbookVerify(e *env, args []string) int {
 			"them than the checkpoint interval (the config's logbook.checkpoint_every), or\n"+
 			"entries and no checkpoint at all, fail unless --allow-unsigned-tail.\n"+
 			"Exit 0 when intact and signed, 1 when not.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
 	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
 	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else harbormaster")
@@ -93,7 +94,9 @@ func runLogbookVerify(e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	if _, err := os.Stat(*storePath); err != nil {
+	// A SQLite path that does not exist would be created empty; a
+	// PostgreSQL store is a URL, with nothing on disk to look for.
+	if _, err := os.Stat(*storePath); err != nil && !store.IsPostgresURL(*storePath) {
 		e.errorf("%v", err)
 		return exitUsage
 	}
@@ -127,7 +130,7 @@ func runLogbookVerify(e *env, args []string) int {
 
 func runLogbookTail(e *env, args []string) int {
 	fs := e.flags("harbormaster logbook tail --store PATH [-n N]", "Prints the last N entries as JSON lines, oldest first.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	n := fs.Int("n", 20, "how many `N` entries")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -156,7 +159,7 @@ func runLogbookExport(e *env, args []string) int {
 	fs := e.flags("harbormaster logbook export --store PATH [--from SEQ] [--checkpoints]",
 		"Writes every entry from SEQ on as JSON lines; with --checkpoints, the signed\n"+
 			"checkpoints instead, to keep outside the control plane's trust domain.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	from := fs.Int64("from", 1, "first `SEQ`")
 	cps := fs.Bool("checkpoints", false, "export signed checkpoints instead of entries")
 	if code, ok := e.parse(fs, args); !ok {
