@@ -99,3 +99,38 @@ func TestStaleDelegationsStopTheFastPath(t *testing.T) {
 		t.Fatalf("after a good read: %+v", r)
 	}
 }
+
+// TestSharedQuotaAcrossNodes: with the quota buckets in the store, a
+// delegation's signed quota holds exactly across two nodes: of ten
+// statements sent through both, three run (the quota is 3/minute) and the
+// rest are referred with the quota's reason. Without shared buckets each
+// node would run three.
+func TestSharedQuotaAcrossNodes(t *testing.T) {
+	t.Parallel()
+	f := newEmptyFixture(t, func(o *gatewaytest.Options) { o.SharedQuota = true })
+	f.addDelegation(t, rewrite(t, gatewaytest.Example(t, gatewaytest.Orders), "quota: 120/hour\n", "quota: 3/minute\n"))
+	other := f.sys.OtherNode(t)
+	ctx := context.Background()
+	ran := 0
+	for i := range 10 {
+		g := f.sys.Gateway
+		if i%2 == 1 {
+			g = other
+		}
+		r, err := g.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, readOrder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.Outcome {
+		case gateway.OutcomeExecuted:
+			ran++
+		case gateway.OutcomeReferred:
+			if len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "(3/minute) is used up") {
+				t.Fatalf("statement %d referred for %v, want the quota", i, r.Reasons)
+			}
+		}
+	}
+	if ran != 3 {
+		t.Fatalf("%d statements ran across two nodes, want 3 (the shared quota)", ran)
+	}
+}
