@@ -457,7 +457,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		return nil, fmt.Errorf("gateway: request %s: %w", req.ID, err)
 	}
 	if err != nil {
-		return nil, g.fail(ctx, req, err)
+		return g.didNotRun(ctx, p, req, err)
 	}
 
 	// 9 logbook: the execution's outcome. A statement executed on the

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"harbormaster/internal/bound"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
@@ -132,5 +134,56 @@ func TestSharedQuotaAcrossNodes(t *testing.T) {
 	}
 	if ran != 3 {
 		t.Fatalf("%d statements ran across two nodes, want 3 (the shared quota)", ran)
+	}
+}
+
+// TestUnreachableTargetRefers: when the Pilot cannot reach its target,
+// nothing runs and the agent is answered as for any referral (outcome
+// referred, its request id, the fixed reason), not with a server error;
+// the request waits for a human.
+func TestUnreachableTargetRefers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	admin := f.conn(t)
+	var db string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	// Another session of the same server, outside the target database.
+	cfg := admin.Config().Copy()
+	cfg.Database = "postgres"
+	ops, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close(ctx)
+	if _, err := ops.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if _, err := ops.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS true`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer restore()
+	if _, err := ops.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the pool's ping-on-acquire idle time
+	r, err := f.sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, readOrder)
+	if err != nil {
+		t.Fatalf("an unreachable target: %v; want a referral", err)
+	}
+	if r.Outcome != gateway.OutcomeReferred || r.RequestID == "" || len(r.Reasons) != 1 || r.Reasons[0] != gateway.ReasonUnreachable {
+		t.Fatalf("an unreachable target: %+v; want referred with %q", r, gateway.ReasonUnreachable)
+	}
+	v, err := f.sys.Gateway.Request(ctx, r.RequestID, "")
+	if err != nil || v.Status != gateway.StatusWaiting || v.Detail == "" {
+		t.Fatalf("the request: %+v, %v; want waiting, with the error for humans", v, err)
+	}
+	restore()
+	if n := gatewaytest.Receipts(t, f.dsn); n != 0 {
+		t.Fatalf("%d receipts: something ran", n)
 	}
 }
