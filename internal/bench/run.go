@@ -24,6 +24,10 @@ import (
 type Config struct {
 	// API is the node's HTTP API, e.g. http://127.0.0.1:8080.
 	API string `json:"api"`
+	// APIs, when set, are several nodes' APIs on one store (API first):
+	// client c sends its governed statements to APIs[c % len(APIs)]. The
+	// one-client phase uses the first.
+	APIs []string `json:"apis,omitempty"`
 	// Token is the agent's bearer token.
 	Token string `json:"token"`
 	// Target is the target's name on the node. Defaults to "shop".
@@ -61,6 +65,16 @@ type Config struct {
 // WithDefaults returns a copy of c with unset fields at their defaults.
 func (c Config) WithDefaults() Config {
 	c.API = strings.TrimRight(c.API, "/")
+	c.APIs = append([]string(nil), c.APIs...)
+	if len(c.APIs) == 0 && c.API != "" {
+		c.APIs = []string{c.API}
+	}
+	for i := range c.APIs {
+		c.APIs[i] = strings.TrimRight(c.APIs[i], "/")
+	}
+	if c.API == "" && len(c.APIs) > 0 {
+		c.API = c.APIs[0]
+	}
 	if c.Target == "" {
 		c.Target = "shop"
 	}
@@ -318,12 +332,12 @@ type answer struct {
 	} `json:"error"`
 }
 
-func (r *runner) governed(ctx context.Context, _ int, sql string) error {
+func (r *runner) governed(ctx context.Context, c int, sql string) error {
 	body, err := json.Marshal(map[string]string{"target": r.cfg.Target, "sql": sql})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.cfg.API+"/v1/statements", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.cfg.APIs[c%len(r.cfg.APIs)]+"/v1/statements", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -34,7 +34,7 @@ func runBench(e *env, args []string) (code int) {
 			"cover it. Every governed statement must execute, or the run fails with the reason.\n"+
 			"See docs/performance.md.")
 	info := fs.String("info", "", "a demo's --info `FILE`: API, token, target, DSN, grantor key and the node's pid")
-	api := fs.String("api", "", "the node's HTTP API `URL`")
+	api := fs.String("api", "", "the node's HTTP API `URL`; several nodes on one store as URL,URL,... (clients are spread over them)")
 	token := fs.String("token", "", "the agent's bearer `TOKEN`")
 	target := fs.String("target", "shop", "the target's `NAME` on the node")
 	dsn := fs.String("dsn", "", "the target database's `DSN`, for the direct run")
@@ -85,7 +85,8 @@ func runBench(e *env, args []string) (code int) {
 	if err != nil {
 		return e.usageErr(fs, "--ids: %v", err)
 	}
-	cfg := bench.Config{API: *api, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
+	apis := strings.Split(*api, ",")
+	cfg := bench.Config{API: apis[0], APIs: apis, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
 		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, PostgresPID: *pgPID}
 	if *statements < 1 || *duration <= 0 || *clients < 1 {
 		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
