@@ -178,12 +178,6 @@ func (s *nodesSystem) switchPropagates(t *testing.T) {
 	}
 }
 
-// sharedQuotas says whether this tree's quotas are shared through the
-// store. Until they are (the lead's work on main), each node keeps its
-// own buckets, as docs/operations.md ("Quotas") says, and QuotaShared
-// checks the per-node bound instead.
-const sharedQuotas = false
-
 // quotaShared sends statements covered only by the delegation with a
 // signed quota of 5/minute, round robin through the three nodes: at most
 // five run in total (plus what refilled meanwhile), not five per node.
@@ -208,17 +202,8 @@ func (s *nodesSystem) quotaShared(t *testing.T) {
 	// A 5/minute bucket refills one token every 12s.
 	allowed := 5 + int(time.Since(began)/(12*time.Second))
 	t.Logf("quota 5/minute: %d of %d statements through %d nodes executed (per node %v) in %v", total, sent, len(s.nodes), executed, time.Since(began).Round(time.Millisecond))
-	if sharedQuotas {
-		if total > allowed {
-			t.Errorf("%d statements ran under a 5/minute quota across %d nodes, at most %d may", total, len(s.nodes), allowed)
-		}
-	} else {
-		t.Logf("quotas are per node in this tree (sharedQuotas = false): checking at most %d per node, not %d in all", allowed, allowed)
-		for i, n := range executed {
-			if n > allowed {
-				t.Errorf("node %d ran %d statements under a 5/minute quota, at most %d may", i+1, n, allowed)
-			}
-		}
+	if total > allowed {
+		t.Errorf("%d statements ran under a 5/minute quota across %d nodes, at most %d may: the nodes do not share the delegation's bucket", total, len(s.nodes), allowed)
 	}
 	if total == 0 {
 		t.Error("nothing ran: the quota delegation is not in force")
