@@ -33,7 +33,7 @@ func TestStoreMigrate(t *testing.T) {
 	}
 	for name, loc := range map[string]string{"sqlite": filepath.Join(t.TempDir(), "store.db"), "postgres": url} {
 		t.Run(name, func(t *testing.T) {
-			for i, want := range []string{"schema version 6 (6 migrations applied now)", "schema version 6 (0 migrations applied now)"} {
+			for i, want := range []string{"schema version 7 (7 migrations applied now)", "schema version 7 (0 migrations applied now)"} {
 				var out, errb bytes.Buffer
 				if code := cli.Do([]string{"store", "migrate", "--store", loc}, strings.NewReader(""), &out, &errb); code != 0 {
 					t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
