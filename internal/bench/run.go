@@ -52,6 +52,9 @@ type Config struct {
 	// NodePID is the node's process, for the CPU split. Defaults to 0: the
 	// split has no Harbormaster part.
 	NodePID int `json:"node_pid"`
+	// OtherPIDs are further Harbormaster processes whose CPU counts as the
+	// node's: the other nodes on the store, a Pilot in its own process.
+	OtherPIDs []int `json:"other_pids,omitempty"`
 	// PostgresPID is the target's postmaster. Defaults to 0: the parent of
 	// the direct connection's backend, if the server is on this machine.
 	PostgresPID int `json:"postgres_pid"`
@@ -174,7 +177,9 @@ type Result struct {
 type PIDs struct {
 	Postgres     int `json:"postgres"`
 	Harbormaster int `json:"harbormaster"`
-	Clients      int `json:"clients"`
+	// Others are the other Harbormaster processes counted with it.
+	Others  []int `json:"others,omitempty"`
+	Clients int   `json:"clients"`
 }
 
 // DirectMode names how the direct run sends its statements.
@@ -238,7 +243,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.conns = append(r.conns, c)
 	}
-	m := meter{postgres: cfg.PostgresPID, node: cfg.NodePID, self: os.Getpid()}
+	m := meter{postgres: cfg.PostgresPID, self: os.Getpid()}
+	if cfg.NodePID > 0 {
+		m.node = append(m.node, cfg.NodePID)
+	}
+	m.node = append(m.node, cfg.OtherPIDs...)
 	if m.postgres == 0 {
 		m.postgres = localPostmaster(r.conns[0])
 	}
@@ -247,16 +256,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: PostgreSQL process %d: %w", m.postgres, err)
 		}
 	}
-	if m.node > 0 {
-		if _, err := processCPU(m.node); err != nil {
-			return nil, fmt.Errorf("bench: node process %d: %w", m.node, err)
+	for _, pid := range m.node {
+		if _, err := processCPU(pid); err != nil {
+			return nil, fmt.Errorf("bench: node process %d: %w", pid, err)
 		}
 	}
 	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
-		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: m.node, Clients: m.self}}
-	if m.node == m.self {
+		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self}}
+	if slices.Contains(m.node, m.self) {
 		// One process cannot be split: it is all counted as clients.
-		m.node = 0
+		m.node = nil
 		res.Note = "the node runs in the load generator's process: its CPU time is in clients"
 	}
 	r.meter = m
