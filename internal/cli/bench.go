@@ -54,6 +54,7 @@ func runBench(e *env, args []string) (code int) {
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
+	var otherPIDs []int
 	if *info != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -77,6 +78,21 @@ func runBench(e *env, args []string) (code int) {
 		if !set["node-pid"] {
 			*nodePID = inf.PID
 		}
+		if len(inf.Nodes) > 1 && !set["api"] {
+			// A demo of several nodes: the clients are spread over them,
+			// and every node's and the Pilot's CPU counts as Harbormaster's.
+			urls := make([]string, len(inf.Nodes))
+			for i, n := range inf.Nodes {
+				urls[i] = n.APIURL
+				if n.PID != inf.PID && !set["node-pid"] {
+					otherPIDs = append(otherPIDs, n.PID)
+				}
+			}
+			*api = strings.Join(urls, ",")
+			if inf.PilotPID > 0 && !set["node-pid"] {
+				otherPIDs = append(otherPIDs, inf.PilotPID)
+			}
+		}
 	}
 	if *api == "" || *token == "" || *dsn == "" {
 		return e.usageErr(fs, "--info, or --api, --token and --dsn, are required")
@@ -87,7 +103,7 @@ func runBench(e *env, args []string) (code int) {
 	}
 	apis := strings.Split(*api, ",")
 	cfg := bench.Config{API: apis[0], APIs: apis, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
-		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, PostgresPID: *pgPID}
+		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID}
 	if *statements < 1 || *duration <= 0 || *clients < 1 {
 		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
 	}
