@@ -54,6 +54,12 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
+	// ClaimRequest, when set, records each accepted signed request's
+	// digest for every node on the store until the time given, and reports
+	// whether it was the request's first use (store.ClaimRequest): a
+	// request replayed through another node is refused there too. Without
+	// it, the replay memory is this node's alone.
+	ClaimRequest func(ctx context.Context, digest string, until time.Time) (bool, error)
 }
 
 // Server is the HTTP API.
@@ -61,6 +67,7 @@ type Server struct {
 	gw       *gateway.Gateway
 	signers  *signing.AllowedSigners
 	switches *switches.Poller
+	claim    func(ctx context.Context, digest string, until time.Time) (bool, error)
 	agents   map[[32]byte]string
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -68,7 +75,7 @@ type Server struct {
 
 // New builds the API over a gateway.
 func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
-	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux(), signers: cfg.Signers, switches: cfg.Switches}
+	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux(), signers: cfg.Signers, switches: cfg.Switches, claim: cfg.ClaimRequest}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

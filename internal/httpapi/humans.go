@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -33,8 +34,10 @@ func (s *Server) registerHumanRoutes() {
 
 // humanTargets verifies a signed request and returns the targets (of those
 // given) the signer may act on in namespace. VerifyRequest accepts a request
-// once per target, so a replayed header is refused (per node: the memory of
-// accepted requests is this process's).
+// once per target in this process; with Config.ClaimRequest the request is
+// also claimed in the store, once for every node, so a header replayed
+// through another node is refused as well. A claim that cannot be made
+// refuses the request.
 func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, targets []string) (signing.Signer, []string, error) {
 	if s.signers == nil {
 		return signing.Signer{}, nil, errors.New("no signers file is configured")
@@ -66,6 +69,17 @@ func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, ta
 			lastErr = errors.New("no target")
 		}
 		return signing.Signer{}, nil, lastErr
+	}
+	if s.claim != nil {
+		id := signing.RequestID(namespace, who.Fingerprint, r.Method, r.URL.RequestURI(), p.Unix, body)
+		first, err := s.claim(r.Context(), id, time.Unix(p.Unix, 0).Add(signing.MaxRequestAge))
+		if err != nil {
+			s.log.Error("signed request replay check", "err", err)
+			return signing.Signer{}, nil, errors.New("the request could not be checked against replays; try again")
+		}
+		if !first {
+			return signing.Signer{}, nil, fmt.Errorf("%w (through another node)", signing.ErrRequestReplayed)
+		}
 	}
 	return who, ok, nil
 }

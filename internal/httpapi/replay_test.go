@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +77,52 @@ func TestSignedRequestsAreSingleUse(t *testing.T) {
 	if err != nil || len(es) != 3 {
 		b, _ := json.Marshal(es)
 		t.Fatalf("%d switch entries, want 3 (the replay logged nothing): %v %s", len(es), err, b)
+	}
+}
+
+// TestSignedRequestsAreSingleUseAcrossNodes: a signed request accepted by
+// one node is refused when replayed through another node on the same
+// store: the replay memory is the store's.
+func TestSignedRequestsAreSingleUseAcrossNodes(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	other := httptest.NewServer(f.sys.OtherAPI(t).Handler())
+	t.Cleanup(other.Close)
+	keys := f.sys.Opts.Keys
+	body := mustJSON(t, map[string]any{"name": "tier_b", "target": gatewaytest.Target, "on": true})
+	auth := signedAuth(t, keys.Grantor, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", time.Now(), body)
+	if st, out := f.human(t, http.MethodPost, "/v1/switches", auth, body); st != http.StatusOK {
+		t.Fatalf("node 1: %d %s", st, out)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, other.URL+"/v1/switches", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := other.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	e := apiError(t, resp.StatusCode, out, http.StatusUnauthorized, "unauthorized")
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "already used") {
+		t.Fatalf("the replay through node 2: %q, want already used", msg)
+	}
+	// A fresh request through node 2 is accepted.
+	// Another signing second: sshsig signatures are deterministic, so the
+	// same request signed in the same second is the same request.
+	fresh := signedAuth(t, keys.Grantor, signing.NamespaceSwitch, http.MethodPost, "/v1/switches", time.Now().Add(time.Second), body)
+	req2, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, other.URL+"/v1/switches", bytes.NewReader(body))
+	req2.Header.Set("Authorization", fresh)
+	req2.Header.Set("Content-Type", "application/json")
+	resp2, err := other.Client().Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusOK {
+		t.Fatalf("a fresh request through node 2: %d", resp2.StatusCode)
 	}
 }

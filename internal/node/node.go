@@ -172,7 +172,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	for i, a := range cfg.Agents {
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
-	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics}); err != nil {
+	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics,
+		ClaimRequest: ClaimRequest(s.store)}); err != nil {
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
@@ -298,4 +299,12 @@ func sharedQuota(st *store.Store) func(ctx context.Context, now time.Time, wants
 		return nil
 	}
 	return gateway.StoreQuota(st)
+}
+
+// ClaimRequest claims signed requests in the store, once for every node on
+// it (httpapi.Config.ClaimRequest).
+func ClaimRequest(st *store.Store) func(ctx context.Context, digest string, until time.Time) (bool, error) {
+	return func(ctx context.Context, digest string, until time.Time) (bool, error) {
+		return st.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
+	}
 }

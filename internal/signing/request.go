@@ -134,6 +134,15 @@ func (a *AllowedSigners) VerifyRequest(p ParsedRequestAuth, namespace, method, p
 	return s, nil
 }
 
+// RequestID identifies a signed request for a replay memory shared by
+// several nodes: the signer's key and the signed message in namespace, as
+// VerifyRequest's own memory does, never the signature bytes. fingerprint
+// is the Signer VerifyRequest returned.
+func RequestID(namespace, fingerprint, method, pathAndQuery string, unix int64, body []byte) string {
+	k := requestKey(namespace, "", fingerprint, RequestMessage(method, pathAndQuery, unix, body))
+	return hex.EncodeToString(k[:])
+}
+
 // requestKey identifies one use of a signed request.
 func requestKey(namespace, target, fingerprint string, msg []byte) [32]byte {
 	h := sha256.New()

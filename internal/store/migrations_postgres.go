@@ -209,4 +209,15 @@ CREATE TABLE quota_buckets (
 ALTER TABLE delegations ADD COLUMN expiry_logged_ns BIGINT;
 `,
 	},
+	{
+		Version: 8,
+		Name:    "signed requests seen by any node",
+		SQL: `
+CREATE TABLE seen_requests (
+	digest     TEXT   PRIMARY KEY,
+	expires_ns BIGINT NOT NULL
+);
+CREATE INDEX seen_requests_expiry ON seen_requests (expires_ns);
+`,
+	},
 }

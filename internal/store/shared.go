@@ -98,3 +98,19 @@ func (s *Store) Clock() func(ctx context.Context) (time.Time, error) {
 		return t, nil
 	}
 }
+
+// ClaimRequest records a signed request's digest for every node on the
+// store until expiresNS, and reports whether this was its first use: a
+// request replayed to another node within its window is refused there too.
+// Expired digests are dropped on the way.
+func (s *Store) ClaimRequest(ctx context.Context, digest string, nowNS, expiresNS int64) (bool, error) {
+	if _, err := s.ops.ExecContext(ctx, s.SQL(`DELETE FROM seen_requests WHERE expires_ns < ?`), nowNS); err != nil {
+		return false, fmt.Errorf("store: seen requests: %w", err)
+	}
+	res, err := s.ops.ExecContext(ctx, s.SQL(`INSERT INTO seen_requests (digest, expires_ns) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING`), digest, expiresNS)
+	if err != nil {
+		return false, fmt.Errorf("store: seen requests: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

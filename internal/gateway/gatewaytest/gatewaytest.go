@@ -33,6 +33,7 @@ import (
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/marque"
 	"harbormaster/internal/metrics"
+	"harbormaster/internal/node"
 	"harbormaster/internal/pilot"
 	"harbormaster/internal/pilot/remote"
 	"harbormaster/internal/queue"
@@ -221,6 +222,7 @@ type System struct {
 	CheckpointVerifier note.Verifier
 
 	gatewayConfig gateway.Config
+	apiConfig     httpapi.Config
 	minter        *marque.Minter
 
 	stopServer     context.CancelFunc
@@ -326,7 +328,8 @@ func Start(t testing.TB, opt Options) *System {
 	for token, principal := range opt.Agents {
 		agents = append(agents, httpapi.Agent{Principal: principal, TokenSHA256: httpapi.HashToken(token)})
 	}
-	if s.API, err = httpapi.New(s.Gateway, httpapi.Config{Agents: agents, Signers: opt.Keys.Signers, Switches: s.Switches, Metrics: m}); err != nil {
+	s.apiConfig = httpapi.Config{Agents: agents, Signers: opt.Keys.Signers, Switches: s.Switches, Metrics: m, ClaimRequest: node.ClaimRequest(s.Store)}
+	if s.API, err = httpapi.New(s.Gateway, s.apiConfig); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -723,4 +726,14 @@ func (s *System) OtherNode(t testing.TB) *gateway.Gateway {
 	go func() { defer close(done); _ = g.Run(bctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return g
+}
+
+// OtherAPI is the HTTP API of another node (OtherNode) on the same store.
+func (s *System) OtherAPI(t testing.TB) *httpapi.Server {
+	t.Helper()
+	api, err := httpapi.New(s.OtherNode(t), s.apiConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
 }
