@@ -112,6 +112,7 @@ func runDemo(e *env, args []string) int {
 	info := fs.String("info", "", "write connection details as JSON to `FILE` once ready")
 	once := fs.Bool("once", false, "run the tour and exit: 0 if every outcome was as expected")
 	dir := fs.String("dir", "", "keep keys, config and store in `DIR` (default: a temporary directory, removed at exit)")
+	pgStore := fs.Bool("postgres", false, "with --nodes 1: the node on a PostgreSQL store with the Pilot in its own process, as with several (the layout harbormaster bench compares)")
 	nodes := fs.Int("nodes", 1, "run `N` control-plane nodes, each its own serve process, on one PostgreSQL store,\nwith the Pilot in a process of its own; the tour goes round robin across them")
 	var sv demoSurveyor
 	fs.StringVar(&sv.url, "surveyor-url", "", "a model server's base `URL` for the Surveyor, e.g. http://127.0.0.1:11434/v1 (Ollama),\nhttp://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:8080/v1 (llama.cpp server)")
@@ -131,11 +132,11 @@ func runDemo(e *env, args []string) int {
 	if *nodes < 1 || *nodes > 9 {
 		return e.usageErr(fs, "--nodes must be between 1 and 9")
 	}
-	if *nodes > 1 && sv.tierB {
+	if (*nodes > 1 || *pgStore) && sv.tierB {
 		return e.usageErr(fs, "--tier-b runs with one node only (--nodes 1)")
 	}
 	run := func() error { return demo(e, *listen, *info, *dir, *once, sv) }
-	if *nodes > 1 {
+	if *nodes > 1 || *pgStore {
 		run = func() error { return demoNodes(e, *listen, *info, *dir, *once, sv, *nodes) }
 	}
 	if err := run(); err != nil {

@@ -229,7 +229,7 @@ func demoNodeSteps(ctx context.Context, out io.Writer, inf demoInfo) []string {
 		fmt.Fprintf(out, "   ! %s\n", msg)
 	}
 	nodes := inf.Nodes
-	other := nodes[1]
+	other := nodes[min(1, len(nodes)-1)]
 	last := nodes[len(nodes)-1]
 
 	// 1. Switches: flipped through one node, read by the others from the store.
@@ -245,7 +245,7 @@ func demoNodeSteps(ctx context.Context, out io.Writer, inf demoInfo) []string {
 	for _, sw := range []struct {
 		from int
 		on   bool
-	}{{0, true}, {1, false}} {
+	}{{0, true}, {min(1, len(nodes)-1), false}} {
 		word := map[bool]string{true: "on", false: "off"}[sw.on]
 		fmt.Fprintf(out, "\n1. alice switches Tier B %s through %s; the other nodes read it from the store\n", word, nodes[sw.from].Name)
 		for _, r := range demoSwitch(ctx, inf, nodes[sw.from], others(sw.from), sw.on) {
