@@ -17,3 +17,9 @@ func (g *Gateway) RefreshDelegations(ctx context.Context) error { return g.refre
 
 // MeasureClock is one tick of the clock service.
 func (g *Gateway) MeasureClock(ctx context.Context) error { return g.measureClock(ctx) }
+
+// RecordMarque is an approval's step that records its marque id
+// (executing), as the node that claimed request id would take it.
+func (g *Gateway) RecordMarque(ctx context.Context, id, target, previous, marqueID string) error {
+	return g.executing(ctx, &request{ID: id, Target: target, MarqueID: marqueID}, previous)
+}

@@ -187,3 +187,56 @@ func TestUnreachableTargetRefers(t *testing.T) {
 		t.Fatalf("%d receipts: something ran", n)
 	}
 }
+
+// TestReconcileAndASlowApprovalAgree: an approval claimed by one node that
+// has not yet recorded its marque when another node's reconciliation finds
+// it (its store stalled past the grace) is settled exactly once: either the
+// reconciliation sets it waiting and the slow node then runs nothing, or
+// the slow node records its marque first and the reconciliation leaves it
+// alone. Found by the fault suite (store-down): the reconciliation used to
+// set it waiting while the slow node went on to run it.
+func TestReconcileAndASlowApprovalAgree(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	other := f.sys.OtherNode(t)
+	rq, err := store.NewRequests(ctx, f.sys.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id string) {
+		t.Helper()
+		// What Approve's claim leaves: running on the approved path, no marque yet.
+		ok, err := rq.Decide(ctx, id, gateway.StatusWaiting, store.Decision{Status: gateway.StatusRunning, Path: "approved",
+			DecidedBy: "bob", Act: "act", ActSignature: "sig", UpdatedNS: time.Now().Add(-time.Hour).UnixNano()})
+		if err != nil || !ok {
+			t.Fatalf("claim %s: %v, %v", id, ok, err)
+		}
+	}
+
+	// The reconciliation first: the slow node then runs nothing.
+	a := f.referred(t, "UPDATE orders SET status = 'failed' WHERE id = 45")
+	claim(a.ID)
+	if n, err := other.Reconcile(ctx, time.Minute); err != nil || n != 1 {
+		t.Fatalf("the other node's reconciliation: %d, %v; want 1 settled", n, err)
+	}
+	if err := f.sys.Gateway.RecordMarque(ctx, a.ID, gatewaytest.Target, a.MarqueID, "mrq_slow"); err == nil {
+		t.Fatal("the slow node recorded its marque on a request settled meanwhile")
+	}
+	if v, err := f.sys.Gateway.Request(ctx, a.ID, ""); err != nil || v.Status != gateway.StatusWaiting || v.MarqueID != a.MarqueID {
+		t.Fatalf("after both: status %s marque %s, %v; want waiting under the fast path's refused marque %s", v.Status, v.MarqueID, err, a.MarqueID)
+	}
+
+	// The slow node first: the reconciliation leaves it to the receipt.
+	b := f.referred(t, "UPDATE orders SET status = 'failed' WHERE id = 46")
+	claim(b.ID)
+	if err := f.sys.Gateway.RecordMarque(ctx, b.ID, gatewaytest.Target, b.MarqueID, "mrq_first"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := other.Reconcile(ctx, time.Minute); err != nil || n != 0 {
+		t.Fatalf("the reconciliation after the marque was recorded: %d, %v; want nothing settled (the marque was recorded just now)", n, err)
+	}
+	if v, err := f.sys.Gateway.Request(ctx, b.ID, ""); err != nil || v.Status != gateway.StatusRunning || v.MarqueID != "mrq_first" {
+		t.Fatalf("after both: %+v, %v; want running under the marque", v, err)
+	}
+}

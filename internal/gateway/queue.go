@@ -198,7 +198,9 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	req.MarqueID = claims.ID
 	// The marque's id is durable before the Pilot can run it: a restart
 	// settles the request by its receipt (Reconcile).
-	if err := g.executing(ctx, req); err != nil {
+	if err := g.executing(ctx, req, v.MarqueID); errors.Is(err, errSettledElsewhere) {
+		return nil, fmt.Errorf("gateway: %s: %w (%w)", id, ErrNotWaiting, err)
+	} else if err != nil {
 		return nil, g.fail(ctx, req, err)
 	}
 	pres, err := p.ExecuteApproved(ctx, pilot.ApprovedRequest{Marque: tok, SQL: v.CanonicalSQL, Approval: approval})

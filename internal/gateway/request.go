@@ -173,18 +173,31 @@ func nonNil(s []string) []string {
 // executing records an approved statement's marque id durably before the
 // Pilot may run it, so a crash is reconciled from the receipt under that
 // id, never re-executed.
-func (g *Gateway) executing(ctx context.Context, req *request) error {
-	update := func(ctx context.Context, tx *sql.Tx) error {
-		return g.rq.SetMarque(ctx, tx, req.ID, req.MarqueID, g.cfg.Clock().UnixNano())
+func (g *Gateway) executing(ctx context.Context, req *request, previous string) error {
+	// Another node's reconciliation may have settled the request while this
+	// one was slow to get here (a stalled store): the marque is recorded,
+	// with its entry, only while the request is still running with the
+	// marque id it had when this node claimed it (previous: none, or the
+	// fast path's refused one); otherwise neither is, and nothing runs.
+	claim := func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return g.rq.ClaimMarque(ctx, tx, req.ID, previous, req.MarqueID, StatusRunning, g.cfg.Clock().UnixNano())
 	}
 	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecutionPending,
 		Subjects: map[string]string{"request": req.ID, "marque": req.MarqueID, "target": req.Target},
-		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID}, With: update})
-	if err != nil {
+		Payload:  map[string]any{"request_id": req.ID, "marque_id": req.MarqueID}, If: claim})
+	switch {
+	case errors.Is(err, logbook.ErrNotApplied):
+		return errSettledElsewhere
+	case err != nil:
 		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
 	}
 	return nil
 }
+
+// errSettledElsewhere: an approved request was settled by a reconciliation
+// (this node's or another's) before its marque could be recorded; it did
+// not run and will not.
+var errSettledElsewhere = errors.New("the request was settled while this node was recording its marque; it did not run")
 
 // recordLater records an executed statement's outcome (step 9) while the
 // agent is answered. Request waits for it, so a read after the answer sees
@@ -195,7 +208,7 @@ func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Resu
 	if g.draining {
 		// Stopping: record it now, before the answer.
 		g.pendMu.Unlock()
-		if err := g.record(ctx, req, executedPayload(req, res), false); err != nil {
+		if err := g.record(ctx, req, executedPayload(req, res), false, nil); err != nil {
 			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
 		}
 		return
@@ -210,7 +223,7 @@ func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Resu
 	go func() {
 		defer g.inflight.Done()
 		defer g.landed(req.ID)
-		if err := g.record(context.WithoutCancel(ctx), req, executedPayload(req, res), true); err != nil {
+		if err := g.record(context.WithoutCancel(ctx), req, executedPayload(req, res), true, nil); err != nil {
 			// The request stays running; Reconcile resolves it from the receipt.
 			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
 		}
@@ -290,12 +303,23 @@ func executedPayload(req *request, res *pilot.Result) map[string]any {
 
 // finish records a request's outcome with its execution entry.
 func (g *Gateway) finish(ctx context.Context, req *request, payload map[string]any) error {
-	return g.record(ctx, req, payload, false)
+	return g.record(ctx, req, payload, false, nil)
+}
+
+// settle is finish on the condition that cond holds in the entry's
+// transaction; it returns logbook.ErrNotApplied when it did not (nothing
+// was written).
+func (g *Gateway) settle(ctx context.Context, req *request, payload map[string]any, cond func(context.Context, *sql.Tx) (bool, error)) error {
+	err := g.record(ctx, req, payload, false, cond)
+	if errors.Is(err, logbook.ErrNotApplied) {
+		return logbook.ErrNotApplied
+	}
+	return err
 }
 
 // record writes the execution entry and the request's final state; a
 // lazy one shares the next decision's commit (logbook.Record.Lazy).
-func (g *Gateway) record(ctx context.Context, req *request, payload map[string]any, lazy bool) error {
+func (g *Gateway) record(ctx context.Context, req *request, payload map[string]any, lazy bool, cond func(context.Context, *sql.Tx) (bool, error)) error {
 	subjects := map[string]string{"request": req.ID, "target": req.Target}
 	if req.MarqueID != "" {
 		// No marque id when minting failed, or when a crash came before the
@@ -309,7 +333,7 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 			Reasons: string(reasons), Detail: req.Detail, RowsAffected: req.RowsAffected, TxID: req.TxID,
 			MarqueID: req.MarqueID, UpdatedNS: g.cfg.Clock().UnixNano()})
 	}
-	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, With: update, Lazy: lazy})
+	_, err := g.append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy})
 	if err != nil {
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
@@ -438,7 +462,7 @@ func (g *Gateway) Reconcile(ctx context.Context, grace time.Duration) (int, erro
 	if err != nil {
 		return resolved, err
 	}
-	n, err := g.reconcileDeciding(ctx)
+	n, err := g.reconcileDeciding(ctx, grace)
 	resolved += n
 	if err != nil {
 		return resolved, err
@@ -505,7 +529,6 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 		}
 		switch {
 		case found:
-
 			req.Outcome, req.Status, req.RowsAffected = OutcomeExecuted, StatusExecuted, rows
 			payload["outcome"], payload["rows_affected"] = string(pilot.Executed), rows
 		default:
@@ -513,7 +536,18 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 			req.Reasons = []string{"the control plane stopped before this statement committed; it did not run"}
 			payload["outcome"], payload["reasons"] = "not_executed", req.Reasons
 		}
-		if err := g.finish(ctx, req, payload); err != nil {
+		// Settled only while the marque read is still the one recorded: an
+		// approving node slow to record its own (executing) then finds it
+		// settled and runs nothing, and one that recorded it first is left
+		// to its receipt.
+		marque := v.MarqueID
+		still := func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return g.rq.MoveIfMarque(ctx, tx, req.ID, marque, StatusRunning, req.Status, g.cfg.Clock().UnixNano())
+		}
+		switch err := g.settle(ctx, req, payload, still); {
+		case errors.Is(err, logbook.ErrNotApplied):
+			continue
+		case err != nil:
 			return resolved, err
 		}
 		resolved++
@@ -640,8 +674,10 @@ func (g *Gateway) reconcileOrphans(ctx context.Context) (int, error) {
 
 // reconcileDeciding finishes denials and expiries a stop interrupted: the
 // logbook says whether the act was recorded; if not, the request waits again.
-func (g *Gateway) reconcileDeciding(ctx context.Context) (int, error) {
-	deciding, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusDeciding})
+func (g *Gateway) reconcileDeciding(ctx context.Context, grace time.Duration) (int, error) {
+	// Only what has been deciding for longer than grace: another node may
+	// be recording a denial or an expiry right now.
+	deciding, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusDeciding, UpdatedBefore: g.cfg.Clock().Add(-grace).UnixNano()})
 	if err != nil {
 		return 0, err
 	}

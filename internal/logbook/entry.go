@@ -50,6 +50,14 @@ type Record struct {
 	// it, in the same group commit. If it fails, the whole batch rolls back
 	// and every Append in it fails: keep it to simple statements.
 	With func(ctx context.Context, tx *sql.Tx) error
+	// If, when set, runs first in the entry's transaction and decides
+	// whether the entry is appended at all: false leaves it out (Append
+	// returns ErrNotApplied) and the rest of the batch commits without it.
+	// It is the compare-and-set of state the entry records, evaluated in
+	// the same transaction as the entry: a statement such as a conditional
+	// UPDATE whose rows-affected says whether the state was still as read.
+	// If it fails, the whole batch rolls back, as With.
+	If func(ctx context.Context, tx *sql.Tx) (bool, error)
 	// After, when set, runs once the entry is durable, off the append's
 	// path: in a later transaction of the writer that batches the After
 	// work of many records with the subject index, without an fsync of its
@@ -109,6 +117,7 @@ type prepared struct {
 	subjects map[string]string
 	subjJSON []byte // canonical JSON of subjects
 	payload  []byte // canonical JSON
+	cond     func(ctx context.Context, tx *sql.Tx) (bool, error)
 	with     func(ctx context.Context, tx *sql.Tx) error
 	after    func(ctx context.Context, tx *sql.Tx) error
 	lazy     bool
@@ -142,7 +151,7 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, with: r.With, after: r.After, lazy: r.Lazy}, nil
+	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, cond: r.If, with: r.With, after: r.After, lazy: r.Lazy}, nil
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

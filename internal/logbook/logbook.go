@@ -32,6 +32,8 @@ var (
 	ErrNotFound = errors.New("logbook: no such entry")
 	// ErrEmpty: the logbook has no entries, so there is nothing to checkpoint.
 	ErrEmpty = errors.New("logbook: empty")
+	// ErrNotApplied: a record's If said no; the record was not appended.
+	ErrNotApplied = errors.New("logbook: the record's condition did not hold; not appended")
 	// errRunTwice: Run was called a second time.
 	errRunTwice = errors.New("logbook: run: already run")
 )
@@ -683,6 +685,8 @@ func (w *writer) commit(ctx context.Context, batch []*request) (settles []*reque
 			r.done <- result{cp: out.cp, err: err}
 		case err != nil && !errors.Is(err, ErrEmpty):
 			r.done <- result{err: err}
+		case out.skipped != nil && out.skipped[i]:
+			r.done <- result{err: ErrNotApplied}
 		default:
 			r.done <- result{entry: out.entries[i]}
 		}
@@ -692,6 +696,9 @@ func (w *writer) commit(ctx context.Context, batch []*request) (settles []*reque
 
 type written struct {
 	entries []Entry // by index in reqs; zero for checkpoint requests
+	// skipped marks, by index in reqs, records whose If said no (nil when
+	// none had an If).
+	skipped []bool
 	cp      Checkpoint
 }
 
@@ -747,6 +754,25 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		copy(headHash[:], headRaw)
 	}
 
+	// Conditional records first: one whose If says no is left out, before
+	// any entry of the batch is chained.
+	for i, r := range reqs {
+		if r.kind != reqEntry || r.rec.cond == nil {
+			continue
+		}
+		ok, err := r.rec.cond(ctx, tx)
+		if err != nil {
+			return out, fmt.Errorf("%w: a record's condition failed: %w", ErrUnavailable, err)
+		}
+		if !ok {
+			if out.skipped == nil {
+				out.skipped = make([]bool, len(reqs))
+			}
+			out.skipped[i] = true
+		}
+	}
+	skip := func(i int) bool { return out.skipped != nil && out.skipped[i] }
+
 	now := w.l.clock().UTC()
 	ns := now.UnixNano()
 	var hexBuf [64]byte
@@ -754,7 +780,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	hashes := make([]byte, 64*len(reqs)) // every entry's prev and hash, for the INSERT
 	firstSeq := headSeq + 1
 	for i, r := range reqs {
-		if r.kind != reqEntry {
+		if r.kind != reqEntry || skip(i) {
 			continue
 		}
 		seq := headSeq + 1
@@ -779,8 +805,8 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	if err != nil {
 		return out, fmt.Errorf("%w: insert entries: %w", ErrUnavailable, err)
 	}
-	for _, r := range reqs {
-		if r.rec.with != nil {
+	for i, r := range reqs {
+		if r.rec.with != nil && !skip(i) {
 			if err := r.rec.with(ctx, tx); err != nil {
 				return out, fmt.Errorf("%w: a record's own statements failed: %w", ErrUnavailable, err)
 			}
@@ -820,8 +846,8 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	}
 	// The subject rows are copied out now: the caller owns the entry (and
 	// its Subjects map) from the moment it is answered.
-	for _, r := range reqs {
-		if r.kind != reqEntry {
+	for i, r := range reqs {
+		if r.kind != reqEntry || skip(i) {
 			continue
 		}
 		d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: r.rec.after}

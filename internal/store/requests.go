@@ -99,11 +99,24 @@ func (r *Requests) Finish(ctx context.Context, tx *sql.Tx, o RequestOutcome) err
 	return err
 }
 
-// SetMarque records a request's marque id in tx (a logbook record's
-// transaction).
-func (r *Requests) SetMarque(ctx context.Context, tx *sql.Tx, id, marqueID string, updatedNS int64) error {
-	_, err := tx.ExecContext(ctx, r.st.SQL(`UPDATE requests SET marque_id = ?, updated_ns = ? WHERE id = ?`), marqueID, updatedNS, id)
-	return err
+// ClaimMarque replaces a request's marque id, previous, by marqueID if, and
+// only if, the request is still in status running with previous recorded:
+// the compare-and-set that keeps a node from running a statement another
+// node's reconciliation settled meanwhile (MoveIfMarque). It reports
+// whether it was recorded.
+// It runs in tx, a logbook record's transaction (logbook.Record.If).
+func (r *Requests) ClaimMarque(ctx context.Context, tx *sql.Tx, id, previous, marqueID string, running RequestStatus, updatedNS int64) (bool, error) {
+	return r.affectedOne(tx.ExecContext(ctx, r.st.SQL(`UPDATE requests SET marque_id = ?, updated_ns = ? WHERE id = ? AND status = ? AND marque_id = ?`),
+		marqueID, updatedNS, id, running, previous))
+}
+
+// MoveIfMarque moves a request from status from to to if, and only if, the
+// marque id recorded for it is still marqueID (ClaimMarque's other side),
+// and reports whether it moved.
+// It runs in tx, a logbook record's transaction (logbook.Record.If).
+func (r *Requests) MoveIfMarque(ctx context.Context, tx *sql.Tx, id, marqueID string, from, to RequestStatus, updatedNS int64) (bool, error) {
+	return r.affectedOne(tx.ExecContext(ctx, r.st.SQL(`UPDATE requests SET status = ?, updated_ns = ? WHERE id = ? AND status = ? AND marque_id = ?`),
+		to, updatedNS, id, from, marqueID))
 }
 
 // InsertIfMissing writes a request row rebuilt from the logbook, unless

@@ -1,0 +1,63 @@
+package logbook
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// TestConditionalRecords: a record whose If says no is not appended and
+// its With does not run, while the records batched with it commit; the
+// chain stays contiguous and verifies. One that says yes is appended.
+func TestConditionalRecords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	var mu sync.Mutex
+	withRan := map[string]bool{}
+	rec := func(name string, cond bool) Record {
+		return Record{Kind: "execution", Subjects: map[string]string{"request": name},
+			If: func(context.Context, *sql.Tx) (bool, error) { return cond, nil },
+			With: func(context.Context, *sql.Tx) error {
+				mu.Lock()
+				defer mu.Unlock()
+				withRan[name] = true
+				return nil
+			}}
+	}
+	// Several at once, so some share a batch.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = f.lb.Append(ctx, rec(string(rune('a'+i)), i%2 == 0))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		name := string(rune('a' + i))
+		switch {
+		case i%2 == 0 && err != nil:
+			t.Errorf("%s (condition true): %v", name, err)
+		case i%2 == 1 && !errors.Is(err, ErrNotApplied):
+			t.Errorf("%s (condition false): %v, want ErrNotApplied", name, err)
+		}
+		if withRan[name] != (i%2 == 0) {
+			t.Errorf("%s: With ran %v", name, withRan[name])
+		}
+	}
+	e := f.append(Record{Kind: "decision"})
+	if e.Seq != 5 {
+		t.Fatalf("the next entry is %d, want 5: the four skipped records took no seq", e.Seq)
+	}
+	if rep := f.verify(); !rep.OK {
+		t.Fatalf("verify: %+v", rep)
+	}
+	if _, err := f.lb.Append(ctx, Record{Kind: "execution", If: func(context.Context, *sql.Tx) (bool, error) {
+		return false, errors.New("boom")
+	}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a failing condition: %v, want ErrUnavailable", err)
+	}
+}
