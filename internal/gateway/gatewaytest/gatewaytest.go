@@ -195,6 +195,10 @@ type Options struct {
 	// (System.Relay), reached over mutual TLS with fresh certificates: the
 	// gateway uses a remote.Client instead of the Pilot itself.
 	RemotePilot bool
+	// WrapExecutor, when set, wraps the Executor the gateway uses, for a
+	// test that injects a fault around the real Pilot's calls (a caller
+	// going away once the Pilot answered, say).
+	WrapExecutor func(pilot.Executor) pilot.Executor
 }
 
 // System is a running control plane.
@@ -303,7 +307,11 @@ func Start(t testing.TB, opt Options) *System {
 		gc.Auditor = s.Auditor
 	}
 	s.Metrics = m
-	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{s.Executor})
+	exec := s.Executor
+	if opt.WrapExecutor != nil {
+		exec = opt.WrapExecutor(exec)
+	}
+	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{exec})
 	if err != nil {
 		t.Fatal(err)
 	}
