@@ -11,6 +11,7 @@ import (
 	"harbormaster/internal/config"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/node"
+	"harbormaster/internal/store"
 )
 
 func runLogbook(e *env, args []string) int {
@@ -30,7 +31,7 @@ func runLogbookVerify(e *env, args []string) int {
 			"them than the checkpoint interval (the config's logbook.checkpoint_every), or\n"+
 			"entries and no checkpoint at all, fail unless --allow-unsigned-tail.\n"+
 			"Exit 0 when intact and signed, 1 when not.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
 	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
 	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else harbormaster")
@@ -93,9 +94,13 @@ func runLogbookVerify(e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	if _, err := os.Stat(*storePath); err != nil {
-		e.errorf("%v", err)
-		return exitUsage
+	// A missing SQLite file is an error, not a new empty store; a
+	// PostgreSQL store's URL is no file.
+	if !store.IsPostgresURL(*storePath) {
+		if _, err := os.Stat(*storePath); err != nil {
+			e.errorf("%v", err)
+			return exitUsage
+		}
 	}
 	st, lb, err := openLogbook(e.ctx, *storePath, *name, *every)
 	if err != nil {
