@@ -144,7 +144,9 @@ func parseMachineBusy(data string) (time.Duration, error) {
 // meter reads the three parts of the CPU split and the machine's total.
 // A pid of 0 is a part it does not know.
 type meter struct {
-	postgres, node, self int
+	postgres, self int
+	// node is every Harbormaster process: the nodes and a Pilot of its own.
+	node []int
 }
 
 // reading is one meter reading; a part it could not read is negative.
@@ -162,10 +164,17 @@ func (m meter) read() reading {
 			r.postgres = d
 		}
 	}
-	if m.node > 0 {
-		if d, err := processCPU(m.node); err == nil {
-			r.node = d
+	if len(m.node) > 0 {
+		var sum time.Duration
+		for _, pid := range m.node {
+			d, err := processCPU(pid)
+			if err != nil {
+				sum = -1
+				break
+			}
+			sum += d
 		}
+		r.node = sum
 	}
 	if d, err := processCPU(m.self); err == nil {
 		r.self = d
@@ -178,7 +187,8 @@ func (m meter) read() reading {
 type CPU struct {
 	// Postgres is the target's server processes.
 	Postgres *float64 `json:"postgres,omitempty"`
-	// Harbormaster is the node's process.
+	// Harbormaster is the node's process (every node's, and a Pilot's of
+	// its own, summed).
 	Harbormaster *float64 `json:"harbormaster,omitempty"`
 	// Clients is the load generator's process.
 	Clients *float64 `json:"clients,omitempty"`

@@ -24,6 +24,10 @@ import (
 type Config struct {
 	// API is the node's HTTP API, e.g. http://127.0.0.1:8080.
 	API string `json:"api"`
+	// APIs, when set, are several nodes' APIs on one store (API first):
+	// client c sends its governed statements to APIs[c % len(APIs)]. The
+	// one-client phase uses the first.
+	APIs []string `json:"apis,omitempty"`
 	// Token is the agent's bearer token.
 	Token string `json:"token"`
 	// Target is the target's name on the node. Defaults to "shop".
@@ -48,6 +52,9 @@ type Config struct {
 	// NodePID is the node's process, for the CPU split. Defaults to 0: the
 	// split has no Harbormaster part.
 	NodePID int `json:"node_pid"`
+	// OtherPIDs are further Harbormaster processes whose CPU counts as the
+	// node's: the other nodes on the store, a Pilot in its own process.
+	OtherPIDs []int `json:"other_pids,omitempty"`
 	// PostgresPID is the target's postmaster. Defaults to 0: the parent of
 	// the direct connection's backend, if the server is on this machine.
 	PostgresPID int `json:"postgres_pid"`
@@ -61,6 +68,16 @@ type Config struct {
 // WithDefaults returns a copy of c with unset fields at their defaults.
 func (c Config) WithDefaults() Config {
 	c.API = strings.TrimRight(c.API, "/")
+	c.APIs = append([]string(nil), c.APIs...)
+	if len(c.APIs) == 0 && c.API != "" {
+		c.APIs = []string{c.API}
+	}
+	for i := range c.APIs {
+		c.APIs[i] = strings.TrimRight(c.APIs[i], "/")
+	}
+	if c.API == "" && len(c.APIs) > 0 {
+		c.API = c.APIs[0]
+	}
 	if c.Target == "" {
 		c.Target = "shop"
 	}
@@ -160,7 +177,9 @@ type Result struct {
 type PIDs struct {
 	Postgres     int `json:"postgres"`
 	Harbormaster int `json:"harbormaster"`
-	Clients      int `json:"clients"`
+	// Others are the other Harbormaster processes counted with it.
+	Others  []int `json:"others,omitempty"`
+	Clients int   `json:"clients"`
 }
 
 // DirectMode names how the direct run sends its statements.
@@ -224,7 +243,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.conns = append(r.conns, c)
 	}
-	m := meter{postgres: cfg.PostgresPID, node: cfg.NodePID, self: os.Getpid()}
+	m := meter{postgres: cfg.PostgresPID, self: os.Getpid()}
+	if cfg.NodePID > 0 {
+		m.node = append(m.node, cfg.NodePID)
+	}
+	m.node = append(m.node, cfg.OtherPIDs...)
 	if m.postgres == 0 {
 		m.postgres = localPostmaster(r.conns[0])
 	}
@@ -233,16 +256,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: PostgreSQL process %d: %w", m.postgres, err)
 		}
 	}
-	if m.node > 0 {
-		if _, err := processCPU(m.node); err != nil {
-			return nil, fmt.Errorf("bench: node process %d: %w", m.node, err)
+	for _, pid := range m.node {
+		if _, err := processCPU(pid); err != nil {
+			return nil, fmt.Errorf("bench: node process %d: %w", pid, err)
 		}
 	}
 	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
-		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: m.node, Clients: m.self}}
-	if m.node == m.self {
+		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self}}
+	if slices.Contains(m.node, m.self) {
 		// One process cannot be split: it is all counted as clients.
-		m.node = 0
+		m.node = nil
 		res.Note = "the node runs in the load generator's process: its CPU time is in clients"
 	}
 	r.meter = m
@@ -318,12 +341,12 @@ type answer struct {
 	} `json:"error"`
 }
 
-func (r *runner) governed(ctx context.Context, _ int, sql string) error {
+func (r *runner) governed(ctx context.Context, c int, sql string) error {
 	body, err := json.Marshal(map[string]string{"target": r.cfg.Target, "sql": sql})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.cfg.API+"/v1/statements", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.cfg.APIs[c%len(r.cfg.APIs)]+"/v1/statements", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

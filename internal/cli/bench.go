@@ -34,7 +34,7 @@ func runBench(e *env, args []string) (code int) {
 			"cover it. Every governed statement must execute, or the run fails with the reason.\n"+
 			"See docs/performance.md.")
 	info := fs.String("info", "", "a demo's --info `FILE`: API, token, target, DSN, grantor key and the node's pid")
-	api := fs.String("api", "", "the node's HTTP API `URL`")
+	api := fs.String("api", "", "the node's HTTP API `URL`; several nodes on one store as URL,URL,... (clients are spread over them)")
 	token := fs.String("token", "", "the agent's bearer `TOKEN`")
 	target := fs.String("target", "shop", "the target's `NAME` on the node")
 	dsn := fs.String("dsn", "", "the target database's `DSN`, for the direct run")
@@ -54,6 +54,7 @@ func runBench(e *env, args []string) (code int) {
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
+	var otherPIDs []int
 	if *info != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -77,6 +78,21 @@ func runBench(e *env, args []string) (code int) {
 		if !set["node-pid"] {
 			*nodePID = inf.PID
 		}
+		if len(inf.Nodes) > 1 && !set["api"] {
+			// A demo of several nodes: the clients are spread over them,
+			// and every node's and the Pilot's CPU counts as Harbormaster's.
+			urls := make([]string, len(inf.Nodes))
+			for i, n := range inf.Nodes {
+				urls[i] = n.APIURL
+				if n.PID != inf.PID && !set["node-pid"] {
+					otherPIDs = append(otherPIDs, n.PID)
+				}
+			}
+			*api = strings.Join(urls, ",")
+			if inf.PilotPID > 0 && !set["node-pid"] {
+				otherPIDs = append(otherPIDs, inf.PilotPID)
+			}
+		}
 	}
 	if *api == "" || *token == "" || *dsn == "" {
 		return e.usageErr(fs, "--info, or --api, --token and --dsn, are required")
@@ -85,8 +101,9 @@ func runBench(e *env, args []string) (code int) {
 	if err != nil {
 		return e.usageErr(fs, "--ids: %v", err)
 	}
-	cfg := bench.Config{API: *api, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
-		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, PostgresPID: *pgPID}
+	apis := strings.Split(*api, ",")
+	cfg := bench.Config{API: apis[0], APIs: apis, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
+		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID}
 	if *statements < 1 || *duration <= 0 || *clients < 1 {
 		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
 	}

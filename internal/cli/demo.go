@@ -49,6 +49,22 @@ type demoInfo struct {
 	VerifierKey  string `json:"logbook_vkey"`
 	ControlPlane string `json:"control_plane_key"`
 	PID          int    `json:"pid"` // the node's process, for harbormaster bench's CPU split
+	// Nodes are every node's API, with --nodes N > 1 (api_url and pid are
+	// the first's); PilotURL is then the Pilot's own process.
+	Nodes    []demoNode `json:"nodes,omitempty"`
+	PilotURL string     `json:"pilot_url,omitempty"`
+	PilotPID int        `json:"pilot_pid,omitempty"`
+
+	tokenHash string // the agent token's hash, for the configs
+}
+
+// demoNode is one control-plane node of the demo.
+type demoNode struct {
+	Name   string `json:"name"`
+	APIURL string `json:"api_url"`
+	PID    int    `json:"pid"`
+	Config string `json:"config"`
+	Log    string `json:"log"`
 }
 
 type tourStep struct {
@@ -96,6 +112,7 @@ func runDemo(e *env, args []string) int {
 	info := fs.String("info", "", "write connection details as JSON to `FILE` once ready")
 	once := fs.Bool("once", false, "run the tour and exit: 0 if every outcome was as expected")
 	dir := fs.String("dir", "", "keep keys, config and store in `DIR` (default: a temporary directory, removed at exit)")
+	nodes := fs.Int("nodes", 1, "run `N` control-plane nodes, each its own serve process, on one PostgreSQL store,\nwith the Pilot in a process of its own; the tour goes round robin across them")
 	var sv demoSurveyor
 	fs.StringVar(&sv.url, "surveyor-url", "", "a model server's base `URL` for the Surveyor, e.g. http://127.0.0.1:11434/v1 (Ollama),\nhttp://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:8080/v1 (llama.cpp server)")
 	fs.StringVar(&sv.model, "surveyor-model", "", "the `MODEL` name on that server")
@@ -111,7 +128,17 @@ func runDemo(e *env, args []string) int {
 	if sv.tierB && (sv.url == "" || sv.model == "") {
 		return e.usageErr(fs, "--tier-b needs --surveyor-url and --surveyor-model")
 	}
-	if err := demo(e, *listen, *info, *dir, *once, sv); err != nil {
+	if *nodes < 1 || *nodes > 9 {
+		return e.usageErr(fs, "--nodes must be between 1 and 9")
+	}
+	if *nodes > 1 && sv.tierB {
+		return e.usageErr(fs, "--tier-b runs with one node only (--nodes 1)")
+	}
+	run := func() error { return demo(e, *listen, *info, *dir, *once, sv) }
+	if *nodes > 1 {
+		run = func() error { return demoNodes(e, *listen, *info, *dir, *once, sv, *nodes) }
+	}
+	if err := run(); err != nil {
 		var tourErr *tourError
 		if errors.As(err, &tourErr) {
 			e.errorf("%v", err)
@@ -215,7 +242,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		fmt.Fprintf(out, "  Tier B:         on for shop; the Surveyor (%s at %s) judges the typo rule\n", sv.model, sv.url)
 	}
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
-	failed := runTour(ctx, out, inf.APIURL, inf.AgentToken, sv.tierB)
+	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
 	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
 	if once {
@@ -265,12 +292,26 @@ func loadShop(ctx context.Context, dsn string) error {
 // writeDemoFiles makes keys, the signers file, signed delegations and the
 // serve config, exactly as an operator would by hand.
 func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (string, demoInfo, error) {
+	inf, err := writeDemoKeys(ctx, dir, dsn)
+	if err != nil {
+		return "", inf, err
+	}
+	inf.Store = filepath.Join(dir, "store.db")
+	inf.Config = filepath.Join(dir, "harbormaster.yaml")
+	if err := writeDemoConfig(inf.Config, inf, sv, "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
+		return "", inf, err
+	}
+	return inf.Config, inf, nil
+}
+
+// writeDemoKeys makes keys, the signers file and signed delegations.
+func writeDemoKeys(ctx context.Context, dir, dsn string) (demoInfo, error) {
 	var inf demoInfo
 	keys := filepath.Join(dir, "keys")
 	dels := filepath.Join(dir, "delegations")
 	for _, d := range []string{keys, dels} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", inf, err
+			return inf, err
 		}
 	}
 	var signersFile bytes.Buffer
@@ -282,55 +323,55 @@ func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (stri
 	for _, name := range []string{"alice", "bob"} {
 		priv, pub, err := signing.GenerateEd25519(name + "@demo")
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		privs[name] = priv
 		if err := os.WriteFile(filepath.Join(keys, name), priv, 0o600); err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		if err := os.WriteFile(filepath.Join(keys, name+".pub"), pub, 0o644); err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		line, err := signing.AllowedSignersLine([]string{name + "@shop"}, humans[name], pub)
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		signersFile.WriteString(line + "\n")
 	}
 	signersPath := filepath.Join(dir, "allowed_signers")
 	if err := os.WriteFile(signersPath, signersFile.Bytes(), 0o644); err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	cpPEM, cpKey, err := config.NewControlPlaneKey()
 	if err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	cpPath := filepath.Join(keys, "control-plane.pem")
 	if err := os.WriteFile(cpPath, cpPEM, 0o600); err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	vkey, err := logbook.CheckpointVerifierKey("harbormaster-demo", node.PublicKey(cpKey))
 	if err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	token, tokenHash := config.NewAgentToken()
 
 	cat, err := pilot.LoadCatalogDSN(ctx, dsn, nil)
 	if err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	alice, err := signing.ParsePrivateKey(privs["alice"])
 	if err != nil {
-		return "", inf, err
+		return inf, err
 	}
 	for _, f := range []string{"unstick-orders.yaml", "fix-name-typos.yaml"} {
 		y, err := examples.FS.ReadFile(f)
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		d, err := bound.Parse(y, f)
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		// The demo's delegations expire a week from now.
 		exp := time.Now().UTC().Add(7 * 24 * time.Hour).Truncate(time.Hour)
@@ -338,24 +379,33 @@ func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (stri
 		y = bytes.Replace(y, []byte("expires: 2027-12-31T00:00:00Z"), []byte("expires: "+exp.Format(time.RFC3339)), 1)
 		b, rep := bound.Compile(d, cat, bound.Options{})
 		if !rep.Signable {
-			return "", inf, fmt.Errorf("demo delegation %s is not signable: %v", f, rep.Problems)
+			return inf, fmt.Errorf("demo delegation %s is not signable: %v", f, rep.Problems)
 		}
 		canon, err := b.Canonical()
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		sig, err := alice.Sign(signing.NamespaceDelegation, canon)
 		if err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		if err := os.WriteFile(filepath.Join(dels, f), y, 0o644); err != nil {
-			return "", inf, err
+			return inf, err
 		}
 		if err := os.WriteFile(filepath.Join(dels, f+".sig"), sig, 0o644); err != nil {
-			return "", inf, err
+			return inf, err
 		}
 	}
-	storePath := filepath.Join(dir, "store.db")
+	inf = demoInfo{AgentToken: token, Agent: "agent:demo", TargetDSN: dsn, Target: "shop",
+		Dir: dir, GrantorKey: filepath.Join(keys, "alice"), ApproverKey: filepath.Join(keys, "bob"), Signers: signersPath,
+		VerifierKey: vkey, ControlPlane: cpPath, tokenHash: tokenHash}
+	return inf, nil
+}
+
+// writeDemoConfig writes a serve config to path: the store inf.Store, the
+// target shop reached as target says (a dsn, or a Pilot in its own
+// process), and listen unless "".
+func writeDemoConfig(path string, inf demoInfo, sv demoSurveyor, listen, target string) error {
 	cfg := fmt.Sprintf(`# Written by harbormaster demo. See docs/operations.md.
 name: harbormaster-demo
 store: %q
@@ -364,14 +414,16 @@ signers: %q
 delegations: %q
 targets:
   - name: shop
-    dsn: %q
-agents:
+%sagents:
   - principal: agent:demo
     token_sha256: %s
 logbook:
   checkpoint_every: %d
   checkpoint_interval: 5s
-`, storePath, cpPath, signersPath, dels, dsn, tokenHash, demoCheckpointEvery)
+`, inf.Store, inf.ControlPlane, inf.Signers, filepath.Join(inf.Dir, "delegations"), target, inf.tokenHash, demoCheckpointEvery)
+	if listen != "" {
+		cfg += fmt.Sprintf("listen: %s\n", listen)
+	}
 	if sv.url != "" {
 		cfg += fmt.Sprintf(`surveyor:
   jurors: 3
@@ -385,27 +437,26 @@ logbook:
       timeout: 60s
 `, sv.kind, sv.url, sv.model, sv.keyEnv)
 	}
-	cfgPath := filepath.Join(dir, "harbormaster.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return "", inf, err
-	}
-	inf = demoInfo{AgentToken: token, Agent: "agent:demo", TargetDSN: dsn, Target: "shop", Store: storePath, Config: cfgPath,
-		Dir: dir, GrantorKey: filepath.Join(keys, "alice"), ApproverKey: filepath.Join(keys, "bob"), Signers: signersPath,
-		VerifierKey: vkey, ControlPlane: cpPath}
-	return cfgPath, inf, nil
+	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
 // runTour plays the scripted agent over HTTP and returns the steps that
 // did not go as expected.
-func runTour(ctx context.Context, out io.Writer, api, token string, tierB bool) []string {
+//
+// With several APIs (nodes), step i goes to apis[i mod len(apis)].
+func runTour(ctx context.Context, out io.Writer, apis []string, token string, tierB bool) []string {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var failed []string
 	for i, st := range demoTour {
 		body, _ := json.Marshal(map[string]string{"target": "shop", "sql": st.sql})
+		api := apis[i%len(apis)]
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/statements", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		fmt.Fprintf(out, "\n%d. %s\n   %s\n", i+1, st.title, st.sql)
+		if len(apis) > 1 {
+			fmt.Fprintf(out, "   (through node-%d, %s)\n", i%len(apis)+1, api)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("step %d: %v", i+1, err))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"harbormaster/internal/cli"
@@ -63,6 +64,83 @@ func TestDemoOnce(t *testing.T) {
 	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the tour output lacks %q", want)
+		}
+	}
+}
+
+// TestDemoNodes runs demo --nodes 3 --once as a newcomer would: three
+// serve processes on a throwaway PostgreSQL store, the Pilot in its own
+// process, the tour round robin across the nodes and the steps that need
+// several (a switch seen on another node, an approval through another
+// node, one logbook chain verified); every outcome must be as expected,
+// and --info must name every node and the Pilot.
+func TestDemoNodes(t *testing.T) {
+	t.Parallel()
+	needPostgres(t)
+	info := filepath.Join(t.TempDir(), "info.json")
+	var out, errb bytes.Buffer
+	code := cli.Do([]string{"demo", "--nodes", "3", "--once", "--info", info, "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errb)
+	t.Logf("demo --nodes 3 --once:\n%s", out.String())
+	if code != 0 {
+		t.Fatalf("demo --nodes 3 --once: exit %d\nstderr:\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "Every outcome was as expected") {
+		t.Fatal("demo --nodes 3 --once did not report every outcome as expected")
+	}
+	if errb.Len() != 0 {
+		t.Errorf("demo --nodes 3 --once wrote to stderr on success:\n%s", errb.String())
+	}
+	raw, err := os.ReadFile(info)
+	if err != nil {
+		t.Fatalf("--info file: %v", err)
+	}
+	var m struct {
+		APIURL   string `json:"api_url"`
+		Store    string `json:"store"`
+		PID      int    `json:"pid"`
+		PilotURL string `json:"pilot_url"`
+		PilotPID int    `json:"pilot_pid"`
+		Nodes    []struct {
+			Name   string `json:"name"`
+			APIURL string `json:"api_url"`
+			PID    int    `json:"pid"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("--info file is not JSON: %v\n%s", err, raw)
+	}
+	if len(m.Nodes) != 3 {
+		t.Fatalf("--info lists %d nodes, want 3: %s", len(m.Nodes), raw)
+	}
+	pids := map[int]bool{os.Getpid(): true, m.PilotPID: true}
+	for _, n := range m.Nodes {
+		if !strings.HasPrefix(n.APIURL, "http://127.0.0.1:") || strings.HasSuffix(n.APIURL, ":0") {
+			t.Errorf("%s: api_url %q is not an address served", n.Name, n.APIURL)
+		}
+		if pids[n.PID] {
+			t.Errorf("%s: pid %d is not a process of its own", n.Name, n.PID)
+		}
+		pids[n.PID] = true
+	}
+	if m.APIURL != m.Nodes[0].APIURL || m.PID != m.Nodes[0].PID {
+		t.Errorf("api_url and pid (%s, %d) are not the first node's", m.APIURL, m.PID)
+	}
+	if !strings.HasPrefix(m.Store, "postgres://") || !strings.HasPrefix(m.PilotURL, "https://127.0.0.1:") {
+		t.Errorf("store %q or pilot_url %q is not a shared PostgreSQL store and a Pilot over TLS", m.Store, m.PilotURL)
+	}
+	for _, want := range []string{"(through node-2,", "(through node-3,", "node-2 saw Tier B on", "node-3 saw Tier B off", "approved by bob through node-2: executed",
+		"it ran once", "signed through entry"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	// The children are gone: the demo stopped them.
+	for pid := range pids {
+		if pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d still runs after the demo exited", pid)
 		}
 	}
 }

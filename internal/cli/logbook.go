@@ -94,13 +94,11 @@ func runLogbookVerify(e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	// A missing SQLite file is an error, not a new empty store; a
-	// PostgreSQL store's URL is no file.
-	if !store.IsPostgresURL(*storePath) {
-		if _, err := os.Stat(*storePath); err != nil {
-			e.errorf("%v", err)
-			return exitUsage
-		}
+	// A SQLite path that does not exist would be created empty; a
+	// PostgreSQL store is a URL, with nothing on disk to look for.
+	if _, err := os.Stat(*storePath); err != nil && !store.IsPostgresURL(*storePath) {
+		e.errorf("%v", err)
+		return exitUsage
 	}
 	st, lb, err := openLogbook(e.ctx, *storePath, *name, *every)
 	if err != nil {
@@ -132,7 +130,7 @@ func runLogbookVerify(e *env, args []string) int {
 
 func runLogbookTail(e *env, args []string) int {
 	fs := e.flags("harbormaster logbook tail --store PATH [-n N]", "Prints the last N entries as JSON lines, oldest first.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	n := fs.Int("n", 20, "how many `N` entries")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -161,7 +159,7 @@ func runLogbookExport(e *env, args []string) int {
 	fs := e.flags("harbormaster logbook export --store PATH [--from SEQ] [--checkpoints]",
 		"Writes every entry from SEQ on as JSON lines; with --checkpoints, the signed\n"+
 			"checkpoints instead, to keep outside the control plane's trust domain.")
-	storePath := fs.String("store", "", "the control store `PATH`")
+	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	from := fs.Int64("from", 1, "first `SEQ`")
 	cps := fs.Bool("checkpoints", false, "export signed checkpoints instead of entries")
 	if code, ok := e.parse(fs, args); !ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"harbormaster/internal/cli"
 	"harbormaster/internal/pgtmp"
+	"harbormaster/internal/store"
 )
 
 // store migrate applies the migrations once, on SQLite and on PostgreSQL
@@ -33,7 +35,11 @@ func TestStoreMigrate(t *testing.T) {
 	}
 	for name, loc := range map[string]string{"sqlite": filepath.Join(t.TempDir(), "store.db"), "postgres": url} {
 		t.Run(name, func(t *testing.T) {
-			for i, want := range []string{"schema version 6 (6 migrations applied now)", "schema version 6 (0 migrations applied now)"} {
+			n := len(store.Migrations)
+			if n != len(store.PostgresMigrations) {
+				t.Fatalf("%d SQLite migrations, %d PostgreSQL ones", n, len(store.PostgresMigrations))
+			}
+			for i, want := range []string{fmt.Sprintf("schema version %d (%d migrations applied now)", n, n), fmt.Sprintf("schema version %d (0 migrations applied now)", n)} {
 				var out, errb bytes.Buffer
 				if code := cli.Do([]string{"store", "migrate", "--store", loc}, strings.NewReader(""), &out, &errb); code != 0 {
 					t.Fatalf("run %d: exit %d: %s", i, code, errb.String())

@@ -92,6 +92,11 @@ type Config struct {
 	// ClockLeeway is how far this node's clock may be off the store's
 	// before its expiry decisions hold at both. Defaults to 1s.
 	ClockLeeway time.Duration
+	// SharedQuota, when set, takes fast-path tokens from buckets every
+	// node on the store shares (a PostgreSQL store): it returns the key of
+	// the first empty bucket, or "". Nil: this node's own buckets, exact
+	// for one node.
+	SharedQuota func(ctx context.Context, now time.Time, wants []quota.Want) (string, error)
 }
 
 // WithDefaults fills unset fields.
@@ -332,7 +337,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	in.Stale = g.delegationsStale()
 	rt := route.Of(in)
 	if rt.Path != route.Refer {
-		if in.Quota = g.takeQuota(principal, delegs[rt.Chosen]); in.Quota.Empty {
+		if in.Quota = g.takeQuota(ctx, principal, delegs[rt.Chosen]); in.Quota.Empty || in.Quota.Unknown {
 			rt = route.Of(in)
 		}
 	}
@@ -452,7 +457,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		return nil, fmt.Errorf("gateway: request %s: %w", req.ID, err)
 	}
 	if err != nil {
-		return nil, g.fail(ctx, req, err)
+		return g.didNotRun(ctx, p, req, err)
 	}
 
 	// 9 logbook: the execution's outcome. A statement executed on the
@@ -492,8 +497,8 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 
 // takeQuota takes a fast-path token from the delegation's bucket (its
 // signed quota) and the principal's (config), or from neither, and says
-// which was empty.
-func (g *Gateway) takeQuota(principal string, d *Delegation) route.Quota {
+// which was empty, or that the shared buckets could not be read.
+func (g *Gateway) takeQuota(ctx context.Context, principal string, d *Delegation) route.Quota {
 	var wants []quota.Want
 	if q := d.Bound.Quota; q != nil {
 		wants = append(wants, quota.Want{Key: "delegation:" + d.ID, Rate: quota.Rate{Count: q.Count, Per: q.Interval()}})
@@ -504,7 +509,17 @@ func (g *Gateway) takeQuota(principal string, d *Delegation) route.Quota {
 	if len(wants) == 0 {
 		return route.Quota{}
 	}
-	switch empty := g.quota.Take(wants...); {
+	var empty string
+	if g.cfg.SharedQuota != nil {
+		var err error
+		if empty, err = g.cfg.SharedQuota(ctx, g.cfg.Clock(), wants); err != nil {
+			g.cfg.Logger.Error("shared quota", "principal", principal, "delegation", d.ID, "err", err)
+			return route.Quota{Unknown: true}
+		}
+	} else {
+		empty = g.quota.Take(wants...)
+	}
+	switch {
 	case empty == "":
 		return route.Quota{}
 	case strings.HasPrefix(empty, "delegation:"):

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"harbormaster/internal/bound"
 	"harbormaster/internal/gateway"
 	"harbormaster/internal/gateway/gatewaytest"
@@ -97,5 +99,91 @@ func TestStaleDelegationsStopTheFastPath(t *testing.T) {
 	}
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {
 		t.Fatalf("after a good read: %+v", r)
+	}
+}
+
+// TestSharedQuotaAcrossNodes: with the quota buckets in the store, a
+// delegation's signed quota holds exactly across two nodes: of ten
+// statements sent through both, three run (the quota is 3/minute) and the
+// rest are referred with the quota's reason. Without shared buckets each
+// node would run three.
+func TestSharedQuotaAcrossNodes(t *testing.T) {
+	t.Parallel()
+	f := newEmptyFixture(t, func(o *gatewaytest.Options) { o.SharedQuota = true })
+	f.addDelegation(t, rewrite(t, gatewaytest.Example(t, gatewaytest.Orders), "quota: 120/hour\n", "quota: 3/minute\n"))
+	other := f.sys.OtherNode(t)
+	ctx := context.Background()
+	ran := 0
+	for i := range 10 {
+		g := f.sys.Gateway
+		if i%2 == 1 {
+			g = other
+		}
+		r, err := g.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, readOrder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.Outcome {
+		case gateway.OutcomeExecuted:
+			ran++
+		case gateway.OutcomeReferred:
+			if len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "(3/minute) is used up") {
+				t.Fatalf("statement %d referred for %v, want the quota", i, r.Reasons)
+			}
+		}
+	}
+	if ran != 3 {
+		t.Fatalf("%d statements ran across two nodes, want 3 (the shared quota)", ran)
+	}
+}
+
+// TestUnreachableTargetRefers: when the Pilot cannot reach its target,
+// nothing runs and the agent is answered as for any referral (outcome
+// referred, its request id, the fixed reason), not with a server error;
+// the request waits for a human.
+func TestUnreachableTargetRefers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	admin := f.conn(t)
+	var db string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	// Another session of the same server, outside the target database.
+	cfg := admin.Config().Copy()
+	cfg.Database = "postgres"
+	ops, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close(ctx)
+	if _, err := ops.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if _, err := ops.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` ALLOW_CONNECTIONS true`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer restore()
+	if _, err := ops.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the pool's ping-on-acquire idle time
+	r, err := f.sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, readOrder)
+	if err != nil {
+		t.Fatalf("an unreachable target: %v; want a referral", err)
+	}
+	if r.Outcome != gateway.OutcomeReferred || r.RequestID == "" || len(r.Reasons) != 1 || r.Reasons[0] != gateway.ReasonUnreachable {
+		t.Fatalf("an unreachable target: %+v; want referred with %q", r, gateway.ReasonUnreachable)
+	}
+	v, err := f.sys.Gateway.Request(ctx, r.RequestID, "")
+	if err != nil || v.Status != gateway.StatusWaiting || v.Detail == "" {
+		t.Fatalf("the request: %+v, %v; want waiting, with the error for humans", v, err)
+	}
+	restore()
+	if n := gatewaytest.Receipts(t, f.dsn); n != 0 {
+		t.Fatalf("%d receipts: something ran", n)
 	}
 }

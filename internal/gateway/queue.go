@@ -341,7 +341,10 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	return d, nil
 }
 
-// logExpiries records, once, each delegation that has passed its expiry.
+// logExpiries records, once across every node on the store, each
+// delegation that has passed its expiry. A node that stops between its
+// claim and the entry leaves that expiry unlogged (it is in the signed
+// bound all the same).
 func (g *Gateway) logExpiries(ctx context.Context) error {
 	now := g.cfg.Clock()
 	g.mu.RLock()
@@ -354,10 +357,18 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 	}
 	g.mu.RUnlock()
 	for _, d := range due {
-		if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindDelegationExpired,
-			Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
-			Payload:  map[string]any{"delegation_id": d.ID, "expires": d.Bound.Expires}}); err != nil {
+		// One node of all on the store logs it: the first to claim it.
+		claimed, err := g.st.ClaimDelegationExpiry(ctx, d.ID, now.UnixNano())
+		if err != nil {
 			return err
+		}
+		if claimed {
+			if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindDelegationExpired,
+				Subjects: map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
+				Payload:  map[string]any{"delegation_id": d.ID, "expires": d.Bound.Expires}}); err != nil {
+				_ = g.st.ReleaseDelegationExpiry(context.WithoutCancel(ctx), d.ID)
+				return err
+			}
 		}
 		g.mu.Lock()
 		g.expiryLogged[d.ID] = true

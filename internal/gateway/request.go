@@ -321,16 +321,39 @@ func (g *Gateway) record(ctx context.Context, req *request, payload map[string]a
 // an infrastructure reason, and returns err. The Pilot rolled back (or
 // never started), so the request is referred.
 func (g *Gateway) fail(ctx context.Context, req *request, err error) error {
+	if ferr := g.recordFailure(ctx, req, err, ReasonNotExecuted); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// recordFailure records that a request did not run, with the fixed reason
+// of its class: it waits for a human.
+func (g *Gateway) recordFailure(ctx context.Context, req *request, err error, reason string) error {
 	g.cfg.Logger.Error("statement path failed", "request", req.ID, "err", err)
 	req.Outcome, req.Status = OutcomeReferred, StatusWaiting
 	// The error can carry the target's text (a deferred constraint's
 	// message quotes row values): the agent gets the class, humans the text.
-	req.Reasons, req.Detail = []string{ReasonNotExecuted}, err.Error()
-	if ferr := g.finish(context.WithoutCancel(ctx), req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
-		"outcome": "failed", "reasons": req.Reasons, "detail": req.Detail}); ferr != nil {
-		return errors.Join(err, ferr)
+	req.Reasons, req.Detail = []string{reason}, err.Error()
+	return g.finish(context.WithoutCancel(ctx), req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
+		"outcome": "failed", "reasons": req.Reasons, "detail": req.Detail})
+}
+
+// didNotRun answers a statement the Pilot failed to run (an unknown commit
+// is settled apart, by its receipt): it is recorded as waiting for a
+// human, queued, and the agent is told it was referred, with its request
+// id, as for any referral.
+func (g *Gateway) didNotRun(ctx context.Context, p pilot.Executor, req *request, err error) (*Response, error) {
+	reason := ReasonNotExecuted
+	if errors.Is(err, pilot.ErrUnreachable) {
+		reason = ReasonUnreachable
 	}
-	return err
+	if ferr := g.recordFailure(ctx, req, err, reason); ferr != nil {
+		return nil, errors.Join(err, ferr)
+	}
+	g.takeReferral(req.Principal)
+	g.referred(p, req)
+	return req.response(), nil
 }
 
 // RequestView is what GET /v1/requests/{id} shows.

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"harbormaster/internal/quota"
+	"harbormaster/internal/store"
 )
 
 // A node's background work is a set of services, each periodic with its
@@ -110,5 +113,19 @@ func runService(ctx context.Context, s Service, log *slog.Logger) {
 				log.Warn("background service", "service", s.Name, "err", err)
 			}
 		}
+	}
+}
+
+// StoreQuota takes fast-path tokens from the quota buckets in the store
+// (Config.SharedQuota): every node on the store takes from the same
+// buckets, in one transaction per statement, so a quota holds exactly
+// across nodes.
+func StoreQuota(st *store.Store) func(ctx context.Context, now time.Time, wants []quota.Want) (string, error) {
+	return func(ctx context.Context, now time.Time, wants []quota.Want) (string, error) {
+		ws := make([]store.QuotaWant, len(wants))
+		for i, w := range wants {
+			ws[i] = store.QuotaWant{Key: w.Key, Count: w.Rate.Count, PerNS: int64(w.Rate.Per)}
+		}
+		return st.TakeQuota(ctx, now.UnixNano(), ws)
 	}
 }

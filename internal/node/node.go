@@ -146,7 +146,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches,
 		Services: gateway.Services{QueueExpiry: cfg.Services.QueueExpiry.D(), DelegationExpiry: cfg.Services.DelegationExpiry.D(),
 			Reconcile: cfg.Services.Reconcile.D(), Delegations: cfg.Services.Delegations.D(), DelegationsStale: cfg.Services.DelegationsStale.D(),
-			Clock: cfg.Services.Clock.D()}, ClockLeeway: cfg.Services.ClockLeeway.D()},
+			Clock: cfg.Services.Clock.D()}, ClockLeeway: cfg.Services.ClockLeeway.D(),
+		StoreClock: s.store.Clock(), SharedQuota: sharedQuota(s.store)},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err
@@ -288,3 +289,13 @@ func (s *Node) Store() *store.Store { return s.store }
 
 // Logbook is the node's logbook.
 func (s *Node) Logbook() *logbook.Logbook { return s.logbook }
+
+// sharedQuota is the store's quota buckets on a PostgreSQL store, which
+// every node on it shares; nil (each node its own, exact for one node) for
+// SQLite.
+func sharedQuota(st *store.Store) func(ctx context.Context, now time.Time, wants []quota.Want) (string, error) {
+	if st.Driver() != store.Postgres {
+		return nil
+	}
+	return gateway.StoreQuota(st)
+}

@@ -196,7 +196,7 @@ func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template) er
 func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *template, s *sqlcheck.Shape) (res *Result, ok bool, err error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return nil, true, fmt.Errorf("pilot: acquire: %w", err)
+		return nil, true, fmt.Errorf("pilot: acquire: %w: %w", ErrUnreachable, err)
 	}
 	// A connection left busy or inside a transaction is destroyed, not
 	// reused (pgxpool checks on release).

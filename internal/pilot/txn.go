@@ -40,7 +40,7 @@ func (t *Txn) ID() string { return t.id }
 func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pilot: begin: %w", err)
+		return nil, fmt.Errorf("pilot: begin: %w: %w", ErrUnreachable, err)
 	}
 	t := &Txn{conn: conn}
 	sel, args := p.pinSQL(withID)
@@ -177,6 +177,10 @@ func (t *Txn) Close() {
 	}
 	t.conn.Release()
 }
+
+// ErrUnreachable wraps a failure to reach the target (or a remote Pilot)
+// before anything was sent: nothing ran.
+var ErrUnreachable = errors.New("the target could not be reached")
 
 // ErrCommitUnknown wraps a failure of COMMIT itself: the transaction may
 // or may not have committed. Only the receipt in the target can tell (the

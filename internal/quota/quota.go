@@ -1,11 +1,10 @@
 // Package quota rate-limits the fast path with token buckets (ZFN-18):
 // one per delegation (its signed quota) and one per principal (config).
 //
-// An exhausted bucket refers the statement; it never fails it. The buckets
-// live in this process: with several control-plane nodes behind a load
-// balancer each node keeps its own, so a principal can reach up to N times
-// its quota across N nodes (docs/operations.md). One node enforces it
-// exactly.
+// An exhausted bucket refers the statement; it never fails it. A Limiter's
+// buckets live in this process, exact for one node. Several nodes on a
+// PostgreSQL store take from buckets in the store instead
+// (gateway.StoreQuota, store.TakeQuota), exact across nodes.
 package quota
 
 import (

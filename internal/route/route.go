@@ -45,6 +45,8 @@ const (
 	// QuotaDelegation and QuotaPrincipal: a fast-path quota is used up.
 	QuotaDelegation Code = "quota_delegation"
 	QuotaPrincipal  Code = "quota_principal"
+	// QuotaUnknown: the shared quota could not be checked.
+	QuotaUnknown Code = "quota_unknown"
 	// The surveyed path is closed (Cause says why).
 	SurveyClosed Code = "survey_closed"
 	// Stale: this node's view of the delegations is too old to run on.
@@ -119,6 +121,8 @@ type Quota struct {
 	// Principal is true when the principal's bucket was the empty one,
 	// false when it was the delegation's.
 	Principal bool
+	// Unknown: the shared buckets could not be read, so no token was taken.
+	Unknown bool
 }
 
 // Switch is a switch's state as this node sees it.
@@ -243,7 +247,7 @@ func Of(in Input) Route {
 			return r
 		}
 	}
-	if in.Quota.Empty {
+	if in.Quota.Empty || in.Quota.Unknown {
 		why := quotaReason(in, c)
 		if path == Surveyed {
 			cause := why
@@ -285,6 +289,9 @@ func closed(s Survey) *Reason {
 }
 
 func quotaReason(in Input, c Check) Reason {
+	if in.Quota.Unknown {
+		return Reason{Code: QuotaUnknown, Delegation: c.Delegation, Text: "the fast-path quota could not be checked"}
+	}
 	if in.Quota.Principal {
 		return Reason{Code: QuotaPrincipal, Text: fmt.Sprintf("the fast-path quota of %s is used up", in.Principal)}
 	}

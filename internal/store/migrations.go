@@ -219,4 +219,18 @@ CREATE TABLE logbook_index (
 INSERT INTO logbook_index (id, indexed_through) SELECT 1, COALESCE(MAX(seq), 0) FROM logbook_entries;
 `,
 	},
+	{
+		Version: 7,
+		Name:    "shared quota buckets and delegation expiry claims",
+		SQL: `
+CREATE TABLE quota_buckets (
+	key     TEXT    PRIMARY KEY,
+	tokens  REAL    NOT NULL,
+	last_ns INTEGER NOT NULL,
+	count   INTEGER NOT NULL,
+	per_ns  INTEGER NOT NULL
+);
+ALTER TABLE delegations ADD COLUMN expiry_logged_ns INTEGER;
+`,
+	},
 }

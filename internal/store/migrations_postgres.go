@@ -195,4 +195,18 @@ CREATE TABLE logbook_index (
 INSERT INTO logbook_index (id, indexed_through) SELECT 1, COALESCE(MAX(seq), 0) FROM logbook_entries;
 `,
 	},
+	{
+		Version: 7,
+		Name:    "shared quota buckets and delegation expiry claims",
+		SQL: `
+CREATE TABLE quota_buckets (
+	key     TEXT             PRIMARY KEY,
+	tokens  DOUBLE PRECISION NOT NULL,
+	last_ns BIGINT           NOT NULL,
+	count   BIGINT           NOT NULL,
+	per_ns  BIGINT           NOT NULL
+);
+ALTER TABLE delegations ADD COLUMN expiry_logged_ns BIGINT;
+`,
+	},
 }

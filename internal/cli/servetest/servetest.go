@@ -40,6 +40,7 @@ import (
 	"harbormaster/internal/gateway/gatewaytest"
 	"harbormaster/internal/logbook"
 	"harbormaster/internal/pilot"
+	"harbormaster/internal/pilot/remote"
 	"harbormaster/internal/queue"
 	"harbormaster/internal/signing"
 )
@@ -236,6 +237,16 @@ type Options struct {
 	CheckpointEvery int
 	// Extra is appended to the config file (YAML).
 	Extra string
+	// Store is the control store's location, e.g. a postgres:// URL that
+	// several serve processes share. Defaults to store.db in the
+	// deployment directory.
+	Store string
+	// RemotePilot puts the target's Pilot in a process of its own
+	// (StartPilot): the serve config names it, with certificates as
+	// "harbormaster pilot certs" writes them, instead of the target's DSN,
+	// so only the Pilot's process holds the target's credentials. serve
+	// cannot start before StartPilot has.
+	RemotePilot bool
 }
 
 // Deployment is a deployment directory: everything a restart reuses.
@@ -246,6 +257,9 @@ type Deployment struct {
 	StorePath string
 	Keys      *gatewaytest.Keys
 	CPKey     ed25519.PrivateKey
+	// PilotURL is the remote Pilot's https://HOST:PORT once StartPilot
+	// has started it.
+	PilotURL string
 }
 
 // NewDeployment writes a deployment directory under t.TempDir(): the
@@ -287,6 +301,27 @@ func NewDeployment(t testing.TB, o Options) *Deployment {
 		}
 	}
 	d.StorePath = filepath.Join(d.Dir, "store.db")
+	if o.Store != "" {
+		d.StorePath = o.Store
+	}
+	d.Config = filepath.Join(d.Dir, "harbormaster.yaml")
+	if o.RemotePilot {
+		d.writePilotFiles(t)
+		return d // the serve config names the Pilot's address: StartPilot writes it
+	}
+	d.writeConfig(t)
+	return d
+}
+
+// writeConfig writes the serve config: the target's DSN, or with
+// RemotePilot the Pilot at PilotURL.
+func (d *Deployment) writeConfig(t testing.TB) {
+	t.Helper()
+	o := d.Opts
+	target := fmt.Sprintf("    dsn: %q\n", o.TargetDSN)
+	if o.RemotePilot {
+		target = fmt.Sprintf("    pilot:\n      url: %s\n      ca: certs/ca.crt\n      cert: certs/control-plane.crt\n      key: certs/control-plane.key\n", d.PilotURL)
+	}
 	cfg := fmt.Sprintf(`name: %s
 listen: 127.0.0.1:0
 store: %q
@@ -296,24 +331,72 @@ delegations: delegations
 marque_ttl: %s
 targets:
   - name: %s
-    dsn: %q
-agents:
+%sagents:
   - principal: %s
     token_sha256: %s
 logbook:
   checkpoint_every: %d
   checkpoint_interval: 1s
-`, o.Name, d.StorePath, o.MarqueTTL, gatewaytest.Target, o.TargetDSN, gatewaytest.Agent, config.HashToken(gatewaytest.AgentToken), o.CheckpointEvery)
-	d.Config = filepath.Join(d.Dir, "harbormaster.yaml")
+`, o.Name, d.StorePath, o.MarqueTTL, gatewaytest.Target, target, gatewaytest.Agent, config.HashToken(gatewaytest.AgentToken), o.CheckpointEvery)
 	if err := os.WriteFile(d.Config, []byte(cfg+o.Extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return d
+}
+
+// writePilotFiles writes the channel's certificates (as "harbormaster
+// pilot certs" does), the control plane's public key and the Pilot's
+// config, which holds the target's DSN.
+func (d *Deployment) writePilotFiles(t testing.TB) {
+	t.Helper()
+	certs := filepath.Join(d.Dir, "certs")
+	if _, err := remote.WriteCerts(certs, []string{"127.0.0.1", "localhost"}, time.Now(), 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := config.ControlPlanePublicKeyPEM(d.CPKey.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(certs, "control-plane.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+tls:
+  cert: certs/pilot.crt
+  key: certs/pilot.key
+  client_ca: certs/ca.crt
+control_plane:
+  name: %s
+  public_key: certs/control-plane.pub
+signers: allowed_signers
+targets:
+  - name: %s
+    dsn: %q
+`, d.Opts.Name, gatewaytest.Target, d.Opts.TargetDSN)
+	if err := os.WriteFile(filepath.Join(d.Dir, "pilot.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartPilot starts "harbormaster pilot" for a deployment with
+// RemotePilot, and (re)writes the serve config to name its address; log
+// names its log file.
+func (d *Deployment) StartPilot(t testing.TB, log string) *Proc {
+	t.Helper()
+	if !d.Opts.RemotePilot {
+		t.Fatal("servetest: StartPilot needs Options.RemotePilot")
+	}
+	p := StartCommand(t, filepath.Join(d.Dir, log), "pilot", "--config", filepath.Join(d.Dir, "pilot.yaml"))
+	d.PilotURL = "https://" + p.Addr
+	d.writeConfig(t)
+	return p
 }
 
 // Start starts serve on the deployment; log names its log file.
 func (d *Deployment) Start(t testing.TB, log string) *Proc {
 	t.Helper()
+	if d.Opts.RemotePilot && d.PilotURL == "" {
+		t.Fatal("servetest: a deployment with RemotePilot starts its Pilot (StartPilot) before serve")
+	}
 	return Start(t, d.Config, filepath.Join(d.Dir, log))
 }
 

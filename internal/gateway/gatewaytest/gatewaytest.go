@@ -195,6 +195,9 @@ type Options struct {
 	// (System.Relay), reached over mutual TLS with fresh certificates: the
 	// gateway uses a remote.Client instead of the Pilot itself.
 	RemotePilot bool
+	// SharedQuota takes the fast-path quotas from the buckets in the store
+	// (gateway.StoreQuota), as node.Start does on a PostgreSQL store.
+	SharedQuota bool
 	// WrapExecutor, when set, wraps the Executor the gateway uses, for a
 	// test that injects a fault around the real Pilot's calls (a caller
 	// going away once the Pilot answered, say).
@@ -220,6 +223,9 @@ type System struct {
 	Auditor            *audit.Auditor
 	Metrics            *metrics.Metrics
 	CheckpointVerifier note.Verifier
+
+	gatewayConfig gateway.Config
+	minter        *marque.Minter
 
 	stopServer     context.CancelFunc
 	serverDone     chan error
@@ -307,6 +313,10 @@ func Start(t testing.TB, opt Options) *System {
 		gc.Auditor = s.Auditor
 	}
 	s.Metrics = m
+	if opt.SharedQuota {
+		gc.SharedQuota = gateway.StoreQuota(s.Store)
+	}
+	s.gatewayConfig, s.minter = gc, minter
 	exec := s.Executor
 	if opt.WrapExecutor != nil {
 		exec = opt.WrapExecutor(exec)
@@ -703,4 +713,22 @@ func (s *System) EnableTierB(t testing.TB, d *gateway.Delegation, rule int, surv
 	if err := s.Gateway.EnableSurveyor(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OtherNode starts another gateway over the same store, logbook and Pilot,
+// with the same config and fresh in-memory state (delegations, quotas,
+// caches), as a second node sharing the store would have. Its background
+// services run until t ends.
+func (s *System) OtherNode(t testing.TB) *gateway.Gateway {
+	t.Helper()
+	ctx := context.Background()
+	g, err := gateway.New(ctx, s.gatewayConfig, s.Store, s.Logbook, s.minter, s.Opts.Keys.Signers, []pilot.Executor{s.Executor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Run(bctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
 }

@@ -215,7 +215,7 @@ func (c *Client) call(ctx context.Context, op string, body any) (*received, bool
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if !connected.Load() {
-			return nil, false, fmt.Errorf("pilot remote %s: %s: %w: %w", c.cfg.Target, op, errNotSent, err)
+			return nil, false, fmt.Errorf("pilot remote %s: %s: %w: %w: %w", c.cfg.Target, op, pilot.ErrUnreachable, errNotSent, err)
 		}
 		return nil, true, fmt.Errorf("pilot remote %s: %s: %w", c.cfg.Target, op, err)
 	}
@@ -243,7 +243,7 @@ func (c *Client) call(ctx context.Context, op string, body any) (*received, bool
 	c.noticeCatalog(resp.Header.Get(catalogHeader))
 	if rep.Error != nil {
 		switch rep.Error.Kind {
-		case kindCommitUnknown, kindNotRehearsable, kindError:
+		case kindCommitUnknown, kindNotRehearsable, kindUnreachable, kindError:
 		default:
 			return nil, true, fmt.Errorf("pilot remote %s: %s: an error of unknown kind %q: %s", c.cfg.Target, op, rep.Error.Kind, rep.Error.Message)
 		}

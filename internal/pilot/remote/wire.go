@@ -46,6 +46,7 @@ const (
 const (
 	kindCommitUnknown  = "commit_unknown"
 	kindNotRehearsable = "not_rehearsable"
+	kindUnreachable    = "unreachable"
 	kindError          = "error"
 )
 
@@ -259,7 +260,7 @@ func rawRows(rows []map[string]json.RawMessage) []map[string]any {
 type Error struct {
 	// Target and Op name the call.
 	Target, Op string
-	// Kind is commit_unknown, not_rehearsable or error.
+	// Kind is commit_unknown, not_rehearsable, unreachable or error.
 	Kind string
 	// Message is the Pilot's error text (for humans and logs, never for
 	// agents: it may quote the target).
@@ -277,6 +278,8 @@ func (e *Error) Unwrap() error {
 		return pilot.ErrCommitUnknown
 	case kindNotRehearsable:
 		return pilot.ErrNotRehearsable
+	case kindUnreachable:
+		return pilot.ErrUnreachable
 	}
 	return nil
 }
@@ -288,6 +291,8 @@ func errorKind(err error) string {
 		return kindCommitUnknown
 	case errors.Is(err, pilot.ErrNotRehearsable):
 		return kindNotRehearsable
+	case errors.Is(err, pilot.ErrUnreachable):
+		return kindUnreachable
 	}
 	return kindError
 }
