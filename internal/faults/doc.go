@@ -17,15 +17,18 @@
 // The scenarios are tests of this package: kill -9 of a serve process at
 // random points (kill_test.go), the target PostgreSQL stopped abruptly
 // mid-transaction (target_test.go), the logbook's disk full (disk_test.go),
-// the Surveyor's providers failing mid-judgment (providers_test.go) and the
-// control store locked by another process (store_test.go). Their short
+// the Surveyor's providers failing mid-judgment (providers_test.go), the
+// control store locked by another process (store_test.go), kill -9 of the
+// remote Pilot process (pilot_test.go) and the PostgreSQL control store
+// of two nodes crashed, locked or paused (storedown_test.go). Their short
 // versions run in go test ./...; -faults.long (or HARBORMASTER_FAULTS_LONG=1)
 // runs the long ones, and -faults.seed replays a run's random choices. Each
 // logs one line per scenario,
 //
 //	fault scenario=kill-node runs=5 violations=0 ...
 //
-// which docs/performance.md quotes. Scenarios that need several control
-// plane nodes or a remote Pilot are added the same way: a test that drives
-// the fault, a Check at each recovery, a scoreboard for the line.
+// which docs/performance.md quotes. A new scenario is added the same way:
+// a test that drives the fault, a Check at each recovery, a scoreboard for
+// the line (deploy_test.go moves a servetest deployment to a remote Pilot
+// or a PostgreSQL store).
 package faults

@@ -463,11 +463,12 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	// 9 logbook: the execution's outcome. A statement executed on the
 	// compiled path is answered while its entry group-commits: the receipt
 	// that committed with it already proves the outcome, and if this
-	// process stops first, Reconcile records it from that receipt.
+	// process stops first, Reconcile records it from that receipt. Either
+	// way the outcome is recorded even if the agent has gone away.
 	req.applyResult(res)
 	if res.Outcome == pilot.Executed && survey == nil {
 		g.recordLater(ctx, req, res)
-	} else if err := g.executed(ctx, req, res); err != nil {
+	} else if err := g.executed(context.WithoutCancel(ctx), req, res); err != nil {
 		return nil, err
 	}
 	if res.Outcome == pilot.Executed {

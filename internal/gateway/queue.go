@@ -221,7 +221,10 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	} else {
 		g.cfg.Metrics.Decision(marque.PathApproved, OutcomeExecuted, g.cfg.Clock().Sub(now))
 	}
-	if err := g.executed(ctx, req, pres); err != nil {
+	// The Pilot has answered: its outcome is recorded even if the approver
+	// has gone away, or the request would stay running until
+	// reconciliation settled it from the receipt, seconds later.
+	if err := g.executed(context.WithoutCancel(ctx), req, pres); err != nil {
 		return nil, err
 	}
 	g.notify(id)

@@ -792,3 +792,84 @@ func TestApprovalWithUnknownCommitStaysRunning(t *testing.T) {
 	}
 	f.sys.Verify(t)
 }
+
+// cancelAfterExecute is the real Pilot, with the caller's context canceled
+// as soon as an execution returns: an approver (or agent) whose connection
+// closed after the Pilot ran the statement and before the outcome was
+// recorded.
+type cancelAfterExecute struct {
+	pilot.Executor
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (c *cancelAfterExecute) ExecuteApproved(ctx context.Context, req pilot.ApprovedRequest) (*pilot.Result, error) {
+	res, err := c.Executor.ExecuteApproved(ctx, req)
+	if f := c.cancel.Load(); f != nil {
+		(*f)()
+	}
+	return res, err
+}
+
+func (c *cancelAfterExecute) Execute(ctx context.Context, req pilot.Request) (*pilot.Result, error) {
+	res, err := c.Executor.Execute(ctx, req)
+	if f := c.cancel.Load(); f != nil {
+		(*f)()
+	}
+	return res, err
+}
+
+// TestOutcomeRecordedAfterCallerLeft: once the Pilot has answered, the
+// outcome is recorded even if the caller has gone away (its request's
+// context canceled), for an approved statement the Pilot refused and for
+// one it ran. Found by
+// the kill-pilot fault scenario: the outcome's entry was written with the
+// caller's context, so a load that stopped mid-approval left requests
+// running until reconciliation settled them ("the control plane stopped
+// before this statement committed"), an approved-and-executed one seconds
+// late.
+func TestOutcomeRecordedAfterCallerLeft(t *testing.T) {
+	t.Parallel()
+	wrap := &cancelAfterExecute{}
+	f := newFixture(t, func(o *gatewaytest.Options) {
+		o.Gateway.ReconcileAfter = time.Hour // nothing settles it but the path itself
+		o.WrapExecutor = func(e pilot.Executor) pilot.Executor { wrap.Executor = e; return wrap }
+	})
+	approve := func(sql string) (*gateway.RequestView, error) {
+		v := f.referred(t, sql)
+		act, err := f.sys.Gateway.ProposeApproval(t.Context(), v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		wrap.cancel.Store(&cancel)
+		defer wrap.cancel.Store(nil)
+		_, err = f.sys.Gateway.Approve(ctx, v.ID, act, sig)
+		return f.view(t, v.ID), err
+	}
+	// Refused by the Pilot: someone else fails one more order after the
+	// rehearsal, so the statement reaches more rows than approved.
+	v := f.referred(t, "DELETE FROM orders WHERE status = 'failed'")
+	act, err := f.sys.Gateway.ProposeApproval(t.Context(), v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+	if _, err := f.conn(t).Exec(t.Context(), "UPDATE orders SET status = 'failed' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	wrap.cancel.Store(&cancel)
+	_, _ = f.sys.Gateway.Approve(ctx, v.ID, act, sig)
+	wrap.cancel.Store(nil)
+	cancel()
+	if got := f.view(t, v.ID); got.Status != gateway.StatusFailed {
+		t.Errorf("approved, refused by the Pilot, caller gone: the request is %s, want failed", got.Status)
+	}
+	// Run by the Pilot.
+	if got, _ := approve("UPDATE orders SET total_cents = 1 WHERE id = 45"); got.Status != gateway.StatusExecuted {
+		t.Errorf("approved, executed, caller gone: the request is %s, want executed", got.Status)
+	}
+	f.sys.Verify(t)
+}

@@ -208,7 +208,7 @@ func (g *Gateway) recordLater(ctx context.Context, req *request, res *pilot.Resu
 	if g.draining {
 		// Stopping: record it now, before the answer.
 		g.pendMu.Unlock()
-		if err := g.record(ctx, req, executedPayload(req, res), false, nil); err != nil {
+		if err := g.record(context.WithoutCancel(ctx), req, executedPayload(req, res), false, nil); err != nil {
 			g.cfg.Logger.Error("execution entry", "request", req.ID, "err", err)
 		}
 		return

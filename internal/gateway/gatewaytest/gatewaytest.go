@@ -199,6 +199,10 @@ type Options struct {
 	// SharedQuota takes the fast-path quotas from the buckets in the store
 	// (gateway.StoreQuota), as node.Start does on a PostgreSQL store.
 	SharedQuota bool
+	// WrapExecutor, when set, wraps the Executor the gateway uses, for a
+	// test that injects a fault around the real Pilot's calls (a caller
+	// going away once the Pilot answered, say).
+	WrapExecutor func(pilot.Executor) pilot.Executor
 }
 
 // System is a running control plane.
@@ -315,7 +319,11 @@ func Start(t testing.TB, opt Options) *System {
 		gc.SharedQuota = gateway.StoreQuota(s.Store)
 	}
 	s.gatewayConfig, s.minter = gc, minter
-	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{s.Executor})
+	exec := s.Executor
+	if opt.WrapExecutor != nil {
+		exec = opt.WrapExecutor(exec)
+	}
+	s.Gateway, err = gateway.New(ctx, gc, s.Store, s.Logbook, minter, opt.Keys.Signers, []pilot.Executor{exec})
 	if err != nil {
 		t.Fatal(err)
 	}
