@@ -116,7 +116,7 @@ func TestNodes(t *testing.T) {
 	t.Logf("TestNodes took %v", time.Since(began).Round(time.Millisecond))
 }
 
-func startNodes(t *testing.T, n int) *nodesSystem {
+func startNodes(t testing.TB, n int) *nodesSystem {
 	t.Helper()
 	// The store refuses a server without fsync; this one has it, with the
 	// target in another database of the same server.
@@ -449,7 +449,7 @@ func (s *nodesSystem) killNode(t *testing.T) {
 
 // setSwitch flips tier_b (target "" is the deployment's) through addr,
 // signed by alice.
-func (s *nodesSystem) setSwitch(t *testing.T, addr, target string, on bool) {
+func (s *nodesSystem) setSwitch(t testing.TB, addr, target string, on bool) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"name": "tier_b", "target": target, "on": on})
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/switches", bytes.NewReader(body))
@@ -474,7 +474,7 @@ func (s *nodesSystem) setSwitch(t *testing.T, addr, target string, on bool) {
 }
 
 // tierB is whether the node at addr has Tier B on for shop.
-func (s *nodesSystem) tierB(t *testing.T, addr string) bool {
+func (s *nodesSystem) tierB(t testing.TB, addr string) bool {
 	t.Helper()
 	var v struct {
 		TierB map[string]bool `json:"tier_b"`
@@ -507,7 +507,7 @@ func (s *nodesSystem) requestStatus(t *testing.T, node int, id string) string {
 	return string(v.Status)
 }
 
-func (s *nodesSystem) get(t *testing.T, url, token string, out any) {
+func (s *nodesSystem) get(t testing.TB, url, token string, out any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -541,7 +541,7 @@ func (s *nodesSystem) post(t *testing.T, i int, sql string) *servetest.Answer {
 	return a
 }
 
-func execSQL(t *testing.T, dsn, sql string) {
+func execSQL(t testing.TB, dsn, sql string) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
@@ -554,7 +554,7 @@ func execSQL(t *testing.T, dsn, sql string) {
 }
 
 // queryRow scans the one row of sql (with args) into dest.
-func queryRow(t *testing.T, dsn, sql string, args []any, dest ...any) {
+func queryRow(t testing.TB, dsn, sql string, args []any, dest ...any) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
