@@ -63,7 +63,9 @@ func BenchmarkSwitchPropagation(b *testing.B) {
 		}
 	}
 	slices.Sort(delays)
-	pct := func(p float64) float64 { return delays[min(len(delays)-1, int(p*float64(len(delays))))].Seconds() * 1000 }
+	pct := func(p float64) float64 {
+		return delays[min(len(delays)-1, int(p*float64(len(delays))))].Seconds() * 1000
+	}
 	b.ReportMetric(pct(0.5), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
 	b.ReportMetric(delays[len(delays)-1].Seconds()*1000, "max_ms")
