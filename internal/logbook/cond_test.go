@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestConditionalRecords: a record whose If says no is not appended and
@@ -59,5 +60,30 @@ func TestConditionalRecords(t *testing.T) {
 		return false, errors.New("boom")
 	}}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a failing condition: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestWriteTimeout: a batch whose transaction does not finish within
+// WriteTimeout (a store that stopped answering) fails its appends with
+// ErrUnavailable instead of leaving their callers waiting; nothing of it is
+// in the chain, and the next append works.
+func TestWriteTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{WriteTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	f.append(Record{Kind: "decision"})
+	began := time.Now()
+	_, err := f.lb.Append(ctx, Record{Kind: "decision", With: func(ctx context.Context, _ *sql.Tx) error {
+		<-ctx.Done() // a statement the store never answers
+		return ctx.Err()
+	}})
+	if !errors.Is(err, ErrUnavailable) || time.Since(began) > 10*time.Second {
+		t.Fatalf("a hung batch: %v after %v; want ErrUnavailable after about the write timeout", err, time.Since(began))
+	}
+	if e := f.append(Record{Kind: "decision"}); e.Seq != 2 {
+		t.Fatalf("the next entry is %d, want 2: the hung one is not in the chain", e.Seq)
+	}
+	if rep := f.verify(); !rep.OK {
+		t.Fatalf("verify: %+v", rep)
 	}
 }

@@ -41,6 +41,15 @@ var (
 // Config configures a Logbook. The zero value is usable: WithDefaults fills
 // in every unset field.
 type Config struct {
+	// WriteTimeout bounds one batch's transaction: a store that stops
+	// answering altogether (a hung server, a frozen network) fails the
+	// batch's appends with ErrUnavailable after it, so their callers get an
+	// answer, instead of waiting for as long as the store hangs. An entry
+	// whose commit reached the store before the deadline may exist all the
+	// same: its caller was told it failed, which for a decision means the
+	// marque never left (reconciliation settles it by its receipt).
+	// Defaults to 10s.
+	WriteTimeout time.Duration
 	// Origin names this log in its checkpoints: the first line of every
 	// signed checkpoint body. It must be unique to the deployment, so that a
 	// checkpoint of one logbook is never mistaken for another's. No newline.
@@ -91,6 +100,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.Origin == "" {
 		c.Origin = "harbormaster/logbook"
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 	if c.CheckpointEvery == 0 {
 		c.CheckpointEvery = 1000
@@ -675,7 +687,9 @@ func (w *writer) commit(ctx context.Context, batch []*request) (settles []*reque
 	if len(live) == 0 {
 		return settles
 	}
-	out, err := w.write(ctx, live, mode)
+	wctx, cancel := context.WithTimeout(ctx, w.l.cfg.WriteTimeout)
+	out, err := w.write(wctx, live, mode)
+	cancel()
 	if err != nil && !errors.Is(err, ErrEmpty) {
 		w.l.log.Error("logbook: batch not committed", "entries", len(live), "err", err)
 	}
