@@ -119,12 +119,19 @@ func runService(ctx context.Context, s Service, log *slog.Logger) {
 	}
 }
 
+// quotaTimeout bounds one take from the shared quota buckets.
+const quotaTimeout = 5 * time.Second
+
 // StoreQuota takes fast-path tokens from the quota buckets in the store
 // (Config.SharedQuota): every node on the store takes from the same
 // buckets, in one transaction per statement, so a quota holds exactly
 // across nodes.
 func StoreQuota(st *store.Store) func(ctx context.Context, now time.Time, wants []quota.Want) (string, error) {
 	return func(ctx context.Context, now time.Time, wants []quota.Want) (string, error) {
+		// A store that hangs must not hold the statement: past the
+		// deadline the quota is unknown, and the statement is referred.
+		ctx, cancel := context.WithTimeout(ctx, quotaTimeout)
+		defer cancel()
 		ws := make([]store.QuotaWant, len(wants))
 		for i, w := range wants {
 			ws[i] = store.QuotaWant{Key: w.Key, Count: w.Rate.Count, PerNS: int64(w.Rate.Per)}
