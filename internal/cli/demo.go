@@ -166,20 +166,28 @@ func (t *tourError) Error() string {
 	return fmt.Sprintf("%d tour step(s) did not go as expected: %s", len(t.failed), strings.Join(t.failed, "; "))
 }
 
+// demoDir is the demo's directory: dir, created if need be and kept, or a
+// temporary one that cleanup removes.
+func demoDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
+	}
+	d, err := os.MkdirTemp("", "harbormaster-demo-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
 func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) error {
 	ctx := e.ctx
 	out := e.stdout
 	keep := dir != ""
-	if dir == "" {
-		d, err := os.MkdirTemp("", "harbormaster-demo-")
-		if err != nil {
-			return err
-		}
-		dir = d
-		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := demoDir(dir)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL...\n")
 	pg, err := pgtmp.Start(ctx, pgtmp.Config{StartTimeout: 2 * time.Minute})
 	if err != nil {

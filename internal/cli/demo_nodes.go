@@ -44,16 +44,11 @@ import (
 func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor, n int) error {
 	ctx, out := e.ctx, e.stdout
 	keep := dir != ""
-	if dir == "" {
-		d, err := os.MkdirTemp("", "harbormaster-demo-")
-		if err != nil {
-			return err
-		}
-		dir = d
-		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := demoDir(dir)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL (the target shop, and the control store the %d nodes share)...\n", n)
 	pg, err := pgtmp.Start(ctx, pgtmp.Config{StartTimeout: 2 * time.Minute}) // durable: the store refuses fsync=off
 	if err != nil {

@@ -267,18 +267,9 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Load reads a config file. getenv resolves dsn_env.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("config: %s is over 1 MiB", path)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+	if err := decodeFile(path, &c); err != nil {
+		return nil, err
 	}
 	c.dir = filepath.Dir(path)
 	c = c.WithDefaults()
@@ -288,18 +279,30 @@ func Load(path string) (*Config, error) {
 	return &c, nil
 }
 
-// LoadSurveyor reads a config file for its surveyor section only (as
-// harbormaster surveyor regress does): the rest need not be complete.
-func LoadSurveyor(path string) (*Config, error) {
+// decodeFile reads a YAML file of at most 1 MiB into v, refusing fields v
+// does not have.
+func decodeFile(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", err)
+	}
+	if len(data) > 1<<20 {
+		return fmt.Errorf("config: %s is over 1 MiB", path)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadSurveyor reads a config file for its surveyor section only (as
+// harbormaster surveyor regress does): the rest need not be complete.
+func LoadSurveyor(path string) (*Config, error) {
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+	if err := decodeFile(path, &c); err != nil {
+		return nil, err
 	}
 	c.dir = filepath.Dir(path)
 	c = c.WithDefaults()

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/pem"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // PilotConfig is the configuration of `harbormaster pilot`: Pilots for one
@@ -61,18 +58,9 @@ type PilotControlPlane struct {
 
 // LoadPilot reads a pilot config file.
 func LoadPilot(path string) (*PilotConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("config: %s is over 1 MiB", path)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c PilotConfig
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+	if err := decodeFile(path, &c); err != nil {
+		return nil, err
 	}
 	c.dir = filepath.Dir(path)
 	c = c.WithDefaults()

@@ -276,7 +276,6 @@ const (
 	RefusedReplay    = "marque_replayed"
 	RefusedDatabase  = "database_error"
 	RefusedTimeout   = "timeout"
-	RefusedLogbook   = "logbook_unavailable"
 	RefusedDrift     = "rows_differ_from_rehearsal"
 )
 
