@@ -1,4 +1,4 @@
-module harbormaster
+module github.com/harbormaster-dev/harbormaster
 
 go 1.26.8
 

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
 )
 
 func main() {

@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Config configures the auditor.

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
 var (

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/bench"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 var shared pgtmptest.Shared

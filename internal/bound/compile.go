@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // CompilerVersion is recorded in every bound's provenance.

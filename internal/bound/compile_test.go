@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // mixedDDL has a schema and tables whose names need quoting, a keyword

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/examples"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // FuzzParse feeds arbitrary bytes to the delegation reader: it must never

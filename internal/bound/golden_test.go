@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/examples"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")

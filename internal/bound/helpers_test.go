@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/examples"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // shopCatalog parses examples/shop.sql, the demo target's schema.

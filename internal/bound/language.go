@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Summary says in plain language what one rule permits, from the rule alone.

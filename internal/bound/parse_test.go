@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/examples"
 )
 
 // validHeader is a well-formed delegation without its rules; tests append

@@ -14,12 +14,12 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/bench"
-	"harbormaster/internal/bound"
-	"harbormaster/internal/config"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 func runBench(e *env, args []string) (code int) {

@@ -5,12 +5,12 @@ import (
 	"io"
 	"os"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/node"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // checkOutput is the JSON contract of harbormaster check --json.

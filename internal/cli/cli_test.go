@@ -18,8 +18,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"harbormaster/examples"
-	"harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
 )
 
 // TestMain makes this test binary double as the harbormaster command:

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/faults"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/faults"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // TestServeKilledMidLoad kills a real serve process (SIGKILL) while agents

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/config"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // catalogFlags are --schema FILE | --target DSN, shared by every command

@@ -16,17 +16,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/examples"
-	"harbormaster/internal/bound"
-	"harbormaster/internal/config"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/node"
-	"harbormaster/internal/pgtmp"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
 
 // demoCheckpointEvery is the demo config's logbook.checkpoint_every, which

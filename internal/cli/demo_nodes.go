@@ -21,15 +21,15 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/node"
-	"harbormaster/internal/pgtmp"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/pilot/remote"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // demoNodes is the demo with n control-plane nodes, as a deployment of

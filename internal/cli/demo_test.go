@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"harbormaster/internal/cli"
-	"harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 )
 
 // needPostgres skips a test that starts its own PostgreSQL when the server

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 func generateKey(name string) (priv, pub []byte, err error) {

@@ -8,10 +8,10 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/node"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 func runLogbook(e *env, args []string) int {

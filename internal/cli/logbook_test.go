@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // writeLogbook writes entries to a fresh store through a real logbook

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 )
 
 // runMCP is `harbormaster mcp`: an MCP server on stdin/stdout that an MCP

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/node"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/pilot/remote"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // runPilot runs Pilots in a process of their own, or (pilot certs) writes

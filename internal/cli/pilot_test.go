@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/config"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // TestServeThroughPilotProcess runs `harbormaster pilot --config` as a

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // humanClient talks to the API as a human: every request signed with the

@@ -8,11 +8,11 @@ import (
 	"net"
 	"strings"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/node"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 func runServe(e *env, args []string) int {

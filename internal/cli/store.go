@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 func runStore(e *env, args []string) int {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli"
-	"harbormaster/internal/pgtmp"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // store migrate applies the migrations once, on SQLite and on PostgreSQL

@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"time"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/config"
-	"harbormaster/internal/node"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/surveyor"
-	"harbormaster/internal/surveyor/regress"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor/regress"
 )
 
 func runSurveyor(e *env, args []string) int {

@@ -23,7 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
 )
 
 // Config is the serve configuration.

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Deployments the single-process scenarios do not need: a target served by

@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"harbormaster/internal/cli"
-	"harbormaster/internal/faults"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/faults"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 var (

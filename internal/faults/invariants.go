@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Check is what the invariants are checked over after a fault: the control

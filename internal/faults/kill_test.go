@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/faults"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/faults"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 // load is agents sending statements to one serve process, and an approver

@@ -15,14 +15,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/faults"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/faults"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // sent is one statement an agent sent and what came back.

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/cli/servetest"
-	"harbormaster/internal/faults"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/faults"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 // TestTargetCrash stops the target PostgreSQL abruptly (immediate

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // Every act a human signs (a delegation, an approval, a denial, a

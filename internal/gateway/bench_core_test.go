@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"harbormaster/internal/bench"
-	"harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
 
 // BenchmarkGovernedCore is a prototype measurement for the ratio target:

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/bench"
-	"harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
 
 // benchClientEnv carries the load generator's bench.Config (JSON) to the

@@ -3,8 +3,8 @@ package gateway
 import (
 	"crypto/sha256"
 
-	"harbormaster/internal/memo"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/memo"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The static check is a function of the statement's shape (its normalized

@@ -3,9 +3,9 @@ package gateway
 import (
 	"testing"
 
-	"harbormaster/examples"
-	"harbormaster/internal/bound"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 func memoFixture(t testing.TB) (*Gateway, *sqlcheck.Catalog, *Delegation) {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/metrics"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/metrics"
 )
 
 // gauge reads one gauge from a node's metrics.

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/sqlcheck"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Delegation is a signed delegation as the control plane holds it. It

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // TestRevokedDelegationStaysRevoked: once revoked, the same signed

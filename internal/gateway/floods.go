@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
 )
 
 // Referral floods. Every referral is a human's time: an agent that sends

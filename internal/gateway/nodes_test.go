@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 const readOrder = "SELECT id, status FROM orders WHERE id = 3"

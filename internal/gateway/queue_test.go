@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // manualClock is a clock a test moves by hand. It starts at the real time,

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/quota"
-	"harbormaster/internal/store"
-	"harbormaster/internal/switches"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
 // checkNothingRan: the Pilot never saw the request (no marque, no

@@ -5,10 +5,10 @@ import (
 	"sync"
 	"testing"
 
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // TestApproveDenyRace: an approval and a denial of the same request, at

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
 
 // rehearsed waits for a referred request's background rehearsal and

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // Rehearsals of referred statements (DESIGN.md section 3, invariant 10).

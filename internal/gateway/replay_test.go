@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/llm/llmtest"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // Tier B acts carry their signing time: a stale act, or an old act replayed

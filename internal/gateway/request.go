@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"time"
 
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/route"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/route"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Status is a request's state in the store. A request moves only forward:

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"harbormaster/internal/quota"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // A node's background work is a set of services, each periodic with its

@@ -8,17 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/bound"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/route"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/sqlcheck"
-	"harbormaster/internal/store"
-	"harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/route"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
 
 // The surveyed path (DESIGN.md section 3 step 5, section 7): a statement that

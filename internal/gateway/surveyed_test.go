@@ -14,19 +14,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/llm"
-	"harbormaster/internal/llm/llmtest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/surveyor"
-	"harbormaster/internal/switches"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
 // residualRule is the rule of fix-name-typos.yaml with the residual clause:

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // TestRevokedDelegationReuploadConflicts: the same signed YAML uploaded

@@ -19,13 +19,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"harbormaster/internal/bound"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/metrics"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/switches"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/metrics"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
 // MaxBodyBytes caps a request body.

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/switches"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
 // Humans authenticate each request with their SSH key (signing.SignRequest):

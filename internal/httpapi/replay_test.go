@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // TestSignedRequestsAreSingleUse: a captured signed request cannot be sent

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // Routes of the sampled audit and of the Surveyor's enablement. Reading the

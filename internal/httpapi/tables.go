@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // TablesView is what GET /v1/tables shows: every table the caller's

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-const mod = "harbormaster/"
+const mod = "github.com/harbormaster-dev/harbormaster/"
 
 // rule forbids a package (and its subpackages) to depend, directly or not,
 // on any of the listed packages (and their subpackages).
@@ -55,7 +55,7 @@ func under(pkg, prefix string) bool {
 // tests'), from go list.
 func graph(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "harbormaster/...").Output()
+	out, err := exec.Command("go", "list", "-deps=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "github.com/harbormaster-dev/harbormaster/...").Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
@@ -142,8 +142,8 @@ func TestLayersCatchAViolation(t *testing.T) {
 func TestDomainReachesTablesThroughTheStore(t *testing.T) {
 	domain := []string{"internal/gateway", "internal/audit", "internal/switches", "internal/route", "internal/quota"}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .Imports " "}} | {{join .GoFiles " "}}`,
-		"harbormaster/internal/gateway", "harbormaster/internal/audit", "harbormaster/internal/switches",
-		"harbormaster/internal/route", "harbormaster/internal/quota").Output()
+		"github.com/harbormaster-dev/harbormaster/internal/gateway", "github.com/harbormaster-dev/harbormaster/internal/audit", "github.com/harbormaster-dev/harbormaster/internal/switches",
+		"github.com/harbormaster-dev/harbormaster/internal/route", "github.com/harbormaster-dev/harbormaster/internal/quota").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

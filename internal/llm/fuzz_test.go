@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 )
 
 // FuzzParseAnswer checks that ParseAnswer never panics and returns a verdict

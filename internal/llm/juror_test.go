@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/llm"
-	"harbormaster/internal/llm/llmtest"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
 )
 
 // provider is one provider kind with its scripted server.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 )
 
 const testNonce = "n0nce-ABCDEFGH_1234"

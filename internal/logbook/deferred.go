@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // The subject index and Record.After work are written behind the entries,

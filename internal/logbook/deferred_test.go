@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // indexState is indexed_through and the number of subject rows.

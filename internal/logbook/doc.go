@@ -30,7 +30,7 @@
 // hash = hex(SHA-256(input)), where input is, with integers big-endian and
 // each variable-length field prefixed by its byte length as a uint32:
 //
-//	"harbormaster/logbook/entry/v1\n"   domain separation
+//	"github.com/harbormaster-dev/harbormaster/logbook/entry/v1\n"   domain separation
 //	seq       uint64
 //	time      int64, Unix nanoseconds (UTC)
 //	kind      uint32 length, bytes

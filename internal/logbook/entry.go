@@ -24,7 +24,7 @@ const (
 
 // hashDomain starts every entry's hash input, so a logbook hash can never be
 // confused with a hash of anything else the system computes.
-const hashDomain = "harbormaster/logbook/entry/v1\n"
+const hashDomain = "github.com/harbormaster-dev/harbormaster/logbook/entry/v1\n"
 
 // ZeroHash is the previous hash of the first entry: 64 hex zeros.
 const ZeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -160,7 +160,7 @@ type hasher struct{ buf []byte }
 // sum computes an entry's hash. The input, with integers big-endian and each
 // variable-length field prefixed by its length as a uint32:
 //
-//	"harbormaster/logbook/entry/v1\n"
+//	"github.com/harbormaster-dev/harbormaster/logbook/entry/v1\n"
 //	seq            uint64
 //	time           int64, Unix nanoseconds (UTC)
 //	len(kind)      uint32, kind bytes

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
 const testKeyName = "harbormaster-test"

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Sentinel errors.
@@ -53,7 +53,7 @@ type Config struct {
 	// Origin names this log in its checkpoints: the first line of every
 	// signed checkpoint body. It must be unique to the deployment, so that a
 	// checkpoint of one logbook is never mistaken for another's. No newline.
-	// Defaults to "harbormaster/logbook".
+	// Defaults to "github.com/harbormaster-dev/harbormaster/logbook".
 	Origin string
 	// CheckpointEvery is how many entries may be appended after the last
 	// checkpoint before the writer signs a new one (in the same transaction
@@ -99,7 +99,7 @@ type Config struct {
 // WithDefaults returns c with every unset field at its default.
 func (c Config) WithDefaults() Config {
 	if c.Origin == "" {
-		c.Origin = "harbormaster/logbook"
+		c.Origin = "github.com/harbormaster-dev/harbormaster/logbook"
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second

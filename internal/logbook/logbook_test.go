@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 type decision struct {
@@ -573,7 +573,7 @@ func TestReadOnlyLogbook(t *testing.T) {
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	d := Config{}.WithDefaults()
-	if d.Origin != "harbormaster/logbook" || d.CheckpointEvery != 1000 || d.CheckpointInterval != 10*time.Second ||
+	if d.Origin != "github.com/harbormaster-dev/harbormaster/logbook" || d.CheckpointEvery != 1000 || d.CheckpointInterval != 10*time.Second ||
 		d.MaxBatch != 1000 || d.QueueLength != 8192 || d.MaxPayloadBytes != 1<<20 {
 		t.Fatalf("defaults: %+v", d)
 	}

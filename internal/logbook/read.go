@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // querier is what the read helpers need: *sql.DB or *sql.Tx.

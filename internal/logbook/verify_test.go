@@ -346,7 +346,7 @@ func TestHashEntryMatchesDocumentedEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	var in bytes.Buffer
-	in.WriteString("harbormaster/logbook/entry/v1\n")
+	in.WriteString("github.com/harbormaster-dev/harbormaster/logbook/entry/v1\n")
 	in.Write([]byte{0, 0, 0, 0, 0, 0, 0, 1})
 	ns := e.Time.UnixNano()
 	for i := 7; i >= 0; i-- {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/pgtmp"
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
 // checkOneChain verifies the log f reads and checks that it holds want

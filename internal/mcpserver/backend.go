@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 )
 
 // ErrUnauthorized is a token the server does not accept (stdio mode).

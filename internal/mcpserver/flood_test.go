@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/mcpserver"
-	"harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
 )
 
 // A referral past the agent's waiting cap is a tool error (isError) that

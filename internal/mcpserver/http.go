@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 )
 
 // Path is where the streamable HTTP endpoint is served.

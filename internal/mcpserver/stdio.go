@@ -16,8 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 )
 
 // ClientConfig configures the stdio server, which forwards every tool call

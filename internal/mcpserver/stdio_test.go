@@ -14,9 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/httpapi"
-	"harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 )
 
 // stdio runs ServeStdio against the fixture's HTTP API over in-memory

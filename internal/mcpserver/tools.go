@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 )
 
 // MaxWait caps request_status's wait_seconds, as the HTTP API caps its

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 )
 
 const tsClientDir = "testdata/ts-client"

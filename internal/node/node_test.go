@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/config"
-	"harbormaster/internal/gateway"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/node"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 // TestRevokedDelegationFileOnRestart: a delegation loaded from the

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 
-	"harbormaster/internal/audit"
-	"harbormaster/internal/config"
-	"harbormaster/internal/llm"
-	"harbormaster/internal/store"
-	"harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
 
 // NewPanel builds the Surveyor's panel from the config, or nil when no

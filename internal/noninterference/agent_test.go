@@ -15,9 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/logbook"
-	"harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 )
 
 // side is one target with its own control plane, reached as the agent

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
 
 // finding is a difference the property test found, minimized: a crafted

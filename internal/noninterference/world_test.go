@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The id ranges that keep unique keys from leaking (see the package doc).

@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/examples"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // BenchmarkFenceForms measures what PostgreSQL spends on a fenced

@@ -3,8 +3,8 @@ package pilot
 import (
 	"context"
 
-	"harbormaster/internal/marque"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Executor is a Pilot wherever it runs: in the control plane's process

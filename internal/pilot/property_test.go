@@ -15,12 +15,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The property test: random schemas, data, bounds and statements against a

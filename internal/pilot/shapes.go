@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"harbormaster/internal/marque"
-	"harbormaster/internal/memo"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/memo"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Remembered shapes and one round trip (DESIGN.md section 6, "Shapes and

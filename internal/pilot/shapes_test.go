@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // marqueID is the id of the marque a fixture request carries.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
 )
 
 var (

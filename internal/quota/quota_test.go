@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
 )
 
 // clock is a manual clock.

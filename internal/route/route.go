@@ -16,7 +16,7 @@ package route
 import (
 	"fmt"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Path is the way a statement goes.

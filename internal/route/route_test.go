@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/marque"
-	"harbormaster/internal/route"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/route"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 func rule(i int) *int { return &i }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // BenchmarkRememberedShape compares what a statement with new literals

@@ -9,8 +9,8 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // benchDelegation covers the typical statements below, against the corpus

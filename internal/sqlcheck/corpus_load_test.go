@@ -11,8 +11,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // corpusRoot is the adversarial corpus (testdata/corpus/README.md).

@@ -13,7 +13,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -9,7 +9,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // FuzzCheck feeds arbitrary statements to the checker under the

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // TestInputCaps: input that would crash the C parser (SIGSEGV in cgo,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // variant rewrites every constant of s in sql with a random constant of

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
 var pg pgtmptest.Shared

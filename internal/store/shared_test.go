@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
 // TestDriversSharedQuota: the quota buckets in the store take one token

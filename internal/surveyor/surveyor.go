@@ -14,7 +14,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 )
 
 //go:embed bundle/*.txt bundle/VERSION

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // TierB is the name of the Tier B switch.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
-	"harbormaster/internal/store/storetest"
-	"harbormaster/internal/switches"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
+	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
 // clock is a manual clock.

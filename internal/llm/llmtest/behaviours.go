@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"time"
 
-	"harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 )
 
 // nonceRE finds a nonce stated in a prompt: "nonce: X", `"nonce":"X"`, "Nonce X".

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 )
 
 func TestObedient(t *testing.T) {

@@ -39,7 +39,7 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 )
 
 // config is the server every helper here starts: durability off for speed,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 )
 
 func query(t *testing.T, dsn, sql string, args ...any) string {

@@ -19,15 +19,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"harbormaster/internal/bound"
-	"harbormaster/internal/gateway/gatewaytest"
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/pilot/remote"
-	"harbormaster/internal/queue"
-	"harbormaster/internal/signing"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 var shared pgtmptest.Shared
@@ -561,13 +561,13 @@ func TestNoForbiddenDependencies(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	out, err := exec.Command(gobin, "list", "-deps", "harbormaster/internal/pilot/remote").CombinedOutput()
+	out, err := exec.Command(gobin, "list", "-deps", "github.com/harbormaster-dev/harbormaster/internal/pilot/remote").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, bad := range []string{"harbormaster/internal/gateway", "harbormaster/internal/store", "harbormaster/internal/logbook",
-			"harbormaster/internal/httpapi", "harbormaster/internal/cli", "harbormaster/internal/config"} {
+		for _, bad := range []string{"github.com/harbormaster-dev/harbormaster/internal/gateway", "github.com/harbormaster-dev/harbormaster/internal/store", "github.com/harbormaster-dev/harbormaster/internal/logbook",
+			"github.com/harbormaster-dev/harbormaster/internal/httpapi", "github.com/harbormaster-dev/harbormaster/internal/cli", "github.com/harbormaster-dev/harbormaster/internal/config"} {
 			if dep == bad || strings.HasPrefix(dep, bad+"/") {
 				t.Errorf("internal/pilot/remote depends on %s", dep)
 			}

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // ServerConfig configures a Server.

@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 
-	"harbormaster/internal/marque"
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The calls, each POST /v1/targets/{target}/OP with a JSON body, answered

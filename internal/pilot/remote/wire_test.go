@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/pilot"
-	"harbormaster/internal/sqlcheck"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // TestWireResultIsExact: a result's JSON after the trip is its JSON

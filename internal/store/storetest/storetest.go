@@ -23,8 +23,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"harbormaster/internal/pgtmp/pgtmptest"
-	"harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // Drivers are the drivers Each runs, in order.

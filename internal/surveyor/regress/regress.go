@@ -18,8 +18,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"harbormaster/internal/llm"
-	"harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
 
 // The case classes, in the order the table lists them.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"harbormaster/internal/llm"
-	"harbormaster/internal/llm/llmtest"
-	"harbormaster/internal/surveyor"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
+	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
 
 const suiteDir = "../../../testdata/surveyor/suite"
