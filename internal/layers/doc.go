@@ -14,7 +14,7 @@
 //   - the models: llm, surveyor (they see only what they are handed: no
 //     store, no Pilot, no gateway);
 //   - the statement path: gateway;
-//   - the fronts: httpapi, mcpserver;
+//   - the fronts: httpapi, mcpserver, pgwire;
 //   - the wiring: node (node.Start, one control-plane node) and cli (the
 //     commands), imported by cmd/harbormaster only.
 //

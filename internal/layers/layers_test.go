@@ -35,10 +35,12 @@ var rules = []rule{
 		"the panel sees only what it is handed"},
 	{"internal/llm", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor"}, "provider clients are transport"},
 	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
-	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/cli", "internal/node"}, "the statement path knows no front"},
+	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/cli", "internal/node"}, "the statement path knows no front"},
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+	{"internal/pgwire", []string{"internal/cli", "internal/node", "internal/httpapi", "internal/mcpserver"},
+		"a front knows no wiring, nor the other fronts"},
 }
 
 // allowOnly lists packages that may import nothing of the module beyond
