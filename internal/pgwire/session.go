@@ -427,6 +427,12 @@ func (c *session) wait(ctx context.Context, a waitArgs) (*result, *wireError) {
 		cancel()
 	}()
 	v, err := c.srv.gw.WaitRequest(wctx, a.id, c.principal, d)
+	c.mu.Lock()
+	canceled := c.canceled
+	c.mu.Unlock()
+	if canceled {
+		return nil, errorf(stateCanceled, "canceling statement due to user request")
+	}
 	if errors.Is(err, gateway.ErrNotFound) {
 		return nil, errorf(stateUndefinedObject, "no request "+a.id+" for this agent")
 	}
