@@ -8,8 +8,8 @@
 // agent identical observations. The test builds such twins on a real
 // PostgreSQL and runs the whole system against each: two independent
 // control planes (store, logbook, Pilot, gateway, HTTP API, MCP server and
-// wire front,
-// wired by gatewaytest), the same signed delegation in both, and the same
+// wire front, wired by gatewaytest), the same signed delegation in both,
+// and the same
 // random agent statements sent to both in the same order. Everything the
 // agent can see must be the same on both sides: the HTTP status and the
 // whole JSON body of every answer (outcome, reasons, rows, columns,

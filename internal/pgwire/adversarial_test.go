@@ -2,8 +2,8 @@ package pgwire_test
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
