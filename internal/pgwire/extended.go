@@ -28,11 +28,17 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 				Hint: "declare a common built-in type (int2, int4, int8, numeric, float4, float8, text, varchar, bool, date, timestamp, timestamptz, uuid, bytea, json, jsonb, or an array of one), or leave it untyped (0)"}
 		}
 	}
+	if _, ok := quickVerb(m.Query); ok && len(m.ParameterOIDs) == 0 {
+		// No parameters and nothing the front answers: no parse here.
+		c.stmts[m.Name] = &prepared{sql: m.Query}
+		c.send(&pgproto3.ParseComplete{})
+		return nil
+	}
 	tree, err := pg.Parse(m.Query)
 	if err != nil {
 		// It does not parse: the statement path records and rejects it,
 		// as it does over HTTP.
-		_, werr := c.governed(ctx, m.Query, nil)
+		_, werr := c.governed(ctx, m.Query, "SELECT")
 		if werr == nil {
 			werr = errorf(stateSyntax, err.Error())
 		}

@@ -43,7 +43,7 @@ type session struct {
 // prepared is a Parse message's statement.
 type prepared struct {
 	sql  string
-	tree *pg.ParseResult // nil: it does not parse; the statement path says so
+	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
 	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
 }
 
@@ -181,8 +181,19 @@ func (c *session) extendedErr(e *wireError) {
 
 // simple runs a Query message: one text, any number of statements.
 func (c *session) simple(ctx context.Context, sql string) {
+	if verb, ok := quickVerb(sql); ok {
+		res, werr := c.governed(ctx, sql, verb)
+		if werr != nil {
+			c.send(werr.response())
+			return
+		}
+		c.sendResult(res, nil, false, 0, -1)
+		return
+	}
 	tree, perr := pg.Parse(sql)
-	if perr == nil && classify(tree) == kindEmpty {
+	if perr != nil {
+		tree = nil // the statement path rejects it, recorded
+	} else if classify(tree) == kindEmpty {
 		c.send(&pgproto3.EmptyQueryResponse{})
 		return
 	}
@@ -280,6 +291,13 @@ func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDesc
 
 // statement runs one text: answered here, or on the statement path.
 func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResult) (*result, *wireError) {
+	if tree == nil {
+		verb, ok := quickVerb(sql)
+		if !ok {
+			verb = "SELECT"
+		}
+		return c.governed(ctx, sql, verb)
+	}
 	k := kindGoverned
 	if tree != nil {
 		k = classify(tree)
@@ -316,11 +334,11 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 		a, _ := waitCall(tree.Stmts[0].Stmt.GetSelectStmt())
 		return c.wait(ctx, a)
 	}
-	return c.governed(ctx, sql, tree)
+	return c.governed(ctx, sql, verbOf(tree))
 }
 
 // governed takes a statement the path of POST /v1/statements.
-func (c *session) governed(ctx context.Context, sql string, tree *pg.ParseResult) (*result, *wireError) {
+func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
 	sctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
 	c.inflight, c.canceled = cancel, false
@@ -350,11 +368,7 @@ func (c *session) governed(ctx context.Context, sql string, tree *pg.ParseResult
 			res.cols[i].oid = oidText
 		}
 	}
-	var first *pg.Node
-	if tree != nil && len(tree.Stmts) > 0 {
-		first = tree.Stmts[0].Stmt
-	}
-	_, isSelect := first.GetNode().(*pg.Node_SelectStmt)
+	isSelect := verb == "SELECT"
 	res.hasRows = len(res.cols) > 0 || isSelect
 	for _, row := range resp.Rows {
 		r := make([]any, len(resp.Columns))
@@ -367,7 +381,7 @@ func (c *session) governed(ctx context.Context, sql string, tree *pg.ParseResult
 	if isSelect {
 		n = int64(len(res.rows))
 	}
-	res.tag = commandTag(first, n)
+	res.tag = commandTag(verb, n)
 	return res, nil
 }
 

@@ -265,17 +265,61 @@ func constString(n *pg.Node) string {
 	return ""
 }
 
-// commandTag is the CommandComplete tag of a statement that ran.
-func commandTag(n *pg.Node, rows int64) string {
-	switch n.GetNode().(type) {
-	case *pg.Node_InsertStmt:
-		return fmt.Sprintf("INSERT 0 %d", rows)
-	case *pg.Node_UpdateStmt:
-		return fmt.Sprintf("UPDATE %d", rows)
-	case *pg.Node_DeleteStmt:
-		return fmt.Sprintf("DELETE %d", rows)
-	case *pg.Node_MergeStmt:
-		return fmt.Sprintf("MERGE %d", rows)
+// verbOf is the command of a parsed text's first statement, for its
+// CommandComplete tag: INSERT, UPDATE, DELETE, MERGE or SELECT.
+func verbOf(tree *pg.ParseResult) string {
+	if tree == nil || len(tree.Stmts) == 0 {
+		return "SELECT"
 	}
-	return fmt.Sprintf("SELECT %d", rows)
+	switch tree.Stmts[0].Stmt.GetNode().(type) {
+	case *pg.Node_InsertStmt:
+		return "INSERT"
+	case *pg.Node_UpdateStmt:
+		return "UPDATE"
+	case *pg.Node_DeleteStmt:
+		return "DELETE"
+	case *pg.Node_MergeStmt:
+		return "MERGE"
+	}
+	return "SELECT"
+}
+
+// quickVerb recognizes, without parsing, a text that can only be a
+// governed statement: it starts with SELECT, INSERT, UPDATE or DELETE and
+// names nothing the front answers itself (no pg_ or information_schema
+// relation, no harbormaster_wait, no parameter). Anything else is parsed
+// (classify). Either way the statement path parses it for its decision;
+// this spares the front a second parse of the common case.
+func quickVerb(sql string) (string, bool) {
+	i := 0
+	for i < len(sql) && (sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r') {
+		i++
+	}
+	j := i
+	for j < len(sql) && (sql[j] >= 'a' && sql[j] <= 'z' || sql[j] >= 'A' && sql[j] <= 'Z') {
+		j++
+	}
+	if j == len(sql) || j == i || sql[j] != ' ' && sql[j] != '\t' && sql[j] != '\n' && sql[j] != '\r' {
+		return "", false
+	}
+	verb := strings.ToUpper(sql[i:j])
+	switch verb {
+	case "SELECT", "INSERT", "UPDATE", "DELETE":
+	default:
+		return "", false
+	}
+	lower := strings.ToLower(sql)
+	if strings.Contains(lower, "pg_") || strings.Contains(lower, "information_schema") || strings.Contains(lower, "harbormaster_wait") ||
+		strings.Contains(lower, "harbormaster.wait") || strings.ContainsRune(sql, '$') {
+		return "", false
+	}
+	return verb, true
+}
+
+// commandTag is the CommandComplete tag of a statement that ran.
+func commandTag(verb string, rows int64) string {
+	if verb == "INSERT" {
+		return fmt.Sprintf("INSERT 0 %d", rows)
+	}
+	return fmt.Sprintf("%s %d", verb, rows)
 }
