@@ -99,15 +99,23 @@ type agent struct {
 	scram     *Verifier
 }
 
+// statementPath is what the front asks of the gateway: the call POST
+// /v1/statements makes, and the wait of GET /v1/requests/{id}.
+type statementPath interface {
+	Submit(ctx context.Context, principal, target, sql string) (*gateway.Response, error)
+	WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*gateway.RequestView, error)
+}
+
 // Server is the wire front. Every statement it does not answer itself
 // (session settings, harbormaster_wait) goes to Gateway.Submit, the call
 // POST /v1/statements makes.
 type Server struct {
-	cfg    Config
-	gw     *gateway.Gateway
-	agents map[string]*agent // by principal
-	slots  chan struct{}
-	fails  *failures
+	cfg     Config
+	gw      statementPath
+	targets map[string]bool
+	agents  map[string]*agent // by principal
+	slots   chan struct{}
+	fails   *failures
 	// mockKey derives stand-in SCRAM salts for unknown users, so an
 	// unknown user's exchange looks like a known one's.
 	mockKey [32]byte
@@ -120,10 +128,17 @@ type Server struct {
 
 // New builds the front over a gateway.
 func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
+	return newServer(gw, gw.Targets(), cfg)
+}
+
+func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) {
 	cfg = cfg.WithDefaults()
-	s := &Server{cfg: cfg, gw: gw, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
+	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
 		fails: newFailures(cfg.AuthFailures, cfg.Clock), sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}}
 	_, _ = rand.Read(s.mockKey[:])
+	for _, t := range targets {
+		s.targets[t] = true
+	}
 	for _, a := range cfg.Agents {
 		raw, err := hex.DecodeString(a.TokenSHA256)
 		if err != nil || len(raw) != 32 {
@@ -323,7 +338,7 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 		s.fails.add("user:" + principal)
 		return nil, sendFatal(be, fatal(statePassword, fmt.Sprintf("password authentication failed for user %q: the password is the agent's token", user)))
 	}
-	if _, ok := s.gw.Pilot(target); !ok {
+	if !s.targets[target] {
 		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
 	}
 	sess := s.newSession(conn, be, principal, target, p)
