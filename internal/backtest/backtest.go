@@ -336,3 +336,29 @@ func ParseWindow(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// ErrDoesNotCompile is returned by Compile for a delegation whose rules do
+// not compile against the catalog; the report says why.
+var ErrDoesNotCompile = errors.New("backtest: the delegation does not compile")
+
+// Compile parses and compiles a delegation file (YAML, signed or not)
+// against cat for Run. A delegation that could not be signed for another
+// reason (a missing or past expiry, say) still backtests; one whose rules
+// do not compile returns ErrDoesNotCompile with the report, whose
+// Problems say why.
+func Compile(yaml []byte, name string, cat *sqlcheck.Catalog) (*bound.Bound, *bound.Report, error) {
+	d, err := bound.Parse(yaml, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, rep := bound.Compile(d, cat, bound.Options{})
+	if len(b.Rules) != len(rep.Rules) {
+		return nil, rep, ErrDoesNotCompile
+	}
+	for _, p := range rep.Problems {
+		if strings.HasPrefix(p.Field, "allow") {
+			return nil, rep, ErrDoesNotCompile
+		}
+	}
+	return b, rep, nil
+}

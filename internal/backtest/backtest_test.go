@@ -76,13 +76,9 @@ allow:
 
 func compile(t *testing.T, yaml string, cat *sqlcheck.Catalog) *bound.Bound {
 	t.Helper()
-	d, err := bound.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, rep := bound.Compile(d, cat, bound.Options{})
-	if len(rep.Problems) != 0 || len(b.Rules) != len(rep.Rules) {
-		t.Fatalf("the delegation does not compile: %+v", rep.Problems)
+	b, rep, err := backtest.Compile([]byte(yaml), "test.yaml", cat)
+	if err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("the delegation does not compile: %v %+v", err, rep)
 	}
 	return b
 }
@@ -242,6 +238,20 @@ func TestParseWindow(t *testing.T) {
 		if _, err := backtest.ParseWindow(in); err == nil {
 			t.Errorf("ParseWindow(%q) accepted", in)
 		}
+	}
+}
+
+func TestCompileRefusesRulesThatDoNotCompile(t *testing.T) {
+	cat, err := sqlcheck.ParseSchemaDDL("CREATE TABLE public.orders (id bigint NOT NULL, status text NOT NULL);", []string{"public"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rep, err := backtest.Compile([]byte(strings.Replace(narrower, "[id, status]", "[id, nope]", 1)), "x.yaml", cat); !errors.Is(err, backtest.ErrDoesNotCompile) || len(rep.Problems) == 0 {
+		t.Fatalf("an unknown column: %v, %+v", err, rep)
+	}
+	// No expiry: not signable, but a backtest runs.
+	if b, _, err := backtest.Compile([]byte(strings.Replace(narrower, "expires: 2027-12-31T00:00:00Z\n", "", 1)), "x.yaml", cat); err != nil || b == nil {
+		t.Fatalf("without an expiry: %v", err)
 	}
 }
 

@@ -50,7 +50,7 @@ func runDelegationBacktest(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	d, err := bound.Parse(data, file)
+	d, err := bound.Parse(data, file) // for its target, before the catalog
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -77,12 +77,16 @@ func runDelegationBacktest(e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	b, rep := bound.Compile(d, cat, bound.Options{})
-	if len(b.Rules) != len(rep.Rules) || hasRuleProblems(rep) {
+	b, rep, err := backtest.Compile(data, file, cat)
+	if errors.Is(err, backtest.ErrDoesNotCompile) {
 		e.errorf("%s does not compile:", file)
 		for _, p := range rep.Problems {
 			fmt.Fprintf(e.stderr, "harbormaster: error:   %s\n", problemString(p))
 		}
+		return exitUsage
+	}
+	if err != nil {
+		e.errorf("%v", err)
 		return exitUsage
 	}
 	// A SQLite path that does not exist would be created empty.
