@@ -156,8 +156,10 @@ type Row struct {
 	Was           Outcome  `json:"was"`
 	WasReasons    []string `json:"was_reasons"`
 	WasDelegation string   `json:"was_delegation,omitempty"`
-	// Then is what a human or the queue did with a referral afterwards:
-	// "approved", "denied", "expired", or "".
+	// Then is what came of the decision afterwards: for a referral what a
+	// human or the queue did ("approved", "denied", "expired"), for a
+	// statement sent to the Pilot that it rolled back and referred
+	// ("rolled back by the Pilot: CODE"), or "".
 	Then string `json:"then,omitempty"`
 	// Would is the new delegation's static check, Rule the rule it relies
 	// on, Reasons every reason the check gave.
@@ -244,6 +246,32 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("backtest: %w", err)
+	}
+	if len(rows) > 0 {
+		// Execution entries name no principal: one pass over the window's.
+		sent := map[string]bool{}
+		for _, r := range rows {
+			if r.Was == FastPath || r.Was == Surveyed {
+				sent[r.RequestID] = true
+			}
+		}
+		err = in.Logbook.Iterate(ctx, logbook.Query{From: rows[0].Seq, Kind: logbook.KindExecution}, func(e logbook.Entry) error {
+			id := e.Subjects["request"]
+			if !sent[id] {
+				return nil
+			}
+			var x struct{ Outcome, Code string }
+			if err := json.Unmarshal(e.Payload, &x); err != nil {
+				return fmt.Errorf("backtest: execution entry %d: %w", e.Seq, err)
+			}
+			if x.Outcome != "executed" {
+				then[id] = "rolled back by the Pilot: " + x.Code
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("backtest: %w", err)
+		}
 	}
 	for i := range rows {
 		r := &rows[i]

@@ -37,6 +37,8 @@ var traffic = []struct {
 	{"UPDATE customers SET name = 'John Smith' WHERE id = 3", backtest.Referred},
 	{"DELETE FROM orders WHERE id = 1", backtest.Referred},
 	{"SELEC id FROM orders", backtest.Rejected},
+	// Inside the static check, and rolled back by the Pilot's check guard.
+	{"UPDATE orders SET status = 'shipped' WHERE id = 4", backtest.FastPath},
 }
 
 // narrower lets agent:demo read two columns of orders only.
@@ -110,7 +112,7 @@ func TestBacktest(t *testing.T) {
 			t.Fatalf("%q: %v", s.sql, err)
 		default:
 			ids[i] = resp.RequestID
-			if (resp.Outcome == gateway.OutcomeExecuted) != (s.was == backtest.FastPath) {
+			if (resp.Outcome == gateway.OutcomeExecuted) != (s.was == backtest.FastPath && i != 6) {
 				t.Fatalf("%q: %s, want %s", s.sql, resp.Outcome, s.was)
 			}
 		}
@@ -150,14 +152,14 @@ func TestBacktest(t *testing.T) {
 		wantReason map[int]string // row -> a reason it must give
 	}{
 		{"narrower", narrower,
-			[]backtest.Outcome{backtest.FastPath, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Rejected},
-			backtest.Totals{Statements: 6, Would: backtest.Counts{FastPath: 1, Referred: 4, Rejected: 1},
-				Was: backtest.Counts{FastPath: 2, Referred: 3, Rejected: 1}, Changed: 1, Narrower: 1},
+			[]backtest.Outcome{backtest.FastPath, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Rejected, backtest.Referred},
+			backtest.Totals{Statements: 7, Would: backtest.Counts{FastPath: 1, Referred: 5, Rejected: 1},
+				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 1}, Changed: 2, Narrower: 2},
 			map[int]string{1: "customer_id"}},
 		{"wider", wider,
-			[]backtest.Outcome{backtest.FastPath, backtest.FastPath, backtest.FastPath, backtest.Surveyed, backtest.Referred, backtest.Rejected},
-			backtest.Totals{Statements: 6, Would: backtest.Counts{FastPath: 3, Surveyed: 1, Referred: 1, Rejected: 1},
-				Was: backtest.Counts{FastPath: 2, Referred: 3, Rejected: 1}, Changed: 2, Wider: 2},
+			[]backtest.Outcome{backtest.FastPath, backtest.FastPath, backtest.FastPath, backtest.Surveyed, backtest.Referred, backtest.Rejected, backtest.Referred},
+			backtest.Totals{Statements: 7, Would: backtest.Counts{FastPath: 3, Surveyed: 1, Referred: 2, Rejected: 1},
+				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 1}, Changed: 3, Wider: 2, Narrower: 1},
 			map[int]string{4: "delete"}},
 	}
 	for _, c := range cases {
@@ -191,8 +193,9 @@ func TestBacktest(t *testing.T) {
 			if cs := rep.Rows[1].CanonicalSQL; cs == "" || strings.Contains(cs, "fast path") {
 				t.Errorf("canonical %q: not the deparsed statement", cs)
 			}
-			if rep.Rows[3].Then != "denied" || rep.Rows[2].Then != "" {
-				t.Errorf("then: %q and %q, want denied and nothing", rep.Rows[3].Then, rep.Rows[2].Then)
+			if rep.Rows[3].Then != "denied" || rep.Rows[2].Then != "" || rep.Rows[0].Then != "" || rep.Rows[6].Then != "rolled back by the Pilot: check_violation" {
+				t.Errorf("then: %q, %q, %q and %q, want denied, nothing, nothing and the Pilot's rollback",
+					rep.Rows[3].Then, rep.Rows[2].Then, rep.Rows[0].Then, rep.Rows[6].Then)
 			}
 			if rep.Grantee != gatewaytest.Agent || rep.Target != gatewaytest.Target || rep.Tier != b.Tier() {
 				t.Errorf("report names %s on %s (tier %s)", rep.Grantee, rep.Target, rep.Tier)
@@ -213,7 +216,7 @@ func TestBacktest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Totals.Statements != 6 || len(rep.Rows) != 2 || !rep.Truncated || rep.Rows[1].RequestID != ids[5] {
+		if rep.Totals.Statements != 7 || len(rep.Rows) != 2 || !rep.Truncated || rep.Rows[1].RequestID != ids[6] {
 			t.Fatalf("MaxRows 2: %d statements, %d rows (truncated %v)", rep.Totals.Statements, len(rep.Rows), rep.Truncated)
 		}
 	})
