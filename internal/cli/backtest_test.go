@@ -84,4 +84,13 @@ func TestDelegationBacktest(t *testing.T) {
 	if _, errOut, code = run(t, dir, nil, "delegation", "backtest", "fix-name-typos.yaml", "--store", "store.db", "--schema", "shop.sql", "--since", "soon"); code != 2 || !strings.Contains(errOut, "--since") {
 		t.Fatalf("a bad window: exit %d: %s", code, errOut)
 	}
+	// The tour's delegation (docs/delegations.md) backtests.
+	wider, err := filepath.Abs("../../examples/backtest/wider.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, dir, nil, "delegation", "backtest", wider, "--store", "store.db", "--schema", "shop.sql", "--since", "3d")
+	if code != 0 || !strings.Contains(out, "backtest of a tier B delegation for agent:demo on shop") {
+		t.Fatalf("examples/backtest/wider.yaml: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
