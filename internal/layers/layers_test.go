@@ -39,6 +39,7 @@ var rules = []rule{
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+	{"internal/mcpserver", []string{"internal/backtest"}, "the agents' front shows nothing of the grantors' backtest"},
 	{"internal/leadsman", []string{"internal/gateway", "internal/queue", "internal/pilot", "internal/audit", "internal/surveyor",
 		"internal/marque", "internal/signing", "internal/switches", "internal/route", "internal/httpapi", "internal/mcpserver",
 		"internal/console", "internal/node", "internal/cli", "internal/backtest"},
