@@ -337,3 +337,64 @@ func TestWaitingIsTheGateways(t *testing.T) {
 		}
 	}
 }
+
+// TestOneNotePerRequest: two Leadsmen on one store (two nodes) write one
+// note per request between them, with one model call; a request whose
+// rehearsal never comes waits RehearsalWait, then is noted without one.
+func TestOneNotePerRequest(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
+	gatewaytest.LoadShop(t, dsn)
+	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: storetest.New(t, store.SQLite, &shared).Path, Keys: gatewaytest.NewKeys(t)})
+	sys.AddExamples(t)
+	// Two statements: not rehearsable, so no rehearsal ever comes.
+	resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, "UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders")
+	if err != nil || resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v, %v", resp, err)
+	}
+	newLeadsman := func(wait time.Duration) (*leadsman.Leadsman, *llmtest.Server) {
+		srv := llmtest.NewOpenAI(t, llmtest.Text("Two statements; the second drops a table."))
+		w, err := llm.NewWriter(llm.ProviderConfig{Name: "scripted", Kind: llm.KindOpenAI, BaseURL: srv.URL, Model: "m"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := leadsman.New(ctx, leadsman.Config{RehearsalWait: wait}, w, sys.Store, sys.Logbook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l, srv
+	}
+	waiting, srv0 := newLeadsman(time.Hour)
+	if n, err := waiting.Once(ctx); n != 0 || err != nil || srv0.Requests() != 0 {
+		t.Fatalf("before its rehearsal wait: %d notes, %v, %d calls", n, err, srv0.Requests())
+	}
+	a, srvA := newLeadsman(time.Millisecond)
+	b, srvB := newLeadsman(time.Millisecond)
+	done := make(chan int, 2)
+	for _, l := range []*leadsman.Leadsman{a, b} {
+		go func() {
+			n, err := l.Once(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- n
+		}()
+	}
+	if n := <-done + <-done; n != 1 || srvA.Requests()+srvB.Requests() != 1 {
+		t.Fatalf("%d notes and %d model calls between two nodes, want 1 and 1", n, srvA.Requests()+srvB.Requests())
+	}
+	req := srvA.LastRequest()
+	if srvB.Requests() == 1 {
+		req = srvB.LastRequest()
+	}
+	if !strings.Contains(req.User, "rehearsal: none") {
+		t.Fatalf("the prompt does not say there is no rehearsal:\n%s", req.User)
+	}
+	if n, err := leadsman.NewReader(sys.Store).Note(ctx, resp.RequestID); err != nil || n.Status != "written" {
+		t.Fatalf("note %+v, %v", n, err)
+	}
+	if n, _ := a.Once(ctx); n != 0 {
+		t.Fatal("a noted request was noted again")
+	}
+}
