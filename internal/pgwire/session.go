@@ -339,7 +339,9 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 
 // governed takes a statement the path of POST /v1/statements.
 func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
-	sctx, cancel := context.WithCancel(ctx)
+	// A statement in flight finishes when the server stops (Serve waits
+	// for it), as an HTTP request does; only a cancel request cancels it.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Lock()
 	c.inflight, c.canceled = cancel, false
 	c.mu.Unlock()
