@@ -347,3 +347,56 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("order 9 is %q after a cancelled update (%v)", st, err)
 	}
 }
+
+// TestAuthRateLimit: past ten failed logins a minute from one address (and
+// for one user), logins are refused unchecked, the right token too.
+func TestAuthRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	for range 10 {
+		_, err := pgx.Connect(ctx, f.url(gatewaytest.Agent, "wrong-token", "disable"))
+		if pe := pgErr(t, err, "28P01"); !strings.Contains(pe.Message, "password authentication failed") {
+			t.Fatalf("failed login %q", pe.Message)
+		}
+	}
+	for _, u := range []string{f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable"), f.url(gatewaytest.Other, gatewaytest.OtherToken, "require")} {
+		_, err := pgx.Connect(ctx, u)
+		if pe := pgErr(t, err, "28P01"); !strings.Contains(pe.Message, "too many failed authentication attempts") {
+			t.Fatalf("login past the limit: %q", pe.Message)
+		}
+	}
+}
+
+// TestStackedStatements: several statements in one simple query are
+// referred as a whole, as over HTTP; none of them runs.
+func TestStackedStatements(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+	_, err := c.Exec(ctx, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 10; DELETE FROM orders", pgx.QueryExecModeSimpleProtocol)
+	pe := pgErr(t, err, "HM001")
+	if !strings.Contains(pe.Detail, "multiple_statements") {
+		t.Fatalf("referral %q does not say why", pe.Detail)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before {
+		t.Fatal("a stacked statement ran")
+	}
+	// The parameters drivers read at startup.
+	for k, want := range map[string]string{"server_version": "15.0", "client_encoding": "UTF8", "DateStyle": "ISO, MDY",
+		"integer_datetimes": "on", "standard_conforming_strings": "on", "TimeZone": "UTC"} {
+		if got := c.PgConn().ParameterStatus(k); got != want {
+			t.Errorf("ParameterStatus %s = %q, want %q", k, got, want)
+		}
+	}
+	// SET client_encoding to something else is refused; to UTF8 answered.
+	_, err = c.Exec(ctx, "SET client_encoding = 'LATIN1'")
+	pgErr(t, err, "22023")
+	if _, err := c.Exec(ctx, "SET client_encoding TO 'UTF8'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Exec(ctx, "SET search_path = secret")
+	pgErr(t, err, "0A000")
+}
