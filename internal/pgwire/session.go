@@ -329,7 +329,7 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 	case kindCatalog:
 		return nil, &wireError{Code: stateFeature,
 			Message: "catalog queries (pg_catalog, information_schema) are not answered: the tables you may use are those your delegations name",
-			Hint:    "list them with GET /v1/delegations or GET /v1/tables, or the MCP describe tool"}
+			Hint:    "list them with GET /v1/delegations or GET /v1/tables?target=NAME, or the MCP describe_tables tool"}
 	case kindWait:
 		a, _ := waitCall(tree.Stmts[0].Stmt.GetSelectStmt())
 		return c.wait(ctx, a)
