@@ -35,6 +35,12 @@ func textValue(oid uint32, v any) (string, bool) {
 			return arrayText(t.elem, l), true
 		}
 	}
+	if oid == oidInterval || oid == oidTime {
+		// pilot.jsonValue carries these as pgtype's structs in JSON.
+		if s, ok := pgtypeText(oid, v); ok {
+			return s, true
+		}
+	}
 	switch x := v.(type) {
 	case bool:
 		if x {
@@ -103,6 +109,68 @@ func textValue(oid uint32, v any) (string, bool) {
 		return string(b), true
 	}
 	return fmt.Sprint(v), true
+}
+
+// pgtypeText renders an interval or a time that arrives as the JSON of
+// pgtype's struct (raw, or decoded from a remote Pilot's answer).
+func pgtypeText(oid uint32, v any) (string, bool) {
+	var raw []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		raw = x
+	case map[string]any:
+		raw, _ = json.Marshal(x)
+	default:
+		return "", false
+	}
+	if oid == oidInterval {
+		var iv pgtype.Interval
+		if json.Unmarshal(raw, &iv) != nil || !iv.Valid {
+			return "", false
+		}
+		return intervalText(iv), true
+	}
+	var tm pgtype.Time
+	if json.Unmarshal(raw, &tm) != nil || !tm.Valid {
+		return "", false
+	}
+	return clockText(tm.Microseconds), true
+}
+
+// intervalText is PostgreSQL's interval output (IntervalStyle postgres).
+func intervalText(iv pgtype.Interval) string {
+	var parts []string
+	unit := func(n int64, one string) {
+		if n == 0 {
+			return
+		}
+		s := fmt.Sprintf("%d %s", n, one)
+		if n != 1 && n != -1 {
+			s += "s"
+		}
+		parts = append(parts, s)
+	}
+	unit(int64(iv.Months/12), "year")
+	unit(int64(iv.Months%12), "mon")
+	unit(int64(iv.Days), "day")
+	if us := iv.Microseconds; us != 0 || len(parts) == 0 {
+		sign := ""
+		if us < 0 {
+			sign, us = "-", -us
+		}
+		parts = append(parts, sign+clockText(us))
+	}
+	return strings.Join(parts, " ")
+}
+
+// clockText is HH:MM:SS with the fraction PostgreSQL shows (none when
+// whole, else trailing zeros trimmed).
+func clockText(us int64) string {
+	s := fmt.Sprintf("%02d:%02d:%02d", us/3600000000, us/60000000%60, us/1000000%60)
+	if frac := us % 1000000; frac != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
+	}
+	return s
 }
 
 func floatText(f float64, bits int) string {
