@@ -1,0 +1,204 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+)
+
+// coverTarget starts a throwaway server with the demo shop plus a refunds
+// table (with a trigger and a cascading foreign key) and returns its DSN.
+func coverTarget(t *testing.T) string {
+	t.Helper()
+	srv, err := pgtmp.Start(t.Context(), pgtmp.Config{StartTimeout: 3 * time.Minute})
+	if errors.Is(err, pgtmp.ErrNotInstalled) && os.Getenv("CI") != "true" {
+		t.Skipf("pgtmp: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	dsn, err := srv.CreateDatabase(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, f := range []string{"shop.sql", "shop_data.sql"} {
+		sql, err := examples.FS.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), string(sql)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if _, err := conn.Exec(t.Context(), `
+CREATE TABLE public.refunds (
+    id bigint PRIMARY KEY,
+    order_id bigint NOT NULL REFERENCES public.orders(id) ON DELETE CASCADE,
+    amount_cents bigint NOT NULL,
+    status text NOT NULL,
+    customer_consent_logged boolean NOT NULL DEFAULT false,
+    reason text
+);
+CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER refunds_touch BEFORE UPDATE ON public.refunds FOR EACH ROW EXECUTE FUNCTION public.touch();`); err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+func compileJSON(t *testing.T, dir, file, dsn string, extra ...string) (*bound.Report, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args := append([]string{"delegation", "compile", filepath.Join(dir, file), "--target", dsn, "--json"}, extra...)
+	code := cli.Do(args, strings.NewReader(""), &out, &errb)
+	var rep bound.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%s: exit %d, not a JSON report: %v\n%s\n%s", file, code, err, out.String(), errb.String())
+	}
+	return &rep, code, out.String()
+}
+
+// TestCompileGates: delegation compile --target runs G0-G2 on every fence
+// and check; the demo's fence over a column the grantee writes is grounded
+// by the rule's own check; a Tier B fence the grantee can move rows into is
+// unsignable; a check standing as evidence the grantee writes fails G1; a
+// tautological fence fails G2; side effects are listed.
+func TestCompileGates(t *testing.T) {
+	t.Parallel()
+	dsn := coverTarget(t)
+	dir := t.TempDir()
+	demo, _ := examples.FS.ReadFile("unstick-orders.yaml")
+	files := map[string]string{
+		"unstick.yaml": string(demo),
+		"refunds.yaml": `sentence: Close refund requests, only where they are justified.
+grantee: agent:demo
+target: shop
+expires: 2099-01-01T00:00:00Z
+allow:
+  - op: update
+    table: public.refunds
+    columns: [status, customer_consent_logged]
+    fence: status = 'requested'
+    check: customer_consent_logged = true
+    max_rows: 1
+    residual: only refunds that are justified
+  - op: insert
+    table: public.refunds
+    columns: [id, order_id, amount_cents, status, reason]
+    max_rows: 1
+  - op: update
+    table: public.orders
+    columns: [updated_at]
+    fence: id = id
+    max_rows: 5
+`,
+		"other.yaml": `sentence: Mark orders as pending again.
+grantee: agent:demo
+target: shop
+expires: 2099-01-01T00:00:00Z
+allow:
+  - op: update
+    table: public.orders
+    columns: [status]
+    max_rows: 5
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rep, code, raw := compileJSON(t, dir, "unstick.yaml", dsn)
+	if code != 0 || !rep.Signable {
+		t.Fatalf("the demo delegation is not signable against its target: %s", raw)
+	}
+	up := rep.Rules[1].Gates
+	if up == nil || up.Fence == nil || up.Check == nil {
+		t.Fatalf("no gates on the update rule: %s", raw)
+	}
+	if !up.Fence.G1.OK || !strings.Contains(up.Fence.G1.Why, "status IN ('failed', 'retrying')") || !strings.Contains(up.Fence.G1.Why, "keeps written rows out of the fence") {
+		t.Errorf("demo fence G1 = %+v, want grounded by the rule's own check", up.Fence.G1)
+	}
+	if !up.Fence.G2.OK || !up.Check.G2.OK || !up.Check.G1.OK || !up.G0.OK {
+		t.Errorf("demo gates: %+v", up)
+	}
+	if !strings.Contains(rep.GatesNote, "sample rows of public.orders") {
+		t.Errorf("gates note %q", rep.GatesNote)
+	}
+
+	// Another active delegation lets the grantee set status freely: now a
+	// write can move a row into the demo's fence.
+	rep, _, raw = compileJSON(t, dir, "unstick.yaml", dsn, "--active", filepath.Join(dir, "other.yaml"))
+	if g := rep.Rules[1].Gates.Fence.G1; g.OK || !strings.Contains(g.Why, "other.yaml") || !strings.Contains(g.Why, "status = 'pending'") {
+		t.Errorf("with other.yaml active, fence G1 = %+v, want a move into the fence under other.yaml", g)
+	}
+	if !rep.Signable || !hasMessage(rep.Lints, "G1 fence") {
+		t.Errorf("a Tier A fence failing G1 should be a lint, not a problem: %s", raw)
+	}
+
+	rep, code, raw = compileJSON(t, dir, "refunds.yaml", dsn)
+	if code != 1 || rep.Signable {
+		t.Fatalf("refunds.yaml is signable: %s", raw)
+	}
+	rf := rep.Rules[0].Gates
+	if rf.Fence.G1.OK || !strings.Contains(rf.Fence.G1.Why, "inserting a row with status = 'requested' puts it inside the fence") {
+		t.Errorf("Tier B fence G1 = %+v", rf.Fence.G1)
+	}
+	if rf.Check.G0.OK || rf.Check.G1.OK || !strings.Contains(rf.Check.G1.Why, "evidence over customer_consent_logged") {
+		t.Errorf("evidence check gates = %+v", rf.Check)
+	}
+	if !hasMessage(rep.Problems, "G1 fence") || !hasMessage(rep.Problems, "G1 check") {
+		t.Errorf("problems %+v, want G1 fence and check", rep.Problems)
+	}
+	if g := rep.Rules[2].Gates.Fence.G2; g.OK || !strings.Contains(g.Why, "tautological") {
+		t.Errorf("fence id = id G2 = %+v, want constant", g)
+	}
+	if rep.Rules[2].Gates.G2.OK {
+		t.Error("the rule-level G2 passes with a failing fence")
+	}
+	kinds := map[string]bool{}
+	for _, s := range rep.SideEffects {
+		kinds[s.Kind+" "+s.Name] = true
+	}
+	if !kinds["trigger refunds_touch"] || !kinds["cascade refunds_order_id_fkey"] {
+		t.Errorf("side effects %+v, want the trigger and the cascade", rep.SideEffects)
+	}
+
+	// The table output says the same.
+	var out, errb bytes.Buffer
+	cli.Do([]string{"delegation", "compile", filepath.Join(dir, "refunds.yaml"), "--target", dsn}, strings.NewReader(""), &out, &errb)
+	for _, w := range []string{"G1 FAIL", "Side effects on tables in scope", "refunds_touch"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("table output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+func hasMessage(ps []bound.Problem, sub string) bool {
+	for _, p := range ps {
+		if strings.Contains(p.Message, sub) {
+			return true
+		}
+	}
+	return false
+}
