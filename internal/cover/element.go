@@ -330,8 +330,17 @@ func sampleStatements(t *sqlcheck.Table, op sqlcheck.Op, cols []string, rows []R
 			var sets, names, lits []string
 			for j, c := range cols {
 				v := src[c]
-				if len(vals) > 0 {
-					v = vals[(i+j)%len(vals)]
+				k := kindOf(columnType(t, c))
+				// A constant of the expression that fits the column, so the
+				// statement exercises the check.
+				var fit []any
+				for _, cv := range vals {
+					if x, err := castTo(cv, k); err == nil && x != nil {
+						fit = append(fit, x)
+					}
+				}
+				if len(fit) > 0 {
+					v = fit[(i+j)%len(fit)]
 				}
 				lit := "NULL"
 				if v != nil {
@@ -354,6 +363,15 @@ func sampleStatements(t *sqlcheck.Table, op sqlcheck.Op, cols []string, rows []R
 		out = append(out, "/* ticket: OPS-1 */ "+out[0])
 	}
 	return out
+}
+
+func columnType(t *sqlcheck.Table, col string) string {
+	for _, c := range t.Columns {
+		if c.Name == col {
+			return c.Type
+		}
+	}
+	return ""
 }
 
 func quoteAll(cols []string) []string {

@@ -364,22 +364,59 @@ func (e *Env) G2(s Subject) bound.Gate {
 	ev := e.evaluator(s.Table)
 	cands := e.candidates(s.Table, rows, s.Expr.Node)
 	tried := 0
-	for _, x := range rows {
-		base, err := ev.Truth(s.Expr.Node, x)
-		if err != nil {
-			return bound.Gate{OK: false, Why: fmt.Sprintf("the %s cannot be evaluated on sample rows: %v", s.Kind, err)}
+	type change struct {
+		col string
+		v   any
+	}
+	// One slot at a time first, then pairs: a conjunction over two slots
+	// (status = 'pending' AND created_at < ...) may need both moved at once
+	// on sparse rows.
+	try := func(x Row, base any, cs ...change) (bool, string, error) {
+		y := copyRow(x)
+		var what []string
+		for _, c := range cs {
+			y[c.col] = c.v
+			what = append(what, c.col+" = "+sqlLiteral(c.v))
 		}
-		for _, c := range s.Expr.Columns {
-			for _, v := range cands[c] {
-				y := copyRow(x)
-				y[c] = v
-				got, err := ev.Truth(s.Expr.Node, y)
-				if err != nil {
-					return bound.Gate{OK: false, Why: fmt.Sprintf("the %s cannot be evaluated on sample rows: %v", s.Kind, err)}
-				}
-				tried++
-				if got != base {
-					return bound.Gate{OK: true, Why: fmt.Sprintf("sensitive: setting %s = %s changes the verdict from %s to %s", c, sqlLiteral(v), truthString(base), truthString(got))}
+		got, err := ev.Truth(s.Expr.Node, y)
+		if err != nil {
+			return false, "", err
+		}
+		tried++
+		if got != base {
+			return true, fmt.Sprintf("sensitive: setting %s changes the verdict from %s to %s", strings.Join(what, " and "), truthString(base), truthString(got)), nil
+		}
+		return false, "", nil
+	}
+	bad := func(err error) bound.Gate {
+		return bound.Gate{OK: false, Why: fmt.Sprintf("the %s cannot be evaluated on sample rows: %v", s.Kind, err)}
+	}
+	for pass := 1; pass <= 2; pass++ {
+		for _, x := range rows {
+			base, err := ev.Truth(s.Expr.Node, x)
+			if err != nil {
+				return bad(err)
+			}
+			cols := s.Expr.Columns
+			for i, c := range cols {
+				for _, v := range cands[c] {
+					if pass == 1 {
+						if ok, why, err := try(x, base, change{c, v}); err != nil {
+							return bad(err)
+						} else if ok {
+							return bound.Gate{OK: true, Why: why}
+						}
+						continue
+					}
+					for _, c2 := range cols[i+1:] {
+						for _, v2 := range cands[c2] {
+							if ok, why, err := try(x, base, change{c, v}, change{c2, v2}); err != nil {
+								return bad(err)
+							} else if ok {
+								return bound.Gate{OK: true, Why: why}
+							}
+						}
+					}
 				}
 			}
 		}
