@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"os"
+	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/cover"
@@ -11,6 +12,7 @@ import (
 func runCover(e *env, args []string) int {
 	return e.dispatch("harbormaster cover", []command{
 		{"study", "the paper's measures of a panel from a label file", runCoverStudy},
+		{"gates", "run the gates over a gate corpus: unanimity against unanimity plus gates", runCoverGates},
 	}, args)
 }
 
@@ -56,6 +58,34 @@ func runCoverStudy(e *env, args []string) int {
 		writeJSON(e, s)
 	} else {
 		s.WriteTable(e.stdout)
+	}
+	return exitOK
+}
+
+func runCoverGates(e *env, args []string) int {
+	fs := e.flags("harbormaster cover gates CORPUS [--json]",
+		"Runs the gates G0-G3 over a gate corpus (clauses with gold labels, a panel's labels\n"+
+			"and candidate elements, over a schema; see testdata/cover/corpus.yaml) and prints\n"+
+			"precision, coverage and elimination against gold for each model, majority,\n"+
+			"unanimity, unanimity plus the gates, and the gates over every clause, with Wilson\n"+
+			"95% intervals. No model is called.")
+	asJSON := fs.Bool("json", false, "print the evaluation as JSON (cover cost reads it)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "expected exactly one CORPUS file, got %d arguments", fs.NArg())
+	}
+	c, err := cover.LoadCorpus(fs.Arg(0))
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	gs := cover.EvaluateCorpus(c, c.Env(time.Now().UTC()))
+	if *asJSON {
+		writeJSON(e, gs)
+	} else {
+		gs.WriteTable(e.stdout)
 	}
 	return exitOK
 }

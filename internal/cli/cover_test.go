@@ -16,6 +16,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/examples"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 )
 
@@ -201,4 +202,79 @@ func hasMessage(ps []bound.Problem, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestDelegationDraft: delegation draft against a live target with two
+// scripted providers (real SDK clients): the clauses that clear the gates
+// compile, the consent clause the panel unanimously nominated is residual
+// (its check is evidence the grantee writes), the draft is unsignable, and
+// nothing is signed: the YAML is written, no signature file appears.
+func TestDelegationDraft(t *testing.T) {
+	t.Parallel()
+	dsn := coverTarget(t)
+	clauses := map[string]string{
+		"only orders pending for more than a day": `{"op":"update","table":"public.orders","columns":["status","updated_at"],"kind":"fence","expr":"status = 'pending' and created_at < now() - interval '1 day'","max_rows":0,"expires":"","slots":["status","created_at"]}`,
+		"mark them failed or retrying":            `{"op":"update","table":"public.orders","columns":["status","updated_at"],"kind":"check","expr":"status in ('failed', 'retrying')","max_rows":0,"expires":"","slots":["status"]}`,
+		"at most 20 per statement":                `{"op":"update","table":"public.orders","columns":["status","updated_at"],"kind":"max_rows","expr":"","max_rows":20,"expires":"","slots":[]}`,
+		"for the next 7 days":                     `{"op":"update","table":"public.orders","columns":["status"],"kind":"expires","expr":"","max_rows":0,"expires":"7d","slots":[]}`,
+		"refund only with explicit consent":       `{"op":"update","table":"public.refunds","columns":["status","customer_consent_logged"],"kind":"check","expr":"customer_consent_logged","max_rows":0,"expires":"","slots":["customer_consent_logged"]}`,
+	}
+	order := []string{"only orders pending for more than a day", "mark them failed or retrying", "at most 20 per statement", "for the next 7 days", "refund only with explicit consent"}
+	b := func(req llmtest.Request) llmtest.Response {
+		switch {
+		case strings.HasPrefix(req.System, "You split"):
+			var cs []map[string]string
+			for _, c := range order {
+				cs = append(cs, map[string]string{"text": c})
+			}
+			out, _ := json.Marshal(map[string]any{"clauses": cs})
+			return llmtest.Response{Text: string(out)}
+		case strings.HasPrefix(req.System, "You decide"):
+			return llmtest.Response{Text: `{"label":"DECIDABLE"}`}
+		case strings.HasPrefix(req.System, "You write"):
+			for c, el := range clauses {
+				if strings.Contains(req.User, "Clause:\n<<<\n"+c+"\n") {
+					return llmtest.Response{Text: el}
+				}
+			}
+		}
+		return llmtest.Response{Status: 400}
+	}
+	oa, an := llmtest.NewOpenAI(t, b), llmtest.NewAnthropic(t, b)
+	dir := t.TempDir()
+	cfg := "targets:\n  - name: shop\n    dsn: " + dsn + "\nsurveyor:\n  providers:\n" +
+		"    - {name: oa, kind: openai, base_url: " + oa.URL + ", model: m1}\n" +
+		"    - {name: an, kind: anthropic, base_url: " + an.URL + ", model: m2}\n"
+	if err := os.WriteFile(filepath.Join(dir, "hm.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := cli.Do([]string{"delegation", "draft", strings.Join(order, ", "), "--target", "shop", "--grantee", "agent:demo",
+		"--config", filepath.Join(dir, "hm.yaml"), "--out", filepath.Join(dir, "draft.yaml")}, strings.NewReader(""), &out, &errb)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (unsignable): %s\n%s", code, out.String(), errb.String())
+	}
+	if testing.Verbose() {
+		t.Log(out.String())
+	}
+	for _, w := range []string{"[compiled] only orders pending", "[residual] refund only with explicit consent", "G1 FAIL", "oa/m1=DECIDABLE, an/m2=DECIDABLE; nominated", "a rule with a residual clause must have a fence", "Signable: no"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("draft output lacks %q:\n%s", w, out.String())
+		}
+	}
+	yml, err := os.ReadFile(filepath.Join(dir, "draft.yaml"))
+	if err != nil || !strings.Contains(string(yml), "residual: refund only with explicit consent") {
+		t.Fatalf("draft.yaml: %v\n%s", err, yml)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".sig") {
+			t.Errorf("a draft wrote a signature %s", e.Name())
+		}
+	}
+	// The drafted file compiles as a hand-written delegation would.
+	out.Reset()
+	if code := cli.Do([]string{"delegation", "compile", filepath.Join(dir, "draft.yaml"), "--target", dsn}, strings.NewReader(""), &out, &errb); code != 1 {
+		t.Errorf("compile of the draft exited %d:\n%s", code, out.String())
+	}
 }

@@ -90,6 +90,7 @@ func compileFile(e *env, file string, cf *catalogFlags, opt bound.Options) (*com
 func runDelegation(e *env, args []string) int {
 	return e.dispatch("harbormaster delegation", []command{
 		{"compile", "compile a delegation and print the report", runDelegationCompile},
+		{"draft", "draft a delegation from a sentence with CoVer (signs nothing)", runDelegationDraft},
 		{"canonical", "print the exact bytes a grantor signs", runDelegationCanonical},
 		{"sign", "sign a delegation with an SSH key (sshsig)", runDelegationSign},
 		{"verify", "verify a delegation's signature against an allowed-signers file", runDelegationVerify},

@@ -26,18 +26,18 @@ const (
 // Element is the bound element a clause implies: a rule (op, table,
 // columns) and one term of it, with its named slots.
 type Element struct {
-	Op      string   `json:"op"`
-	Table   string   `json:"table"`
-	Columns []string `json:"columns"`
-	Kind    string   `json:"kind"`
+	Op      string   `json:"op" yaml:"op"`
+	Table   string   `json:"table" yaml:"table"`
+	Columns []string `json:"columns" yaml:"columns"`
+	Kind    string   `json:"kind" yaml:"kind"`
 	// Expr is the fence or check (SQL), or the statement pattern (a
 	// regular expression).
-	Expr    string `json:"expr"`
-	MaxRows int64  `json:"max_rows"`
+	Expr    string `json:"expr" yaml:"expr"`
+	MaxRows int64  `json:"max_rows" yaml:"max_rows"`
 	// Expires is a duration ("7d", "36h") or an RFC 3339 time.
-	Expires string `json:"expires"`
+	Expires string `json:"expires" yaml:"expires"`
 	// Slots are the fields the element says it reads.
-	Slots []string `json:"slots"`
+	Slots []string `json:"slots" yaml:"slots"`
 }
 
 // ElementGates is the gate evidence on one element.
@@ -100,8 +100,7 @@ func (e *Env) GateElement(el Element) ElementGates {
 	}
 	for _, s := range el.Slots {
 		if what, ok := unattested[strings.ToLower(strings.TrimSpace(s))]; ok {
-			g := failAll(fmt.Sprintf("not checked: a slot reads %s", what))
-			g.G1.Why = fmt.Sprintf("ungrounded: the slot %s reads %s, which the agent writes", s, what)
+			g := failAll(fmt.Sprintf("ungrounded: the slot %s reads %s, which the agent writes", s, what))
 			return g
 		}
 	}

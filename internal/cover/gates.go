@@ -75,7 +75,7 @@ func (e *Env) RowsFor(t *sqlcheck.Table) ([]Row, bool) {
 // Gate runs G0, G1 and G2 on one fence or check.
 func (e *Env) Gate(s Subject) bound.ExprGates {
 	g := bound.ExprGates{Expr: s.Expr.Canonical}
-	g.G0 = G0(s.Expr.Node, s.Table)
+	g.G0 = e.G0(s.Expr.Node, s.Table)
 	g.G1 = e.G1(s)
 	g.G2 = e.G2(s)
 	return g
@@ -170,6 +170,41 @@ func G0(n *pg.Node, t *sqlcheck.Table) bound.Gate {
 	return bound.Gate{OK: true, Why: "not an identity on one slot"}
 }
 
+// G0 in context: an identity on a boolean slot the grantee cannot write
+// passes (the slot is a fact infrastructure records, such as kyc_verified
+// set by the KYC provider); on a slot the grantee writes it fails.
+func (e *Env) G0(n *pg.Node, t *sqlcheck.Table) bound.Gate {
+	g := G0(n, t)
+	if g.OK {
+		return g
+	}
+	col := identitySlot(n, t)
+	if ws := e.writersOf(t.Name, col); len(ws) > 0 {
+		g.Why += fmt.Sprintf(", and the grantee sets %s itself (%s)", col, ws[0].Source)
+		return g
+	}
+	return bound.Gate{OK: true, Why: fmt.Sprintf("an identity on one slot, but %s is attested: the grantee cannot write it under any delegation considered", col)}
+}
+
+// agentText reports whether a column name reads as the agent's own
+// account (a reason, note, comment or justification).
+func agentText(col string) bool {
+	c := strings.ToLower(col)
+	if _, ok := unattested[c]; ok {
+		return true
+	}
+	switch c {
+	case "note", "notes", "explanation", "rationale":
+		return true
+	}
+	for _, suf := range []string{"_reason", "_note", "_notes", "_comment", "_comments", "_justification", "_rationale", "_explanation"} {
+		if strings.HasSuffix(c, suf) {
+			return true
+		}
+	}
+	return false
+}
+
 // writersOf lists the writers that write col of table t, other than skip.
 func (e *Env) writersOf(t sqlcheck.TableName, col string) []Writer {
 	var out []Writer
@@ -202,6 +237,11 @@ func (e *Env) G1(s Subject) bound.Gate {
 			return bound.Gate{OK: true, Why: "reads no column the grantee can write (server time and constants only)"}
 		}
 		return bound.Gate{OK: true, Why: fmt.Sprintf("reads only columns the grantee cannot write under any delegation considered: %s", strings.Join(s.Expr.Columns, ", "))}
+	}
+	for _, c := range writable {
+		if agentText(c) {
+			return bound.Gate{OK: false, Why: fmt.Sprintf("ungrounded: %s is text the grantee writes (its own account, such as a reason or a note), never an attested fact", c)}
+		}
 	}
 	if s.Kind == "check" {
 		return e.g1Check(s, writable)
@@ -354,8 +394,8 @@ func (e *Env) checkKeepsOut(ev *Evaluator, fence *pg.Node, w Writer, col string,
 }
 
 // G2 is the sensitivity gate: some intervention on a slot (a column the
-// expression reads) must change its verdict on some sample row. NULL is not
-// an intervention: it makes every comparison "sensitive" and says nothing.
+// expression reads) must change its verdict on some sample row. NULL is an
+// intervention only for expressions that test for NULL.
 func (e *Env) G2(s Subject) bound.Gate {
 	if len(s.Expr.Columns) == 0 {
 		return bound.Gate{OK: false, Why: fmt.Sprintf("constant: the %s reads no column, so no intervention can change its verdict", s.Kind)}
@@ -448,10 +488,22 @@ func (e *Env) candidates(t *sqlcheck.Table, rows []Row, exprs ...*pg.Node) map[s
 		}
 	}
 	var consts []any
+	nullTests := false
 	for _, n := range exprs {
 		if n != nil {
 			consts = append(consts, constants(n)...)
 		}
+	}
+	// NULL is an intervention only for an expression that tests for it
+	// (IS NULL, IS NOT NULL, coalesce): elsewhere it makes every comparison
+	// "sensitive" and says nothing about the predicate.
+	if len(exprs) > 0 && exprs[0] != nil {
+		walkNodes(exprs[0], func(x *pg.Node) {
+			switch x.Node.(type) {
+			case *pg.Node_NullTest, *pg.Node_CoalesceExpr, *pg.Node_BooleanTest:
+				nullTests = true
+			}
+		})
 	}
 	out := map[string][]any{}
 	for _, c := range t.Columns {
@@ -474,6 +526,9 @@ func (e *Env) candidates(t *sqlcheck.Table, rows []Row, exprs ...*pg.Node) map[s
 			}
 		}
 		vs = append(vs, edgeValues(k, e.Now)...)
+		if nullTests {
+			vs = append(vs, nil)
+		}
 		out[c.Name] = uniqueValues(vs)
 	}
 	return out
