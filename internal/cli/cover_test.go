@@ -278,3 +278,79 @@ func TestDelegationDraft(t *testing.T) {
 		t.Errorf("compile of the draft exited %d:\n%s", code, out.String())
 	}
 }
+
+// TestCoverLabelStudyCost: cover label runs two scripted providers (real
+// SDK clients) over the gate corpus, with one provider failing on one
+// clause (labelled JUDGMENT), draws a progress bar, and writes a label
+// file that cover study reads; cover cost reads the study.
+func TestCoverLabelStudyCost(t *testing.T) {
+	t.Parallel()
+	dec := func(req llmtest.Request) llmtest.Response {
+		if strings.Contains(req.User, "Prioritise tickets fairly") {
+			return llmtest.Response{Text: `{"label":"JUDGMENT"}`}
+		}
+		return llmtest.Response{Text: `{"label":"DECIDABLE"}`}
+	}
+	flaky := func(req llmtest.Request) llmtest.Response {
+		if strings.Contains(req.User, "Be polite in resolutions") {
+			return llmtest.Response{Text: `{"label":"JUDGMENT","why":"tone"}`}
+		}
+		return dec(req)
+	}
+	oa, an := llmtest.NewOpenAI(t, dec), llmtest.NewAnthropic(t, flaky)
+	dir := t.TempDir()
+	cfg := "surveyor:\n  providers:\n" +
+		"    - {name: oa, kind: openai, base_url: " + oa.URL + ", model: m1}\n" +
+		"    - {name: an, kind: anthropic, base_url: " + an.URL + ", model: m2}\n"
+	if err := os.WriteFile(filepath.Join(dir, "hm.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	corpus, _ := filepath.Abs("../../testdata/cover/corpus.yaml")
+	labels := filepath.Join(dir, "labels.csv")
+	var out, errb bytes.Buffer
+	if code := cli.Do([]string{"cover", "label", corpus, "--config", filepath.Join(dir, "hm.yaml"), "--out", labels}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("cover label exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "[##############################] 128/128 calls, 1 failed") || !strings.Contains(errb.String(), "1 of 128 calls failed") {
+		t.Errorf("progress: %q", errb.String())
+	}
+	data, _ := os.ReadFile(labels)
+	if !strings.HasPrefix(string(data), "predicate,corpus,model,label,gold,variant\nL01,corpus,oa/m1,DECIDABLE,DECIDABLE,\n") {
+		t.Errorf("label file:\n%.300s", data)
+	}
+	out.Reset()
+	if code := cli.Do([]string{"cover", "study", labels, "--json", "--svg", filepath.Join(dir, "k.svg")}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("cover study exit %d: %s", code, errb.String())
+	}
+	var s struct {
+		Corpora []struct {
+			N             int `json:"n"`
+			ContestedRate struct {
+				K int `json:"k"`
+			} `json:"contested_rate"`
+			Unanimous struct {
+				Elimination struct {
+					K int `json:"k"`
+				} `json:"elimination"`
+			} `json:"unanimous"`
+		} `json:"corpora"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Corpora) != 1 {
+		t.Fatalf("study json: %v\n%s", err, out.String())
+	}
+	// 64 clauses; both JUDGMENT on J11, only the failed one on J10: one contested, 62 unanimous.
+	if c := s.Corpora[0]; c.N != 64 || c.ContestedRate.K != 1 || c.Unanimous.Elimination.K != 62 {
+		t.Errorf("study: %+v", c)
+	}
+	study := filepath.Join(dir, "study.json")
+	_ = os.WriteFile(study, out.Bytes(), 0o644)
+	out.Reset()
+	if code := cli.Do([]string{"cover", "cost", study, "--n", "1000", "--judge-cost", "0.01"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("cover cost exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"judge everything", "unanimous", "oa/m1", "token cost", "exposure"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("cost output lacks %q:\n%s", w, out.String())
+		}
+	}
+}

@@ -214,12 +214,37 @@ func Decompose(ctx context.Context, m llm.Asker, sentence string, max int) ([]st
 	return out, ""
 }
 
-// LabelClause asks one model for a clause's label; any failure is
-// JUDGMENT.
+// Rubrics are the labelling instructions by variant name: "" is the base
+// rubric; "prescriptive" spells out what a fixed check may read, for
+// measuring whether a stricter rubric buys agreement (flip rates).
+var Rubrics = map[string]string{
+	"": labelSystem,
+	"prescriptive": labelSystem + `
+A clause is DECIDABLE only if a check can settle it from columns the agent cannot write, constants,
+row counts and server time. A column the agent writes, a note, a reason or the statement's text
+is never enough: such a clause is JUDGMENT.`,
+}
+
+// LabelClause asks one model for a clause's label under the base rubric;
+// any failure is JUDGMENT.
 func LabelClause(ctx context.Context, m llm.Asker, sentence, clause string) ModelLabel {
+	return LabelClauseRubric(ctx, m, "", sentence, clause)
+}
+
+// LabelClauseRubric is LabelClause under a named rubric (Rubrics); an
+// unknown rubric is a failure, so JUDGMENT.
+func LabelClauseRubric(ctx context.Context, m llm.Asker, rubric, sentence, clause string) ModelLabel {
 	name := m.Provider() + "/" + m.Model()
-	rep := m.Ask(ctx, llm.Prompt{System: labelSystem,
-		User:       "Grant:\n<<<\n" + sentence + "\n>>>\nClause:\n<<<\n" + clause + "\n>>>",
+	system, ok := Rubrics[rubric]
+	if !ok {
+		return ModelLabel{Model: name, Label: Judgment, Failure: fmt.Sprintf("unknown rubric %q", rubric)}
+	}
+	user := "Clause:\n<<<\n" + clause + "\n>>>"
+	if sentence != "" {
+		user = "Grant:\n<<<\n" + sentence + "\n>>>\n" + user
+	}
+	rep := m.Ask(ctx, llm.Prompt{System: system,
+		User:       user,
 		SchemaName: "label", Schema: labelSchema, MaxTokens: 64, Temperature: &zero})
 	if rep.Failure != "" {
 		return ModelLabel{Model: name, Label: Judgment, Failure: rep.Failure}
