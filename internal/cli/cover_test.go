@@ -187,6 +187,11 @@ allow:
 
 	// The table output says the same.
 	var out, errb bytes.Buffer
+	if testing.Verbose() {
+		cli.Do([]string{"delegation", "compile", filepath.Join(dir, "unstick.yaml"), "--target", dsn}, strings.NewReader(""), &out, &errb)
+		t.Log(out.String())
+		out.Reset()
+	}
 	cli.Do([]string{"delegation", "compile", filepath.Join(dir, "refunds.yaml"), "--target", dsn}, strings.NewReader(""), &out, &errb)
 	for _, w := range []string{"G1 FAIL", "Side effects on tables in scope", "refunds_touch"} {
 		if !strings.Contains(out.String(), w) {
