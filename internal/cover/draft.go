@@ -187,7 +187,7 @@ func requireFields(text string, keys ...string) error {
 
 // Decompose asks the decomposer for the clauses of a sentence.
 func Decompose(ctx context.Context, m llm.Asker, sentence string, max int) ([]string, string) {
-	rep := m.Ask(ctx, llm.Prompt{System: decomposeSystem, User: "Sentence:\n<<<\n" + sentence + "\n>>>",
+	rep := m.Ask(ctx, llm.Question{System: decomposeSystem, User: "Sentence:\n<<<\n" + sentence + "\n>>>",
 		SchemaName: "clauses", Schema: decomposeSchema, MaxTokens: 2048, Temperature: &zero})
 	if rep.Failure != "" {
 		return nil, fmt.Sprintf("%s (%s): %s", rep.Provider, rep.Model, rep.Failure)
@@ -243,7 +243,7 @@ func LabelClauseRubric(ctx context.Context, m llm.Asker, rubric, sentence, claus
 	if sentence != "" {
 		user = "Grant:\n<<<\n" + sentence + "\n>>>\n" + user
 	}
-	rep := m.Ask(ctx, llm.Prompt{System: system,
+	rep := m.Ask(ctx, llm.Question{System: system,
 		User:       user,
 		SchemaName: "label", Schema: labelSchema, MaxTokens: 64, Temperature: &zero})
 	if rep.Failure != "" {
@@ -277,7 +277,7 @@ func Synthesize(ctx context.Context, m llm.Asker, cat *sqlcheck.Catalog, tables 
 		fmt.Fprintf(&b, "  %s(%s)\n", t.Name, strings.Join(cols, ", "))
 	}
 	fmt.Fprintf(&b, "Grant:\n<<<\n%s\n>>>\nClause:\n<<<\n%s\n>>>", sentence, clause)
-	rep := m.Ask(ctx, llm.Prompt{System: synthSystem, User: b.String(), SchemaName: "element", Schema: elementSchema, MaxTokens: 1024, Temperature: &zero})
+	rep := m.Ask(ctx, llm.Question{System: synthSystem, User: b.String(), SchemaName: "element", Schema: elementSchema, MaxTokens: 1024, Temperature: &zero})
 	if rep.Failure != "" {
 		return nil, fmt.Sprintf("%s (%s): %s", rep.Provider, rep.Model, rep.Failure)
 	}

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Prompt is one structured question for CoVer (decompose, label,
+// Question is one structured question for CoVer (decompose, label,
 // synthesize): the answer is a JSON object under Schema, which the caller
 // parses strictly. Unlike a juror Call it carries no nonce: the material
 // is the operator's own sentence and catalog, and the caller treats any
 // answer that does not parse as a failure.
-type Prompt struct {
+type Question struct {
 	System string
 	User   string
 	// SchemaName and Schema request structured output where the provider
@@ -24,7 +24,7 @@ type Prompt struct {
 	Temperature *float64
 }
 
-// Reply is the answer to a Prompt: Text when Failure is empty. A value,
+// Reply is the answer to a Question: Text when Failure is empty. A value,
 // never an error.
 type Reply struct {
 	Text     string
@@ -40,7 +40,7 @@ type Asker interface {
 	Model() string
 	// Ask makes one call. It never returns an error and never panics:
 	// failures are in Reply.Failure, and callers fail closed on them.
-	Ask(ctx context.Context, p Prompt) Reply
+	Ask(ctx context.Context, p Question) Reply
 }
 
 // NewAsker is New for structured questions.
@@ -54,7 +54,7 @@ func NewAsker(cfg ProviderConfig, getenv func(string) string) (Asker, error) {
 
 // Ask makes one structured call; every path that is not an answer text is
 // a Failure.
-func (j *juror) Ask(ctx context.Context, p Prompt) (rep Reply) {
+func (j *juror) Ask(ctx context.Context, p Question) (rep Reply) {
 	start := j.cfg.Clock()
 	rep = Reply{Provider: j.cfg.Name, Model: j.cfg.Model}
 	defer func() {
