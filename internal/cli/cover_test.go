@@ -60,7 +60,8 @@ CREATE TABLE public.refunds (
     reason text
 );
 CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
-CREATE TRIGGER refunds_touch BEFORE UPDATE ON public.refunds FOR EACH ROW EXECUTE FUNCTION public.touch();`); err != nil {
+CREATE TRIGGER refunds_touch BEFORE UPDATE ON public.refunds FOR EACH ROW EXECUTE FUNCTION public.touch();
+CREATE RULE refunds_notify AS ON DELETE TO public.refunds DO ALSO NOTIFY refunds;`); err != nil {
 		t.Fatal(err)
 	}
 	return dsn
@@ -181,8 +182,24 @@ allow:
 	for _, s := range rep.SideEffects {
 		kinds[s.Kind+" "+s.Name] = true
 	}
-	if !kinds["trigger refunds_touch"] || !kinds["cascade refunds_order_id_fkey"] {
+	if !kinds["trigger refunds_touch"] || !kinds["cascade refunds_order_id_fkey"] || !kinds["rule refunds_notify"] {
 		t.Errorf("side effects %+v, want the trigger and the cascade", rep.SideEffects)
+	}
+
+	// sign against the target runs the gates too: what they make
+	// unsignable is not signed.
+	var kout, kerr bytes.Buffer
+	if code := cli.Do([]string{"keygen", "--out", filepath.Join(dir, "alice"), "--name", "alice", "--targets", "shop"}, strings.NewReader(""), &kout, &kerr); code != 0 {
+		t.Fatalf("keygen: %s", kerr.String())
+	}
+	kout.Reset()
+	kerr.Reset()
+	if code := cli.Do([]string{"delegation", "sign", filepath.Join(dir, "refunds.yaml"), "--target", dsn, "--key", filepath.Join(dir, "alice"), "--out", filepath.Join(dir, "refunds.yaml.sig")},
+		strings.NewReader(""), &kout, &kerr); code == 0 || !strings.Contains(kerr.String(), "G1 fence") {
+		t.Errorf("sign --target of a delegation the gates make unsignable: exit %d: %s", code, kerr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "refunds.yaml.sig")); err == nil {
+		t.Error("a signature was written")
 	}
 
 	// The table output says the same.
