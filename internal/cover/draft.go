@@ -25,6 +25,11 @@ type Panel struct {
 	Labelers    []llm.Asker
 }
 
+// MaxPromptTables caps the tables a synthesis prompt lists, so a large
+// catalog does not make a huge prompt; elements are still resolved
+// against the whole catalog.
+const MaxPromptTables = 200
+
 // MinLabelers is the smallest panel a draft accepts.
 const MinLabelers = 2
 
@@ -351,7 +356,7 @@ func Draft(ctx context.Context, cfg DraftConfig, p Panel, env *Env) *DraftReport
 	}
 	tables := make([]sqlcheck.TableName, 0)
 	for _, t := range env.Catalog.Tables() {
-		if !sqlcheck.IsReservedSchema(t.Name.Schema) {
+		if !sqlcheck.IsReservedSchema(t.Name.Schema) && len(tables) < MaxPromptTables {
 			tables = append(tables, t.Name)
 		}
 	}

@@ -1,7 +1,6 @@
 package cover
 
 import (
-	"errors"
 	"fmt"
 
 	"strings"
@@ -59,9 +58,6 @@ type Subject struct {
 	// Columns are the columns the rule itself writes.
 	Columns []string
 }
-
-// Failure kinds of a gate that could not run: the gate fails closed.
-var errNoRows = errors.New("no sample rows")
 
 // RowsFor returns the sample rows of t, synthesizing them from the column
 // types when none were read (an empty table, or no target).
