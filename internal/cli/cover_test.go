@@ -162,6 +162,9 @@ allow:
 	if code != 1 || rep.Signable {
 		t.Fatalf("refunds.yaml is signable: %s", raw)
 	}
+	if !strings.Contains(rep.GatesNote, "public.refunds is empty: rows synthesized from its column types") {
+		t.Errorf("gates note %q, want the empty refunds table's rows synthesized", rep.GatesNote)
+	}
 	rf := rep.Rules[0].Gates
 	if rf.Fence.G1.OK || !strings.Contains(rf.Fence.G1.Why, "inserting a row with status = 'requested' puts it inside the fence") {
 		t.Errorf("Tier B fence G1 = %+v", rf.Fence.G1)
