@@ -93,7 +93,12 @@ func (el Element) Resolve(cat *sqlcheck.Catalog) (*sqlcheck.Table, sqlcheck.Op, 
 // are the writes the grantee may make besides this element's own rule.
 // Any failure to resolve, compile or evaluate fails every gate: the clause
 // is residual.
-func (e *Env) GateElement(el Element) ElementGates {
+func (e *Env) GateElement(el Element) (g ElementGates) {
+	defer func() {
+		if p := recover(); p != nil {
+			g = failAll(fmt.Sprintf("the gates failed internally (%v): not admitted", p))
+		}
+	}()
 	t, op, why := el.Resolve(e.Catalog)
 	if t == nil {
 		return failAll(why)

@@ -68,9 +68,16 @@ func (e *Env) RowsFor(t *sqlcheck.Table) ([]Row, bool) {
 	return SynthesizeRows(t, e.Now), true
 }
 
-// Gate runs G0, G1 and G2 on one fence or check.
-func (e *Env) Gate(s Subject) bound.ExprGates {
-	g := bound.ExprGates{Expr: s.Expr.Canonical}
+// Gate runs G0, G1 and G2 on one fence or check. A panic below (a bug)
+// fails every gate rather than the command.
+func (e *Env) Gate(s Subject) (g bound.ExprGates) {
+	defer func() {
+		if p := recover(); p != nil {
+			bad := bound.Gate{OK: false, Why: fmt.Sprintf("the gates failed internally (%v): not verified", p)}
+			g = bound.ExprGates{Expr: s.Expr.Canonical, G0: bad, G1: bad, G2: bad}
+		}
+	}()
+	g = bound.ExprGates{Expr: s.Expr.Canonical}
 	g.G0 = e.G0(s.Expr.Node, s.Table)
 	g.G1 = e.G1(s)
 	g.G2 = e.G2(s)
