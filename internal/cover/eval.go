@@ -113,7 +113,15 @@ func (ev *Evaluator) eval(n *pg.Node, r Row) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return castTo(v, kindOf(typeName(x.TypeCast.TypeName)))
+		tn := typeName(x.TypeCast.TypeName)
+		v, err = castTo(v, kindOf(tn))
+		if t, ok := v.(time.Time); ok && err == nil && tn == "date" {
+			// A date is the day in the session's time zone; the gates
+			// take UTC, as a server with the default TimeZone does.
+			y, m, d := t.UTC().Date()
+			v = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+		}
+		return v, err
 	case *pg.Node_BoolExpr:
 		return ev.boolExpr(x.BoolExpr, r)
 	case *pg.Node_NullTest:
