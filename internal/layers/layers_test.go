@@ -39,6 +39,8 @@ var rules = []rule{
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+	{"internal/console", []string{"internal/cli", "internal/node", "internal/httpapi", "internal/mcpserver", "internal/pgwire"},
+		"the console is a front: it acts through the gateway, as the API does, and knows no wiring"},
 }
 
 // allowOnly lists packages that may import nothing of the module beyond

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
@@ -178,6 +179,16 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	}
 	httpapi.RegisterTables(s.api)
 	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
+	cpVerifier, err := logbook.NewCheckpointVerifier(cfg.Name, PublicKey(key))
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
+		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Claim: ClaimRequest(s.store), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	con.Register(s.api.Mux())
 	return s, nil
 }
 
