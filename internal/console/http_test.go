@@ -161,8 +161,8 @@ func TestSessionsAndCSRF(t *testing.T) {
 	// An expired session, correctly MACed, is refused; so is a forged one.
 	u, _ := url.Parse(base)
 	for name, val := range map[string]string{
-		"expired": f.console.SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(-time.Minute)),
-		"forged":  strings.Replace(f.console.SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(time.Hour)), ".", ".A", 1),
+		"expired":            f.console.SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(-time.Minute)),
+		"forged":             strings.Replace(f.console.SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(time.Hour)), ".", ".A", 1),
 		"another deployment": mustConsole(t, f).SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(time.Hour)),
 		"a stranger's key":   f.console.SessionCookie(f.keys.Stranger.PublicKey(), time.Now().Add(time.Hour)),
 	} {

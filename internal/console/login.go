@@ -108,3 +108,10 @@ func normalizeSig(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	return strings.TrimSpace(s) + "\n"
 }
+
+// formText is a form field as the bytes it was rendered from: a browser
+// submits every newline in a field as CRLF, and no canonical act or
+// delegation holds a CR.
+func formText(r *http.Request, name string) string {
+	return strings.ReplaceAll(r.PostFormValue(name), "\r\n", "\n")
+}

@@ -195,7 +195,7 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request, s *Session)
 
 func (c *Console) postApprove(w http.ResponseWriter, r *http.Request, s *Session) {
 	id := r.PathValue("id")
-	act, sig := r.PostFormValue("act"), normalizeSig(r.PostFormValue("signature"))
+	act, sig := formText(r, "act"), normalizeSig(r.PostFormValue("signature"))
 	// The same call as POST /v1/requests/{id}/approve.
 	_, err := c.cfg.Gateway.Approve(r.Context(), id, []byte(act), []byte(sig))
 	c.afterAct(w, r, s, id, err, "Approved.")
@@ -242,6 +242,6 @@ func (c *Console) postDenyPrepare(w http.ResponseWriter, r *http.Request, s *Ses
 
 func (c *Console) postDeny(w http.ResponseWriter, r *http.Request, s *Session) {
 	id := r.PathValue("id")
-	_, err := c.cfg.Gateway.Deny(r.Context(), id, []byte(r.PostFormValue("act")), []byte(normalizeSig(r.PostFormValue("signature"))))
+	_, err := c.cfg.Gateway.Deny(r.Context(), id, []byte(formText(r, "act")), []byte(normalizeSig(r.PostFormValue("signature"))))
 	c.afterAct(w, r, s, id, err, "Denied.")
 }

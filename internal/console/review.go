@@ -164,7 +164,7 @@ func (c *Console) postReviewPrepare(w http.ResponseWriter, r *http.Request, s *S
 func (c *Console) postReview(w http.ResponseWriter, r *http.Request, s *Session) {
 	id := r.PathValue("id")
 	// The same call as POST /v1/audit/{id}/review.
-	suspended, err := c.cfg.Gateway.ReviewAudit(r.Context(), []byte(r.PostFormValue("act")), []byte(normalizeSig(r.PostFormValue("signature"))))
+	suspended, err := c.cfg.Gateway.ReviewAudit(r.Context(), []byte(formText(r, "act")), []byte(normalizeSig(r.PostFormValue("signature"))))
 	p, msg := c.auditPage(r, s, id)
 	if p == nil {
 		c.fail(w, r, s, http.StatusNotFound, "Not found", msg)
