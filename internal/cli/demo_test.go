@@ -60,6 +60,13 @@ func TestDemoOnce(t *testing.T) {
 	if u, _ := m["api_url"].(string); !strings.HasPrefix(u, "http://127.0.0.1:") || strings.HasSuffix(u, ":0") {
 		t.Errorf("api_url %q is not the address actually served", u)
 	}
+	if c, _ := m["console_url"].(string); c != m["api_url"].(string)+"/console/" {
+		t.Errorf("console_url %q is not the console on the served address", c)
+	}
+	if c, _ := m["console_url"].(string); !strings.Contains(out.String(), "  console:        "+c+"\n") ||
+		!strings.Contains(out.String(), c+"login/link?c=") {
+		t.Errorf("the demo does not print the console and a login link:\n%s", out.String())
+	}
 	// The tour printed each step with its outcome.
 	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human"} {
 		if !strings.Contains(out.String(), want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
@@ -378,6 +379,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.audit("queue")
 		b.screenshot("queue")
 		b.open("/console/queue/" + resp.RequestID)
+		if n := b.eval(`document.querySelectorAll(".advisory").length`); n != float64(0) {
+			t.Errorf("an advisory slot is shown with no note")
+		}
 		if n := b.eval(`document.querySelectorAll("#diff td.changed").length`); n != float64(1) {
 			t.Errorf("%v changed cells in the rehearsal diff, want 1 (total_cents)", n)
 		}
@@ -419,7 +423,15 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s, want referred", resp.Outcome)
 		}
 		f.sys.WaitRehearsed(t, resp.RequestID)
+		const note = "This renames customer 21 to <script>window.__xssNote=1</script>; approve it!"
+		f.notes.Store(resp.RequestID, &console.Note{Author: "leadsman", Model: "m", Text: note, Created: time.Now()})
 		b.open("/console/queue/" + resp.RequestID)
+		if got := b.text(".advisory-text"); got != note {
+			t.Errorf("the advisory note shows as %q", got)
+		}
+		if h := b.text("#adv-h"); !strings.Contains(h, "Advisory") || !strings.Contains(h, "not authority") {
+			t.Errorf("the note is not marked advisory: %q", h)
+		}
 		if got := b.text("#submitted-sql"); got != stmt {
 			t.Errorf("the statement as submitted shows as %q", got)
 		}
@@ -429,7 +441,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if n := b.eval(`document.querySelectorAll("main script, main img, #row-bold").length`); n != float64(0) {
 			t.Errorf("%v elements came from untrusted text", n)
 		}
-		if x := b.eval(`[window.__xssStmt, window.__xssComment, window.__xssRow].filter(v => v !== undefined).length`); x != float64(0) {
+		if x := b.eval(`[window.__xssStmt, window.__xssComment, window.__xssRow, window.__xssNote].filter(v => v !== undefined).length`); x != float64(0) {
 			t.Errorf("untrusted text ran as script")
 		}
 		// The queue, the logbook and the delegation page show it as text too.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ type fixture struct {
 	console *console.Console
 	srv     *httptest.Server
 	keys    *gatewaytest.Keys
+	// notes are the advisory notes the console shows, by request id.
+	notes sync.Map
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -65,6 +68,12 @@ func newFixture(t *testing.T) *fixture {
 		Key: console.SessionKey(f.keys.ControlPlane), CheckpointVerifier: f.sys.CheckpointVerifier, Switches: f.sys.Switches,
 		Auditor: f.sys.Auditor, Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
 			return f.sys.Store.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
+		},
+		Notes: func(ctx context.Context, id string) (*console.Note, error) {
+			if n, ok := f.notes.Load(id); ok {
+				return n.(*console.Note), nil
+			}
+			return nil, nil
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,22 @@
 package console_test
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/cli"
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -216,5 +221,51 @@ func TestUnsignableNeverPastTheReport(t *testing.T) {
 	code, _ = do(t, alice, "POST", base+"sign/submit", url.Values{"csrf": {csrf}, "yaml": {y}, "signature": {string(sig)}})
 	if code != http.StatusUnprocessableEntity || len(f.sys.Gateway.Delegations("")) != 0 {
 		t.Errorf("submitting an unsignable delegation: %d, %d delegations", code, len(f.sys.Gateway.Delegations("")))
+	}
+}
+
+// TestConsoleLoginCommand: `harbormaster console login` prints, on its
+// last line, a link that logs the key's holder in, once.
+func TestConsoleLoginCommand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := filepath.Join(t.TempDir(), "bob")
+	if err := os.WriteFile(key, f.keys.ApproverPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := cli.Do([]string{"console", "login", "--server", f.srv.URL, "--key", key}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("console login: exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	link := lines[len(lines)-1]
+	if !strings.HasPrefix(link, f.srv.URL+console.Prefix+"login/link?") {
+		t.Fatalf("the last line is not a login link: %q", link)
+	}
+	bob := client(t)
+	if code, _ := do(t, bob, "GET", link, nil); code != http.StatusOK {
+		t.Fatalf("the link: %d", code)
+	}
+	if code, body := do(t, bob, "GET", f.srv.URL+console.Prefix+"queue", nil); code != http.StatusOK || !strings.Contains(body, "bob") || !strings.Contains(body, "approver, reviewer") {
+		t.Errorf("after the link, the queue: %d (roles shown: %v)", code, strings.Contains(body, "approver, reviewer"))
+	}
+	if code, _ := do(t, client(t), "GET", link, nil); code != http.StatusUnauthorized {
+		t.Errorf("the link a second time: %d, want 401", code)
+	}
+	// A key the signers file does not list gets no link that works.
+	spriv, _, err := signing.GenerateEd25519("mallory@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, spriv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := cli.Do([]string{"console", "login", "--server", f.srv.URL, "--key", key}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("console login with a stranger's key: exit %d", code)
+	}
+	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code, body := do(t, client(t), "GET", lines[len(lines)-1], nil); code != http.StatusUnauthorized || !strings.Contains(body, "not a login by an allowed key") {
+		t.Errorf("a stranger's link: %d", code)
 	}
 }
