@@ -1,9 +1,14 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color/palette"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,13 +200,31 @@ func (b *browser) login(f *fixture, key *signing.PrivateKey) {
 // screenshot saves the viewport as name.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	shot, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), smallPNG(b.t, shot), 0o644); err != nil {
 		b.t.Fatal(err)
 	}
+}
+
+// smallPNG re-encodes a screenshot with the web-safe palette, no
+// dithering: a page of flat colours loses little and shrinks several-fold.
+func smallPNG(t *testing.T, data []byte) []byte {
+	t.Helper()
+	src, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := image.NewPaletted(src.Bounds(), palette.WebSafe)
+	draw.Draw(dst, dst.Bounds(), src, src.Bounds().Min, draw.Src)
+	var buf bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestCompression}
+	if err := enc.Encode(&buf, dst); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // audit runs axe-core on the page and fails on any serious or critical

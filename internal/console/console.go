@@ -285,6 +285,14 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"ago": func(t time.Time) string { return since(t) },
+	// when renders an RFC 3339 time of a delegation for a person.
+	"when": func(s string) string {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return s
+		}
+		return t.UTC().Format("2 Jan 2006 15:04 UTC")
+	},
 	"dur": func(d time.Duration) string { return roundDur(d) },
 	"pretty": func(v any) string {
 		var b []byte
