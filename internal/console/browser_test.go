@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
@@ -582,6 +583,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		b.audit("dashboard")
 		b.screenshot("dashboard")
+	})
+
+	t.Run("no CSRF token, an expired session, no session: refused", func(t *testing.T) {
+		b.login(f, f.keys.Grantor)
+		b.open("/console/switches")
+		if on := b.eval(`document.cookie.includes("` + console.CookieName + `")`); on != false {
+			t.Errorf("the session cookie is readable from script")
+		}
+		b.eval(`document.querySelectorAll("input[name=csrf]").forEach(e => e.remove()); true`)
+		if code := b.submit("tbody tr:nth-child(2) form button"); code != 403 || !strings.Contains(b.text(".error"), "CSRF") {
+			t.Errorf("a form without its CSRF token: HTTP %d", code)
+		}
+		expired := f.console.SessionCookie(f.keys.Grantor.PublicKey(), time.Now().Add(-time.Second))
+		if _, err := chromedp.Call(b.ctx, network.SetCookie, network.SetCookieParams{Name: console.CookieName, Value: expired, URL: f.srv.URL + console.Prefix, Path: console.Prefix}); err != nil {
+			t.Fatal(err)
+		}
+		b.open("/console/queue")
+		if h, e := b.h1(), b.text(".error"); h != "Log in" || !strings.Contains(e, "expired") {
+			t.Errorf("an expired session: %q, %q", h, e)
+		}
+		// The expired cookie was cleared: now there is no session at all.
+		b.open("/console/audit")
+		if h, e := b.h1(), b.text(".error"); h != "Log in" || !strings.Contains(e, "Log in with your SSH key") {
+			t.Errorf("no session: %q, %q", h, e)
+		}
 	})
 	f.sys.Verify(t)
 }
