@@ -468,6 +468,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		if x := b.eval(`[window.__xssStmt, window.__xssComment, window.__xssRow, window.__xssNote].filter(v => v !== undefined).length`); x != float64(0) {
 			t.Errorf("untrusted text ran as script")
 		}
+		// Bob denies it: a reason, then the signed denial.
+		b.set("#reason", "renames are not typo fixes <b>at all</b>")
+		b.submit("form[action$='/deny/prepare'] button")
+		denial := b.text("#denial")
+		b.set("#dn-sig", string(sshSign(t, f.keys.ApproverPEM, signing.NamespaceDenial, []byte(denial))))
+		b.submit("form[action$='/deny'] button")
+		if st := b.text("#status"); st != string(gateway.StatusDenied) {
+			t.Errorf("after denying, status %q: %s", st, b.text(".error"))
+		}
 		// The queue, the logbook and the delegation page show it as text too.
 		for _, p := range []string{"/console/queue", "/console/logbook", "/console/"} {
 			b.open(p)
