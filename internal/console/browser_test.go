@@ -508,6 +508,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if by := b.text("tbody tr:nth-child(2) td:nth-child(3)"); by != "alice" {
 			t.Errorf("changed by %q", by)
 		}
+		if h := b.text("#switch-history tbody tr:first-child"); !strings.Contains(h, "target:shop") || !strings.Contains(h, "off") || !strings.Contains(h, "alice") {
+			t.Errorf("the latest change in the history: %q", h)
+		}
 		// Every node sees it within one poll interval; this one polled at once.
 		deadline := time.Now().Add(f.sys.Switches.Interval() + 200*time.Millisecond)
 		for {

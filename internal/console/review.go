@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -232,8 +233,43 @@ type switchConfirm struct {
 	On     bool
 }
 
+type switchChange struct {
+	Seq   int64
+	Time  time.Time
+	Scope string
+	On    bool
+	By    string
+}
+
+// switchHistory is every recorded switch change, newest first (at most 50).
+func (c *Console) switchHistory(r *http.Request) []switchChange {
+	var out []switchChange
+	_ = c.cfg.Logbook.Iterate(r.Context(), logbook.Query{Kind: logbook.KindSwitch}, func(e logbook.Entry) error {
+		var p struct {
+			Scope string `json:"scope"`
+			On    bool   `json:"on"`
+			By    string `json:"by"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		out = append(out, switchChange{Seq: e.Seq, Time: e.Time, Scope: p.Scope, On: p.On, By: p.By})
+		if len(out) > 500 {
+			out = out[len(out)-50:]
+		}
+		return nil
+	})
+	if len(out) > 50 {
+		out = out[len(out)-50:]
+	}
+	slices.Reverse(out)
+	return out
+}
+
+func (c *Console) switchData(r *http.Request, s *Session) map[string]any {
+	return map[string]any{"Rows": c.switchRows(s), "History": c.switchHistory(r)}
+}
+
 func (c *Console) getSwitches(w http.ResponseWriter, r *http.Request, s *Session) {
-	c.render(w, r, http.StatusOK, "switches", s, page{Title: "Switches", Nav: "switches", Data: map[string]any{"Rows": c.switchRows(s)}})
+	c.render(w, r, http.StatusOK, "switches", s, page{Title: "Switches", Nav: "switches", Data: c.switchData(r, s)})
 }
 
 // switchScope checks the session may flip the switch the form names.
@@ -256,7 +292,7 @@ func (c *Console) postSwitchConfirm(w http.ResponseWriter, r *http.Request, s *S
 	}
 	on := r.PostFormValue("on") == "true"
 	c.render(w, r, http.StatusOK, "switches", s, page{Title: "Switches: confirm", Nav: "switches",
-		Data: map[string]any{"Rows": c.switchRows(s), "Confirm": switchConfirm{Label: label, Target: r.PostFormValue("target"), On: on}}})
+		Data: map[string]any{"Rows": c.switchRows(s), "History": c.switchHistory(r), "Confirm": switchConfirm{Label: label, Target: r.PostFormValue("target"), On: on}}})
 }
 
 func (c *Console) postSwitch(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -283,7 +319,7 @@ func (c *Console) postSwitch(w http.ResponseWriter, r *http.Request, s *Session)
 			_ = c.cfg.Switches.Poll(r.Context())
 		}
 	}
-	pg.Data = map[string]any{"Rows": c.switchRows(s)}
+	pg.Data = c.switchData(r, s)
 	c.render(w, r, http.StatusOK, "switches", s, pg)
 }
 
