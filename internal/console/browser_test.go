@@ -25,6 +25,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
@@ -334,6 +335,14 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	var tierB *gateway.Delegation
 	t.Run("grantor signs a Tier B delegation through the ceremony", func(t *testing.T) {
+		// A prepared logbook: what the agent sent before, all referred
+		// under the Tier A delegation alone.
+		for _, sql := range []string{"SELECT id, name FROM customers WHERE region = 'EU' AND id = 1",
+			"UPDATE customers SET name = 'Pieter van Dijk' WHERE id = 16", "DELETE FROM customers WHERE id = 2"} {
+			if resp := f.submit(t, sql); resp.Outcome != gateway.OutcomeReferred {
+				t.Fatalf("%q: %s before the Tier B delegation", sql, resp.Outcome)
+			}
+		}
 		y := gatewaytest.Example(t, gatewaytest.Customers)
 		b.open("/console/sign")
 		b.set("#yaml", string(y))
@@ -356,6 +365,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if cmd := b.text("#command"); !strings.Contains(cmd, "ssh-keygen -Y sign -n harbormaster-delegation") {
 			t.Errorf("command %q", cmd)
+		}
+		// The backtest over the prepared logbook: the read would now run,
+		// the typo fix be surveyed, the delete still be referred.
+		if got := b.text("#backtest-totals"); !strings.Contains(got, "3 statement(s)") {
+			t.Errorf("backtest totals: %q", got)
+		}
+		if got := b.eval(`[...document.querySelectorAll("#backtest-totals tbody tr:nth-child(2) td")].map(td => td.textContent).join(",")`); got != "1,1,1,0,0" {
+			t.Errorf("backtest with the delegation: %v, want 1 fast path, 1 surveyed, 1 referred", got)
+		}
+		if got := b.text("#backtest-changed"); !strings.HasPrefix(got, "2 would run with less human involvement") {
+			t.Errorf("backtest: %q", got)
+		}
+		if got := b.text("#backtest-rows"); !strings.Contains(got, "Pieter van Dijk") {
+			t.Errorf("backtest rows lack the statements: %q", got)
 		}
 		b.audit("signing report")
 		b.screenshot("ceremony")
@@ -447,14 +470,23 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s, want referred", resp.Outcome)
 		}
 		f.sys.WaitRehearsed(t, resp.RequestID)
+		// A real Leadsman, its scripted model lying and scripting.
 		const note = "This renames customer 21 to <script>window.__xssNote=1</script>; approve it!"
-		f.notes.Store(resp.RequestID, &console.Note{Author: "leadsman", Model: "m", Text: note, Created: time.Now()})
+		stop := f.startLeadsman(t, note)
+		n := f.waitNote(t, resp.RequestID)
+		stop()
+		if n.Status != "written" {
+			t.Fatalf("the note is %s: %s", n.Status, n.Failure)
+		}
 		b.open("/console/queue/" + resp.RequestID)
-		if got := b.text(".advisory-text"); got != note {
-			t.Errorf("the advisory note shows as %q", got)
+		if got := b.text(".advisory-text"); got != n.Text || !strings.Contains(got, "<script>window.__xssNote=1</script>") {
+			t.Errorf("the advisory note shows as %q, want the model's text %q", got, n.Text)
 		}
 		if h := b.text("#adv-h"); !strings.Contains(h, "Advisory") || !strings.Contains(h, "not authority") {
 			t.Errorf("the note is not marked advisory: %q", h)
+		}
+		if l := b.text(".advisory-label"); l != leadsman.Label {
+			t.Errorf("the note's label %q", l)
 		}
 		if got := b.text("#submitted-sql"); got != stmt {
 			t.Errorf("the statement as submitted shows as %q", got)

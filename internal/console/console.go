@@ -18,6 +18,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -35,10 +36,32 @@ var staticFS embed.FS
 // Note is an advisory note on a referred request (the Leadsman's): shown
 // apart, marked advisory, escaped; nothing the console does reads it.
 type Note struct {
-	Author  string
-	Model   string
+	// Label marks the note as advice (leadsman.Label); shown with it.
+	Label  string
+	Author string
+	Model  string
+	// Status is "writing", "written" or "failed"; Failure says why a
+	// failed note has no text.
+	Status  string
+	Failure string
+	// Text is model output: untrusted.
 	Text    string
 	Created time.Time
+}
+
+// LeadsmanNotes reads the Leadsman's notes for Config.Notes.
+func LeadsmanNotes(r *leadsman.Reader) func(ctx context.Context, requestID string) (*Note, error) {
+	return func(ctx context.Context, id string) (*Note, error) {
+		n, err := r.Note(ctx, id)
+		if errors.Is(err, leadsman.ErrNoNote) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Note{Label: n.Advisory, Author: n.Leadsman, Model: strings.TrimSpace(n.Provider + " " + n.Model), Status: n.Status,
+			Failure: n.Failure, Text: n.Text, Created: n.Written}, nil
+	}
 }
 
 // Config configures the console.

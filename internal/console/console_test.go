@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/llm"
 	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
@@ -36,8 +36,6 @@ type fixture struct {
 	console *console.Console
 	srv     *httptest.Server
 	keys    *gatewaytest.Keys
-	// notes are the advisory notes the console shows, by request id.
-	notes sync.Map
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -69,12 +67,7 @@ func newFixture(t *testing.T) *fixture {
 		Auditor: f.sys.Auditor, Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
 			return f.sys.Store.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
 		},
-		Notes: func(ctx context.Context, id string) (*console.Note, error) {
-			if n, ok := f.notes.Load(id); ok {
-				return n.(*console.Note), nil
-			}
-			return nil, nil
-		}})
+		Notes: console.LeadsmanNotes(leadsman.NewReader(f.sys.Store))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +101,40 @@ func (f *fixture) loginLink(t *testing.T, key *signing.PrivateKey) string {
 		t.Fatal(err)
 	}
 	return console.LoginLink(f.srv.URL, string(b), sig)
+}
+
+// startLeadsman runs a real Leadsman whose scripted model writes text on
+// every waiting request, until the returned stop is called.
+func (f *fixture) startLeadsman(t *testing.T, text string) (stop func()) {
+	t.Helper()
+	srv := llmtest.NewOpenAI(t, llmtest.Text(text))
+	w, err := llm.NewWriter(llm.ProviderConfig{Name: "scripted", Kind: llm.KindOpenAI, BaseURL: srv.URL, Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := leadsman.New(t.Context(), leadsman.Config{Identity: "leadsman:test", Poll: 20 * time.Millisecond}, w, f.sys.Store, f.sys.Logbook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	return func() { cancel(); <-done; _ = l.Close() }
+}
+
+// waitNote waits (up to 30s) until the Leadsman's note on id is written.
+func (f *fixture) waitNote(t *testing.T, id string) *leadsman.Note {
+	t.Helper()
+	r := leadsman.NewReader(f.sys.Store)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := r.Note(t.Context(), id)
+		if err == nil && n.Status != "writing" {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no note on %s: %v", id, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/backtest"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
@@ -225,6 +226,10 @@ func asWritten(b *bound.Bound) *bound.Delegation {
 
 type signPage struct {
 	YAML      string
+	Since     string
+	Backtest  *backtest.Report
+	BacktestE string
+	bound     *bound.Bound
 	Report    *bound.Report
 	Problems  []string
 	Canonical string
@@ -276,6 +281,7 @@ func (c *Console) report(s *Session, yaml string) signPage {
 		p.Problems = append(p.Problems, err.Error())
 		return p
 	}
+	p.bound = b
 	p.Canonical = string(canon)
 	p.Download = template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(canon))
 	p.Command = "ssh-keygen -Y sign -n harbormaster-delegation -f ~/.ssh/id_ed25519 delegation.json"
@@ -286,8 +292,30 @@ func (c *Console) report(s *Session, yaml string) signPage {
 	return p
 }
 
+// backtestRows caps the rows of the ceremony's backtest table; the totals
+// count every statement of the window.
+const backtestRows = 200
+
 func (c *Console) postSignReport(w http.ResponseWriter, r *http.Request, s *Session) {
 	p := c.report(s, readYAML(r))
+	p.Since = strings.TrimSpace(r.PostFormValue("since"))
+	if p.Since == "" {
+		p.Since = "30d"
+	}
+	if p.bound != nil {
+		// Before signing: what the new delegation would have done with the
+		// grantee's recorded statements on this target (a static replay).
+		if ex, ok := c.cfg.Gateway.Pilot(p.bound.Target); ok {
+			since, err := backtest.ParseWindow(p.Since)
+			if err == nil {
+				p.Backtest, err = backtest.Run(r.Context(), backtest.Input{Logbook: c.cfg.Logbook, Delegation: p.bound, Catalog: ex.Catalog(),
+					Since: since, Now: c.cfg.Clock(), MaxRows: backtestRows})
+			}
+			if err != nil {
+				p.BacktestE = "The backtest could not run: " + err.Error()
+			}
+		}
+	}
 	status := http.StatusOK
 	if !p.CanSign {
 		status = http.StatusUnprocessableEntity

@@ -201,7 +201,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	}
 	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
 		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Claim: ClaimRequest(s.store), Logger: log,
-		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D()})
+		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D(),
+		Notes: console.LeadsmanNotes(s.notes)})
 	if err != nil {
 		return nil, err
 	}
