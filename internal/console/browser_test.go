@@ -609,6 +609,58 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("acts on a delegation: auditable, reinstate, revoke", func(t *testing.T) {
+		sign := func(key *signing.PrivateKey, ns, form string) {
+			t.Helper()
+			b.submit(form + " button")
+			act := b.text("#pending-act")
+			sig, err := key.Sign(ns, []byte(act))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.set("#act-sig", string(sig))
+			b.submit("form[action$='/act'] button")
+			if n, e := b.eval(`(document.querySelector(".notice") || {}).textContent || ""`), b.eval(`(document.querySelector(".error") || {}).textContent || ""`); !strings.Contains(fmt.Sprint(n), "Recorded") {
+				t.Fatalf("the act was not recorded: %v", e)
+			}
+		}
+		// Bob, a reviewer, marks the residual clause auditable (again).
+		b.open("/console/delegations/" + tierB.ID)
+		b.set("#au-note-2", "the name before and after are in the evidence")
+		sign(f.keys.Approver, signing.NamespaceReview, "form:has(#au-note-2)")
+		if es, _ := f.sys.Logbook.Find(t.Context(), logbook.Query{Kind: logbook.KindAuditable, SubjectKey: "signer", SubjectValue: "bob"}); len(es) != 2 {
+			t.Errorf("%d auditable entries by bob, want 2 (the API's and the console's)", len(es))
+		}
+		// Alice reinstates the suspended fast path; the typo fix runs again.
+		b.login(f, f.keys.Grantor)
+		b.open("/console/delegations/" + tierB.ID)
+		b.set("#re-note", "the prompt bundle was fixed")
+		sign(f.keys.Grantor, signing.NamespaceEnable, "form:has(#re-note)")
+		if m := b.text("main"); strings.Contains(m, "fast path suspended") {
+			t.Errorf("still shown suspended after the reinstatement")
+		}
+		if resp := f.submit(t, "UPDATE customers SET name = 'Anna Schmidt' WHERE id = 12"); resp.Outcome != gateway.OutcomeExecuted || resp.Path != marque.PathSurveyed {
+			t.Errorf("after the reinstatement the typo fix %s on %q: %q", resp.Outcome, resp.Path, resp.Reasons)
+		}
+		// And revokes the Tier A delegation: at once, on every path.
+		var tierA *gateway.Delegation
+		for _, d := range f.sys.Gateway.Delegations("") {
+			if d.Bound.Tier() == "A" {
+				tierA = d
+			}
+		}
+		b.open("/console/delegations/" + tierA.ID)
+		b.set("#rv-reason", "the orders job is retired")
+		sign(f.keys.Grantor, signing.NamespaceRevocation, "form:has(#rv-reason)")
+		b.open("/console/")
+		if row := b.text("tbody tr:nth-child(2)"); !strings.Contains(row, "Tier A compiled") || !strings.Contains(row, "revoked") {
+			t.Errorf("the revoked delegation's row: %q", row)
+		}
+		if resp := f.submit(t, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3"); resp.Outcome != gateway.OutcomeReferred {
+			t.Errorf("a statement under the revoked delegation %s", resp.Outcome)
+		}
+	})
+
 	t.Run("logbook and dashboard", func(t *testing.T) {
 		b.open("/console/logbook")
 		b.submit("form[action='/console/logbook/verify'] button")

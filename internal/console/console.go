@@ -204,6 +204,8 @@ func (c *Console) routes() {
 
 	c.mux.HandleFunc("GET /console/{$}", c.authed(c.getDelegations))
 	c.mux.HandleFunc("GET /console/delegations/{id}", c.authed(c.getDelegation))
+	c.mux.HandleFunc("POST /console/delegations/{id}/prepare", c.authed(c.postDelegationPrepare))
+	c.mux.HandleFunc("POST /console/delegations/{id}/act", c.authed(c.postDelegationAct))
 	c.mux.HandleFunc("GET /console/sign", c.authed(c.getSign))
 	c.mux.HandleFunc("POST /console/sign/report", c.authed(c.postSignReport))
 	c.mux.HandleFunc("POST /console/sign/submit", c.authed(c.postSignSubmit))

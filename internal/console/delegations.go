@@ -15,6 +15,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 type mark struct{ Label, Class string }
@@ -38,7 +39,7 @@ func (c *Console) marks(r *http.Request, d *gateway.Delegation, now time.Time) [
 	}
 	if c.cfg.Auditor != nil && d.Bound.Tier() == "B" {
 		if sus, _, err := c.cfg.Auditor.Suspended(r.Context(), d.ID); err == nil && sus {
-			out = append(out, mark{"fast path suspended", "bad"})
+			out = append(out, mark{markSuspended, "bad"})
 		}
 	}
 	if d.Bound.Tier() == "B" && c.correlated(r, d.ID) {
@@ -65,6 +66,8 @@ func (c *Console) correlated(r *http.Request, id string) bool {
 }
 
 var errStop = errors.New("stop")
+
+const markSuspended = "fast path suspended"
 
 func (c *Console) getDelegations(w http.ResponseWriter, r *http.Request, s *Session) {
 	now := c.cfg.Clock()
@@ -109,15 +112,38 @@ type delegationPage struct {
 	Statements  []eventView
 	Judgments   []eventView
 	Audits      []eventView
+	// Suspended, and what the session may do here.
+	Suspended    bool
+	CanRevoke    bool
+	CanReview    bool
+	CanReinstate bool
+	Pending      *pendingAct
 }
 
 func (c *Console) getDelegation(w http.ResponseWriter, r *http.Request, s *Session) {
-	d := c.cfg.Gateway.Delegation(r.PathValue("id"))
-	if d == nil || !s.Sees(d.Target) {
-		c.fail(w, r, s, http.StatusNotFound, "Not found", "There is no delegation "+r.PathValue("id")+" on your targets.")
+	p, status := c.delegationPage(r, s, r.PathValue("id"))
+	if p == nil {
+		c.fail(w, r, s, status, "Not found", "There is no delegation "+r.PathValue("id")+" on your targets.")
 		return
 	}
-	p := delegationPage{D: d, Tier: d.Bound.Tier(), Marks: c.marks(r, d, c.cfg.Clock())}
+	c.render(w, r, http.StatusOK, "delegation", s, page{Title: "Delegation " + p.D.ID, Nav: "delegations", Data: p})
+}
+
+func (c *Console) delegationPage(r *http.Request, s *Session, id string) (*delegationPage, int) {
+	d := c.cfg.Gateway.Delegation(id)
+	if d == nil || !s.Sees(d.Target) {
+		return nil, http.StatusNotFound
+	}
+	p := &delegationPage{D: d, Tier: d.Bound.Tier(), Marks: c.marks(r, d, c.cfg.Clock())}
+	for _, m := range p.Marks {
+		p.Suspended = p.Suspended || m.Label == markSuspended
+	}
+	now := c.cfg.Clock()
+	_, err := c.cfg.Signers.Authorize(s.key, signing.NamespaceRevocation, d.Target, now)
+	p.CanRevoke = err == nil && d.Revoked == nil
+	p.CanReview = s.Has(RoleReviewer, d.Target) && p.Tier == "B" && d.Revoked == nil
+	_, err = c.cfg.Signers.Authorize(s.key, signing.NamespaceEnable, d.Target, now)
+	p.CanReinstate = err == nil && p.Suspended
 	if p.Tier == "B" {
 		p.Fallback = bound.FallbackAuthority(d.Bound)
 	}
@@ -166,7 +192,7 @@ func (c *Console) getDelegation(w http.ResponseWriter, r *http.Request, s *Sessi
 			}
 		}
 	}
-	c.render(w, r, http.StatusOK, "delegation", s, page{Title: "Delegation " + d.ID, Nav: "delegations", Data: p})
+	return p, http.StatusOK
 }
 
 func str(v any) string {

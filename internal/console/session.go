@@ -69,6 +69,8 @@ type Session struct {
 	Targets []string
 	Roles   map[string][]string
 	CSRF    string
+
+	key ssh.PublicKey
 }
 
 // Has reports whether the session holds role on target ("" for any target).
@@ -202,7 +204,7 @@ func (c *Console) session(r *http.Request) (*Session, error) {
 // rolesOf reads from the signers file what pub may see and do now; nil
 // when it may open a session on no target.
 func (c *Console) rolesOf(pub ssh.PublicKey, now time.Time) *Session {
-	s := &Session{Fingerprint: signing.Fingerprint(pub), Roles: map[string][]string{}}
+	s := &Session{Fingerprint: signing.Fingerprint(pub), Roles: map[string][]string{}, key: pub}
 	for _, t := range c.cfg.Gateway.Targets() {
 		who, err := c.cfg.Signers.Authorize(pub, signing.NamespaceSession, t, now)
 		if err != nil {
