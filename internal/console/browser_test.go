@@ -518,10 +518,49 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
-	// Open the surveyed path for the residual rule, as the humans do.
-	f.sys.EnableTierB(t, tierB, 1, f.panel.Identity(), f.panel.Bundle().Version)
-	if resp := f.submit(t, "UPDATE customers SET name = 'John Smith' WHERE id = 3"); resp.Outcome != gateway.OutcomeExecuted || resp.Path != marque.PathSurveyed {
-		t.Fatalf("the typo fix %s on %q, want executed on the surveyed path", resp.Outcome, resp.Path)
+	// signAct signs the act a delegation page prepared with the form
+	// holding sel, and submits it.
+	signAct := func(t *testing.T, key *signing.PrivateKey, ns, sel string) {
+		t.Helper()
+		b.submit(sel)
+		act := b.text("#pending-act")
+		sig, err := key.Sign(ns, []byte(act))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.set("#act-sig", string(sig))
+		b.submit("form[action$='/act'] button")
+		if n, e := b.eval(`(document.querySelector(".notice") || {}).textContent || ""`), b.eval(`(document.querySelector(".error") || {}).textContent || ""`); !strings.Contains(fmt.Sprint(n), "Recorded") {
+			t.Fatalf("the act was not recorded: %v", e)
+		}
+	}
+
+	t.Run("the humans open the surveyed path in the console", func(t *testing.T) {
+		// Bob, a reviewer, marks the residual clause auditable.
+		b.login(f, f.keys.Approver)
+		b.open("/console/delegations/" + tierB.ID)
+		b.set("#au-note-2", "the name before and after are in the evidence")
+		signAct(t, f.keys.Approver, signing.NamespaceReview, "form:has(#au-note-2) button")
+		// Alice enables the Surveyor for it and switches Tier B on.
+		b.login(f, f.keys.Grantor)
+		b.open("/console/delegations/" + tierB.ID)
+		signAct(t, f.keys.Grantor, signing.NamespaceEnable, "#en-prepare-2")
+		for _, row := range []string{"1", "2"} { // the deployment, then the target
+			b.open("/console/switches")
+			b.submit("tbody tr:nth-child(" + row + ") form button")
+			b.submit("#confirm")
+		}
+		if resp := f.submit(t, "UPDATE customers SET name = 'John Smith' WHERE id = 3"); resp.Outcome != gateway.OutcomeExecuted || resp.Path != marque.PathSurveyed {
+			t.Fatalf("the typo fix %s on %q, want executed on the surveyed path: %q", resp.Outcome, resp.Path, resp.Reasons)
+		}
+		for kind, want := range map[logbook.Kind]int{logbook.KindAuditable: 1, logbook.KindSurveyorEnable: 1, logbook.KindSwitch: 2} {
+			if es, _ := f.sys.Logbook.Find(t.Context(), logbook.Query{Kind: kind}); len(es) != want {
+				t.Errorf("%d %s entries, want %d", len(es), kind, want)
+			}
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	t.Run("operator turns Tier B off and the fast path refers within a poll", func(t *testing.T) {
@@ -609,28 +648,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
-	t.Run("acts on a delegation: auditable, reinstate, revoke", func(t *testing.T) {
-		sign := func(key *signing.PrivateKey, ns, form string) {
-			t.Helper()
-			b.submit(form + " button")
-			act := b.text("#pending-act")
-			sig, err := key.Sign(ns, []byte(act))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.set("#act-sig", string(sig))
-			b.submit("form[action$='/act'] button")
-			if n, e := b.eval(`(document.querySelector(".notice") || {}).textContent || ""`), b.eval(`(document.querySelector(".error") || {}).textContent || ""`); !strings.Contains(fmt.Sprint(n), "Recorded") {
-				t.Fatalf("the act was not recorded: %v", e)
-			}
-		}
-		// Bob, a reviewer, marks the residual clause auditable (again).
-		b.open("/console/delegations/" + tierB.ID)
-		b.set("#au-note-2", "the name before and after are in the evidence")
-		sign(f.keys.Approver, signing.NamespaceReview, "form:has(#au-note-2)")
-		if es, _ := f.sys.Logbook.Find(t.Context(), logbook.Query{Kind: logbook.KindAuditable, SubjectKey: "signer", SubjectValue: "bob"}); len(es) != 2 {
-			t.Errorf("%d auditable entries by bob, want 2 (the API's and the console's)", len(es))
-		}
+	t.Run("acts on a delegation: reinstate, revoke", func(t *testing.T) {
+		sign := func(key *signing.PrivateKey, ns, form string) { t.Helper(); signAct(t, key, ns, form+" button") }
 		// Alice reinstates the suspended fast path; the typo fix runs again.
 		b.login(f, f.keys.Grantor)
 		b.open("/console/delegations/" + tierB.ID)

@@ -21,6 +21,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -82,6 +83,9 @@ type Config struct {
 	// Auditor is the sampled audit. Optional: without it the audit pages
 	// say there is no audit.
 	Auditor *audit.Auditor
+	// Surveyor is the node's Tier B panel, whose identity and bundle an
+	// enablement names. Optional: without it enablement is not offered.
+	Surveyor *surveyor.Panel
 	// QueueStats reports the queue's depth and oldest age (the gateway's
 	// QueueStats). Defaults to the gateway's.
 	QueueStats func(ctx context.Context) (int, time.Duration, error)

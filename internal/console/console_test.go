@@ -64,7 +64,7 @@ func newFixture(t *testing.T) *fixture {
 	f.sys = gatewaytest.Start(t, opt)
 	f.console, err = console.New(console.Config{Gateway: f.sys.Gateway, Signers: f.keys.Signers, Logbook: f.sys.Logbook,
 		Key: console.SessionKey(f.keys.ControlPlane), CheckpointVerifier: f.sys.CheckpointVerifier, Switches: f.sys.Switches,
-		Auditor: f.sys.Auditor, Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
+		Auditor: f.sys.Auditor, Surveyor: f.panel, Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
 			return f.sys.Store.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
 		},
 		Notes: console.LeadsmanNotes(leadsman.NewReader(f.sys.Store))})

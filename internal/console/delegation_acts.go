@@ -11,8 +11,9 @@ import (
 
 // The acts on a delegation, each the same signed act as over the API: a
 // revocation (POST /v1/delegations/{id}/revoke), a reviewer's mark that a
-// residual clause is auditable (.../auditable), a reinstatement of a
-// suspended fast path (.../reinstate). Preparing one shows its canonical
+// residual clause is auditable (.../auditable), the Surveyor's enablement
+// for a residual rule (.../surveyor), a reinstatement of a suspended fast
+// path (.../reinstate). Preparing one shows its canonical
 // bytes and the ssh-keygen command; submitting passes the pasted signature
 // to the gateway call the API makes.
 
@@ -31,6 +32,7 @@ var delegationActs = map[string]struct {
 	"revoke":    {"Revoke this delegation", signing.NamespaceRevocation, "revocation.json"},
 	"auditable": {"Mark the residual clause auditable", signing.NamespaceReview, "auditable.json"},
 	"reinstate": {"Reinstate the fast path", signing.NamespaceEnable, "reinstate.json"},
+	"enable":    {"Enable or disable the Surveyor for a residual rule", signing.NamespaceEnable, "enable.json"},
 }
 
 func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -46,7 +48,7 @@ func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	note := r.PostFormValue("note")
-	if note == "" {
+	if note == "" && kind != "enable" { // an enablement carries no note
 		c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act needs a reason or a note.")
 		return
 	}
@@ -55,13 +57,22 @@ func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, 
 	switch kind {
 	case "revoke":
 		act = queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: d.ID, Target: d.Target, Reason: note, Time: stamp}
-	case "auditable":
+	case "auditable", "enable":
 		rule, err := strconv.Atoi(r.PostFormValue("rule"))
 		if err != nil || rule < 0 || rule >= len(d.Bound.Rules) || d.Bound.Rules[rule].Residual == "" {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "Name a rule with a residual clause.")
 			return
 		}
-		act = queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: note, Time: stamp}
+		if kind == "auditable" {
+			act = queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: note, Time: stamp}
+			break
+		}
+		if c.cfg.Surveyor == nil {
+			c.fail(w, r, s, http.StatusConflict, "No Surveyor", "This node has no Surveyor configured, so there is nothing to enable.")
+			return
+		}
+		act = queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: c.cfg.Surveyor.Identity(),
+			Bundle: c.cfg.Surveyor.Bundle().Version, On: r.PostFormValue("on") == "true", Time: stamp}
 	case "reinstate":
 		act = queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: d.ID, Note: note, Time: stamp}
 	}
@@ -96,6 +107,12 @@ func (c *Console) postDelegationAct(w http.ResponseWriter, r *http.Request, s *S
 			return
 		}
 		err = c.cfg.Gateway.MarkAuditable(r.Context(), act, sig)
+	case "enable":
+		if a, perr := queue.ParseEnable(act); perr == nil && a.DelegationID != id {
+			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act names another delegation.")
+			return
+		}
+		err = c.cfg.Gateway.EnableSurveyor(r.Context(), act, sig)
 	case "reinstate":
 		if a, perr := queue.ParseReinstate(act); perr == nil && a.DelegationID != id {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act names another delegation.")

@@ -117,6 +117,8 @@ type delegationPage struct {
 	CanRevoke    bool
 	CanReview    bool
 	CanReinstate bool
+	CanEnable    bool
+	Surveyor     string
 	Pending      *pendingAct
 }
 
@@ -144,6 +146,10 @@ func (c *Console) delegationPage(r *http.Request, s *Session, id string) (*deleg
 	p.CanReview = s.Has(RoleReviewer, d.Target) && p.Tier == "B" && d.Revoked == nil
 	_, err = c.cfg.Signers.Authorize(s.key, signing.NamespaceEnable, d.Target, now)
 	p.CanReinstate = err == nil && p.Suspended
+	p.CanEnable = err == nil && c.cfg.Surveyor != nil && p.Tier == "B" && d.Revoked == nil
+	if c.cfg.Surveyor != nil {
+		p.Surveyor = c.cfg.Surveyor.Identity() + " (bundle " + c.cfg.Surveyor.Bundle().Version + ")"
+	}
 	if p.Tier == "B" {
 		p.Fallback = bound.FallbackAuthority(d.Bound)
 	}

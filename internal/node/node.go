@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
-		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Claim: ClaimRequest(s.store), Logger: log,
+		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Surveyor: panel, Claim: ClaimRequest(s.store), Logger: log,
 		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D(),
 		Notes: console.LeadsmanNotes(s.notes)})
 	if err != nil {
