@@ -9,6 +9,9 @@ import (
 	"image/color/palette"
 	"image/draw"
 	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -612,6 +615,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.screenshot("audit")
 		if age := b.text("#audit-age"); !strings.Contains(age, "Audit-queue age") {
 			t.Errorf("audit-queue age %q", age)
+		}
+		// Past its alert threshold the audit-queue age is red and says so:
+		// the same system under a console whose threshold is a millisecond.
+		strict, err := console.New(console.Config{Gateway: f.sys.Gateway, Signers: f.keys.Signers, Logbook: f.sys.Logbook,
+			Key: console.SessionKey(f.keys.ControlPlane), Auditor: f.sys.Auditor, AuditAlert: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		strict.Register(mux)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		req, _ := http.NewRequest("GET", srv.URL+"/console/audit", nil)
+		req.AddCookie(&http.Cookie{Name: console.CookieName, Value: strict.SessionCookie(f.keys.Approver.PublicKey(), time.Now().Add(time.Minute))})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), `<p class="figure alert" id="audit-age">`) || !strings.Contains(string(page), "past the 1ms alert threshold") {
+			t.Errorf("past the threshold the audit-queue age is not marked: %d", resp.StatusCode)
+		}
+		if strings.Contains(b.text("#audit-age"), "past the") {
+			t.Errorf("under the 24h threshold the age is marked overdue")
 		}
 		b.submit("tbody tr:first-child a") // a link: RunResponse waits for it too
 		if ev := b.text("main"); !strings.Contains(ev, "only obvious data-entry typos in the name") || !strings.Contains(ev, "John Smith") || !strings.Contains(ev, "certify") {

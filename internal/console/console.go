@@ -345,7 +345,8 @@ var funcs = template.FuncMap{
 		}
 		return "Tier A compiled"
 	},
-	"add": func(a, b int) int { return a + b },
+	"add":     func(a, b int) int { return a + b },
+	"percent": func(f float64) float64 { return 100 * f },
 }
 
 func since(t time.Time) string {
@@ -357,8 +358,8 @@ func since(t time.Time) string {
 
 func roundDur(d time.Duration) string {
 	switch {
-	case d < time.Minute:
-		return d.Round(time.Second).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
 	case d < time.Hour:
 		return d.Round(time.Second).String()
 	case d < 48*time.Hour:
