@@ -75,7 +75,11 @@ func (c *chart) layout() {
 			}
 			h := max(1, int(v/maxV*plotH))
 			y -= h
-			g.Bars = append(g.Bars, bar{X: g.X, Y: y, W: colW, H: h, Class: c.Series[j].Class, Title: fmt.Sprintf("%s %s: %s", g.Label, c.Series[j].Name, trimFloat(v))})
+			name := g.Label
+			if g.Text != "" {
+				name = g.Text
+			}
+			g.Bars = append(g.Bars, bar{X: g.X, Y: y, W: colW, H: h, Class: c.Series[j].Class, Title: fmt.Sprintf("%s %s: %s", name, c.Series[j].Name, trimFloat(v))})
 		}
 	}
 }
@@ -165,8 +169,17 @@ func outcomesChart(es []logbook.Entry) *chart {
 	n := 12
 	step := max(span/time.Duration(n), time.Second)
 	n = min(n, int(span/step)+1)
+	format := "15:04"
+	if span < 10*time.Minute {
+		format = "15:04:05"
+	}
 	for i := 0; i < n; i++ {
-		ch.Groups = append(ch.Groups, group{Label: start.Add(time.Duration(i) * step).UTC().Format("15:04"), Values: make([]float64, 3)})
+		at := start.Add(time.Duration(i) * step).UTC()
+		g := group{Text: at.Format("2006-01-02 15:04:05 UTC"), Values: make([]float64, 3)}
+		if i == 0 || i == n-1 || i == n/2 { // three labels keep the axis readable
+			g.Label = at.Format(format)
+		}
+		ch.Groups = append(ch.Groups, g)
 	}
 	for _, e := range es {
 		var p decisionPayload
