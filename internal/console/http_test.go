@@ -2,9 +2,11 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -267,5 +269,41 @@ func TestConsoleLoginCommand(t *testing.T) {
 	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
 	if code, body := do(t, client(t), "GET", lines[len(lines)-1], nil); code != http.StatusUnauthorized || !strings.Contains(body, "not a login by an allowed key") {
 		t.Errorf("a stranger's link: %d", code)
+	}
+}
+
+// TestSessionsAcrossNodes: a session one node issued is good on another
+// node of the deployment (same control-plane key, no shared session
+// table), and a login link used on one is used up on the other.
+func TestSessionsAcrossNodes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	other, err := console.New(console.Config{Gateway: f.sys.OtherNode(t), Signers: f.keys.Signers, Logbook: f.sys.Logbook,
+		Key: console.SessionKey(f.keys.ControlPlane), Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
+			return f.sys.Store.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	other.Register(mux)
+	srv2 := httptest.NewServer(mux)
+	defer srv2.Close()
+
+	link := f.loginLink(t, f.keys.Grantor)
+	alice := client(t)
+	if code, _ := do(t, alice, "GET", link, nil); code != http.StatusOK {
+		t.Fatalf("login on node 1: %d", code)
+	}
+	// The same link on node 2: used up.
+	if code, body := do(t, client(t), "GET", strings.Replace(link, f.srv.URL, srv2.URL, 1), nil); code != http.StatusUnauthorized || !strings.Contains(body, "used already") {
+		t.Errorf("the used link on node 2: %d", code)
+	}
+	// Alice's cookie, presented to node 2.
+	u1, _ := url.Parse(f.srv.URL + console.Prefix)
+	u2, _ := url.Parse(srv2.URL + console.Prefix)
+	alice.Jar.SetCookies(u2, alice.Jar.Cookies(u1))
+	if code, body := do(t, alice, "GET", srv2.URL+console.Prefix+"switches", nil); code != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Errorf("node 1's session on node 2: %d", code)
 	}
 }
