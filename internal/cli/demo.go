@@ -20,6 +20,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/examples"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
@@ -38,6 +39,7 @@ const demoCheckpointEvery = 100
 // demoInfo is what --info writes once the demo is ready.
 type demoInfo struct {
 	APIURL     string `json:"api_url"`
+	ConsoleURL string `json:"console_url"`
 	AgentToken string `json:"agent_token"`
 	// PGURL is the wire front's connection URL, with the agent's token.
 	PGURL        string `json:"pg_url"`
@@ -254,6 +256,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	defer func() { stop(); <-pgServed }()
 	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
 	inf.PGURL = demoPGURL(inf.Agent, inf.AgentToken, pln.Addr().String(), inf.Target)
+	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
@@ -267,6 +270,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
 	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
+	printConsole(out, inf)
 	if sv.tierB {
 		if err := demoTierB(sys, inf); err != nil {
 			return fmt.Errorf("switching Tier B on: %w", err)
@@ -333,6 +337,19 @@ func wireTour(ctx context.Context, out io.Writer, pgURL string) []string {
 	}
 	fmt.Fprintf(out, "    -> executed on the compiled path: order %d is %s\n", id, status)
 	return nil
+}
+
+// printConsole prints the console's URL and a one-time login link for the
+// grantor (alice), and how to get another for bob.
+func printConsole(out io.Writer, inf demoInfo) {
+	fmt.Fprintf(out, "  console:        %s\n", inf.ConsoleURL)
+	link, err := consoleLoginLink(inf.APIURL, inf.GrantorKey)
+	if err != nil {
+		fmt.Fprintf(out, "  console login:  (no link: %v)\n", err)
+		return
+	}
+	fmt.Fprintf(out, "  console login:  harbormaster console login --server %s --key %s (bob: --key %s)\n", inf.APIURL, inf.GrantorKey, inf.ApproverKey)
+	fmt.Fprintf(out, "  alice's login link (one use, 5 minutes):\n    %s\n", link)
 }
 
 func loadShop(ctx context.Context, dsn string) error {

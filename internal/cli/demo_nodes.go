@@ -22,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
@@ -109,6 +110,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 		inf.Nodes = append(inf.Nodes, nd)
 	}
 	inf.APIURL, inf.PID, inf.Config = inf.Nodes[0].APIURL, inf.Nodes[0].PID, inf.Nodes[0].Config
+	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
@@ -126,6 +128,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	fmt.Fprintf(out, "  target shop:    %s\n", dsn)
 	fmt.Fprintf(out, "  agent:          %s, token %s\n", inf.Agent, inf.AgentToken)
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
+	printConsole(out, inf)
 
 	fmt.Fprintf(out, "\nThe scripted agent's tour, round robin across the nodes:\n")
 	failed := runTour(ctx, out, apis, inf.AgentToken, false)

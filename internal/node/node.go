@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
@@ -202,6 +203,18 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 			return nil, err
 		}
 	}
+	cpVerifier, err := logbook.NewCheckpointVerifier(cfg.Name, PublicKey(key))
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
+		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Surveyor: panel, Claim: ClaimRequest(s.store), Logger: log,
+		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D(),
+		Notes: console.LeadsmanNotes(s.notes)})
+	if err != nil {
+		return nil, err
+	}
+	con.Register(s.api.Mux())
 	return s, nil
 }
 
