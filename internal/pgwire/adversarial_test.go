@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -399,4 +400,36 @@ func TestStackedStatements(t *testing.T) {
 	}
 	_, err = c.Exec(ctx, "SET search_path = secret")
 	pgErr(t, err, "0A000")
+}
+
+// TestTargetTypeOIDsWithheld: a column of a type the target created (an
+// enum here) is described as text, never with the OID the target gave the
+// type: that OID counts every object created before it, inside the
+// agent's bound or not (DESIGN.md invariant 10).
+func TestTargetTypeOIDsWithheld(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec, pgx.QueryExecModeCacheDescribe} {
+		rows, err := c.Query(t.Context(), "SELECT id, m, ms FROM moods WHERE id = 1", mode)
+		if err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		var oids []uint32
+		for _, fd := range rows.FieldDescriptions() {
+			oids = append(oids, fd.DataTypeOID)
+		}
+		var id int64
+		var m, ms string
+		if !rows.Next() {
+			t.Fatalf("%v: no row: %v", mode, rows.Err())
+		}
+		if err := rows.Scan(&id, &m, &ms); err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		rows.Close()
+		if fmt.Sprint(oids) != "[20 25 25]" || m != "calm" || ms != "{calm,cross}" {
+			t.Errorf("%v: column types %v, values %q %q; want [20 25 25], calm, {calm,cross}", mode, oids, m, ms)
+		}
+	}
 }

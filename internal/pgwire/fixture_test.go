@@ -43,7 +43,10 @@ const kindsDDL = `CREATE TABLE public.kinds (
 INSERT INTO public.kinds (id, i2, i4, i8, num, txt, flag, f4, f8, day, at, uid, raw, doc, ints, tags) VALUES
 	(1, 7, 70000, 7000000000, 12.345, 'seven', true, 1.5, 2.25, '2024-02-29', '2024-02-29 12:34:56.789+00',
 	 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\xdeadbeef', '{"a": [1, 2], "b": "x"}', '{1,2,3}', '{"a b",c}');
-CREATE TABLE public.secrets (id bigint PRIMARY KEY, code text);`
+CREATE TABLE public.secrets (id bigint PRIMARY KEY, code text);
+CREATE TYPE public.mood AS ENUM ('calm', 'cross');
+CREATE TABLE public.moods (id bigint PRIMARY KEY, m public.mood, ms public.mood[]);
+INSERT INTO public.moods VALUES (1, 'calm', '{calm,cross}');`
 
 const kindsCols = "[id, i2, i4, i8, num, txt, flag, f4, f8, day, at, uid, raw, doc, ints, tags]"
 
@@ -61,6 +64,10 @@ allow:
     table: public.kinds
     columns: %s
     max_rows: 5
+  - op: select
+    table: public.moods
+    columns: [id, m, ms]
+    max_rows: 10
 `, exp.UTC().Format(time.RFC3339), kindsCols, kindsCols)
 }
 

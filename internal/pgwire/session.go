@@ -337,6 +337,15 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 	return c.governed(ctx, sql, verbOf(tree))
 }
 
+// firstNormalOID is PostgreSQL's FirstNormalObjectId. A type OID from it
+// on was assigned by the target (an enum, a domain, a composite, an
+// extension's type) from a counter every object created in the target
+// advances, inside the agent's bound or not: two targets that differ only
+// outside the bound give the same type different OIDs. Such a column is
+// described as text, which its values are rendered as (DESIGN.md
+// invariant 10). Built-in OIDs are fixed by PostgreSQL itself.
+const firstNormalOID = 16384
+
 // governed takes a statement the path of POST /v1/statements.
 func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
 	// A statement in flight finishes when the server stops (Serve waits
@@ -364,10 +373,9 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	res := &result{cols: make([]column, len(resp.Columns))}
 	for i, name := range resp.Columns {
 		res.cols[i].name = name
-		if i < len(resp.ColumnTypes) {
+		res.cols[i].oid = oidText
+		if i < len(resp.ColumnTypes) && resp.ColumnTypes[i] < firstNormalOID {
 			res.cols[i].oid = resp.ColumnTypes[i]
-		} else {
-			res.cols[i].oid = oidText
 		}
 	}
 	isSelect := verb == "SELECT"
