@@ -2,6 +2,7 @@ package pgwire_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -431,5 +432,69 @@ func TestTargetTypeOIDsWithheld(t *testing.T) {
 		if fmt.Sprint(oids) != "[20 25 25]" || m != "calm" || ms != "{calm,cross}" {
 			t.Errorf("%v: column types %v, values %q %q; want [20 25 25], calm, {calm,cross}", mode, oids, m, ms)
 		}
+	}
+}
+
+// TestLoginLooksAlike: a login attempt does not tell which users are
+// agents. Without TLS an unknown user, an agent with a wrong token and an
+// agent without a SCRAM verifier (even with its right token) are all
+// asked for SCRAM and all fail with the same words; over TLS an unknown
+// user is asked for the method most agents use (here a tie: SCRAM).
+func TestLoginLooksAlike(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	firstAsk := func(t *testing.T, user string, useTLS bool) string {
+		t.Helper()
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var conn net.Conn = c
+		if useTLS {
+			b, _ := (&pgproto3.SSLRequest{}).Encode(nil)
+			if _, err := c.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			one := make([]byte, 1)
+			if _, err := io.ReadFull(c, one); err != nil || one[0] != 'S' {
+				t.Fatalf("SSLRequest answered %q %v", one, err)
+			}
+			tc := tls.Client(c, &tls.Config{RootCAs: f.pool, ServerName: "localhost"})
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			conn = tc
+		}
+		fe := pgproto3.NewFrontend(conn, conn)
+		fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
+			Parameters: map[string]string{"user": user, "database": gatewaytest.Target}})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%T", m)
+	}
+	users := []string{"agent:nobody", gatewaytest.Agent, gatewaytest.Other}
+	for _, u := range users {
+		if got := firstAsk(t, u, false); got != "*pgproto3.AuthenticationSASL" {
+			t.Errorf("no TLS, %s: first asked with %s, want SASL", u, got)
+		}
+	}
+	if got := firstAsk(t, "agent:nobody", true); got != "*pgproto3.AuthenticationSASL" {
+		t.Errorf("TLS, unknown user: first asked with %s, want SASL as most agents", got)
+	}
+	var said []string
+	for _, ut := range [][2]string{{"agent:nobody", "some-token"}, {gatewaytest.Agent, "wrong-token"}, {gatewaytest.Other, gatewaytest.OtherToken}} {
+		_, err := pgx.Connect(t.Context(), f.url(ut[0], ut[1], "disable"))
+		pe := pgErr(t, err, "28P01")
+		said = append(said, strings.ReplaceAll(pe.Message, ut[0], "USER"))
+	}
+	if said[0] != said[1] || said[1] != said[2] || !strings.Contains(said[0], "sslmode=require") {
+		t.Errorf("failed logins differ or do not say TLS:\n%s", strings.Join(said, "\n"))
 	}
 }

@@ -161,7 +161,7 @@ func TestPgx(t *testing.T) {
 		pgErr(t, err, pgwire.StateReferred) // agent:other has no delegation
 	}
 	_, err = pgx.Connect(ctx, f.url(gatewaytest.Other, gatewaytest.OtherToken, "disable"))
-	pe = pgErr(t, err, "28000")
+	pe = pgErr(t, err, "28P01")
 	if !strings.Contains(pe.Message, "TLS") {
 		t.Fatalf("no-TLS refusal %q does not say why", pe.Message)
 	}

@@ -106,7 +106,7 @@ func TestPsql(t *testing.T) {
 		t.Fatalf("TLS: %q %q", out, errs)
 	}
 	_, errs, ok = psql(t, bin, f.url(gatewaytest.Other, gatewaytest.OtherToken, "disable"), "-c", "SELECT 1")
-	if ok || !strings.Contains(errs, "no TLS") {
+	if ok || !strings.Contains(errs, "only with TLS") {
 		t.Fatalf("cleartext without TLS: %q", errs)
 	}
 }

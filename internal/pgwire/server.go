@@ -119,6 +119,10 @@ type Server struct {
 	// mockKey derives stand-in SCRAM salts for unknown users, so an
 	// unknown user's exchange looks like a known one's.
 	mockKey [32]byte
+	// unknownSCRAM: over TLS an unknown user is asked for the method most
+	// agents use (SCRAM, or the token in clear), so that in a deployment
+	// whose agents all log in one way an unknown user looks like them.
+	unknownSCRAM bool
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by BackendKeyData process id
@@ -139,6 +143,13 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 	for _, t := range targets {
 		s.targets[t] = true
 	}
+	withSCRAM := 0
+	for _, a := range cfg.Agents {
+		if a.SCRAM != "" {
+			withSCRAM++
+		}
+	}
+	s.unknownSCRAM = 2*withSCRAM >= len(cfg.Agents)
 	for _, a := range cfg.Agents {
 		raw, err := hex.DecodeString(a.TokenSHA256)
 		if err != nil || len(raw) != 32 {
@@ -336,7 +347,12 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 	if !ok {
 		s.fails.add("addr:" + source)
 		s.fails.add("user:" + principal)
-		return nil, sendFatal(be, fatal(statePassword, fmt.Sprintf("password authentication failed for user %q: the password is the agent's token", user)))
+		msg := fmt.Sprintf("password authentication failed for user %q: the password is the agent's token", user)
+		if !isTLS {
+			// The same words for every user, whether it is an agent or not.
+			msg += "; an agent without a SCRAM verifier (pg_scram) connects only with TLS (sslmode=require), so that its token never crosses the network in clear"
+		}
+		return nil, sendFatal(be, fatal(statePassword, msg))
 	}
 	if !s.targets[target] {
 		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
@@ -367,9 +383,19 @@ func remoteHost(c net.Conn) string {
 // cleartext password over TLS. It reports whether the token was right.
 func (s *Server) authenticate(be *pgproto3.Backend, a *agent, principal string, isTLS bool) (bool, error) {
 	switch {
-	case a != nil && a.scram != nil, a == nil && !isTLS:
+	case !isTLS:
+		// Without TLS every user goes through SCRAM: an agent with a
+		// verifier for real; an unknown user, and an agent without a
+		// verifier (which connects only inside TLS), with a stand-in
+		// that never verifies. All three end alike, so a login attempt
+		// does not tell which users are agents, or how they log in.
+		if a != nil && a.scram == nil {
+			a = nil
+		}
 		return s.scram(be, a, principal)
-	case isTLS:
+	case a != nil && a.scram != nil, a == nil && s.unknownSCRAM:
+		return s.scram(be, a, principal)
+	default:
 		be.Send(&pgproto3.AuthenticationCleartextPassword{})
 		if err := be.Flush(); err != nil {
 			return false, err
@@ -387,10 +413,6 @@ func (s *Server) authenticate(be *pgproto3.Backend, a *agent, principal string, 
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(pw.Password)))
 		return a != nil && subtle.ConstantTimeCompare(sum[:], a.hash[:]) == 1, nil
-	default:
-		return false, sendFatal(be, fatal(stateInvalidAuth, fmt.Sprintf(
-			"%s has no SCRAM verifier (pg_scram), and this connection has no TLS: its token would cross the network in clear. "+
-				"Connect with sslmode=require (the server needs pg_tls), or give the agent a pg_scram verifier (harbormaster token prints one)", principal)))
 	}
 }
 
