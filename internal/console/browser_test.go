@@ -186,6 +186,10 @@ func (b *browser) h1() string { return strings.TrimSpace(b.text("h1")) }
 func (b *browser) login(f *fixture, key *signing.PrivateKey) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(f.loginLink(b.t, key)))
+	// It asks whether to log in, naming the key's holder.
+	if st := b.submit("#link-login"); st != 200 {
+		b.t.Fatalf("the login confirmation: %d", st)
+	}
 	// The page it opens moves on to the console by itself.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -204,6 +204,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /console/login", c.postLogin)
 	c.mux.HandleFunc("GET /console/login/challenge", c.getChallenge)
 	c.mux.HandleFunc("GET /console/login/link", c.getLoginLink)
+	c.mux.HandleFunc("POST /console/login/link", c.postLoginLink)
 	c.mux.HandleFunc("POST /console/logout", c.authed(c.postLogout))
 
 	c.mux.HandleFunc("GET /console/{$}", c.authed(c.getDelegations))

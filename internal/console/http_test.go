@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -57,6 +58,79 @@ func do(t *testing.T, c *http.Client, method, u string, form url.Values) (int, s
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+var hiddenRE = regexp.MustCompile(`<input type="hidden" name="(c|s|csrf)" value="([^"]*)">`)
+
+// useLink opens a login link as a person does: the link, then its
+// confirmation form. It returns the last answer and the cookies it set.
+func useLink(t *testing.T, c *http.Client, link string) (int, string, []*http.Cookie) {
+	t.Helper()
+	code, body := do(t, c, "GET", link, nil)
+	if code != http.StatusOK {
+		return code, body, nil
+	}
+	form := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "POST", u.Scheme+"://"+u.Host+console.Prefix+"login/link", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Cookies()
+}
+
+// TestLoginLinkCSRF: opening a login link (a GET any web page can make a
+// browser send) logs no one in; it asks, naming the key's holder. The
+// confirmation's POST needs the cookie that GET set in this browser, so a
+// hostile page cannot log a visitor into its own session (login CSRF).
+func TestLoginLinkCSRF(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := f.srv.URL + console.Prefix
+	link := f.loginLink(t, f.keys.Grantor)
+	victim := client(t)
+	code, body := do(t, victim, "GET", link, nil)
+	if code != http.StatusOK || !strings.Contains(body, "alice") || !strings.Contains(body, `action="/console/login/link"`) {
+		t.Fatalf("opening the link: %d, want 200 and a confirmation naming alice", code)
+	}
+	if code, _ := do(t, victim, "GET", base+"queue", nil); code != http.StatusUnauthorized {
+		t.Fatalf("after only opening the link, the queue: %d, want 401 (not logged in)", code)
+	}
+	form := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	// A cross-site POST: the SameSite=Strict cookie is not sent.
+	if code, _ := do(t, client(t), "POST", base+"login/link", form); code != http.StatusForbidden {
+		t.Errorf("the confirmation without this browser's cookie: %d, want 403", code)
+	}
+	wrong := url.Values{"c": form["c"], "s": form["s"], "csrf": {strings.Repeat("A", len(form.Get("csrf")))}}
+	if code, _ := do(t, victim, "POST", base+"login/link", wrong); code != http.StatusForbidden {
+		t.Errorf("the confirmation with a wrong token: %d, want 403", code)
+	}
+	if code, _ := do(t, victim, "GET", base+"queue", nil); code != http.StatusUnauthorized {
+		t.Fatalf("after refused confirmations, the queue: %d, want 401", code)
+	}
+	// The person's own confirmation logs in, once.
+	if code, _ := do(t, victim, "POST", base+"login/link", form); code != http.StatusOK {
+		t.Fatalf("the confirmation: %d", code)
+	}
+	if code, body := do(t, victim, "GET", base+"queue", nil); code != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Errorf("after the confirmation, the queue: %d", code)
+	}
+}
+
 // TestSessionsAndCSRF: without a session, with an expired or forged one,
 // or without the CSRF token, the console refuses, and nothing changes; a
 // login link works once; the cookie is HttpOnly, SameSite=Strict, with an
@@ -89,26 +163,21 @@ func TestSessionsAndCSRF(t *testing.T) {
 	// Log in with the one-time link: the cookie's attributes.
 	alice := client(t)
 	link := f.loginLink(t, f.keys.Grantor)
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", link, nil)
-	resp, err := alice.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	code, _, cookies := useLink(t, alice, link)
 	var ck *http.Cookie
-	for _, c := range resp.Cookies() {
+	for _, c := range cookies {
 		if c.Name == console.CookieName {
 			ck = c
 		}
 	}
-	if resp.StatusCode != http.StatusOK || ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Expires.IsZero() || ck.MaxAge <= 0 || ck.Path != console.Prefix {
-		t.Fatalf("login link: %d, cookie %+v", resp.StatusCode, ck)
+	if code != http.StatusOK || ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Expires.IsZero() || ck.MaxAge <= 0 || ck.Path != console.Prefix {
+		t.Fatalf("login link: %d, cookie %+v", code, ck)
 	}
 	if ck.Secure {
 		t.Errorf("over plain HTTP the cookie is Secure, so a browser would drop it on this loopback server")
 	}
 	// The link is single-use.
-	if code, body := do(t, client(t), "GET", link, nil); code != http.StatusUnauthorized || !strings.Contains(body, "used already") {
+	if code, body, _ := useLink(t, client(t), link); code != http.StatusUnauthorized || !strings.Contains(body, "used already") {
 		t.Errorf("the login link a second time: %d, want 401 (used already)", code)
 	}
 
@@ -147,7 +216,7 @@ func TestSessionsAndCSRF(t *testing.T) {
 	}
 	// Bob holds no harbormaster-switch: refused even with his own token.
 	bob := client(t)
-	if code, _ := do(t, bob, "GET", f.loginLink(t, f.keys.Approver), nil); code != http.StatusOK {
+	if code, _, _ := useLink(t, bob, f.loginLink(t, f.keys.Approver)); code != http.StatusOK {
 		t.Fatalf("bob's login: %d", code)
 	}
 	_, body = do(t, bob, "GET", base+"switches", nil)
@@ -207,7 +276,7 @@ func TestUnsignableNeverPastTheReport(t *testing.T) {
 	f := newFixture(t)
 	base := f.srv.URL + console.Prefix
 	alice := client(t)
-	if code, _ := do(t, alice, "GET", f.loginLink(t, f.keys.Grantor), nil); code != http.StatusOK {
+	if code, _, _ := useLink(t, alice, f.loginLink(t, f.keys.Grantor)); code != http.StatusOK {
 		t.Fatal("login")
 	}
 	_, body := do(t, alice, "GET", base+"sign", nil)
@@ -245,13 +314,13 @@ func TestConsoleLoginCommand(t *testing.T) {
 		t.Fatalf("the last line is not a login link: %q", link)
 	}
 	bob := client(t)
-	if code, _ := do(t, bob, "GET", link, nil); code != http.StatusOK {
+	if code, _, _ := useLink(t, bob, link); code != http.StatusOK {
 		t.Fatalf("the link: %d", code)
 	}
 	if code, body := do(t, bob, "GET", f.srv.URL+console.Prefix+"queue", nil); code != http.StatusOK || !strings.Contains(body, "bob") || !strings.Contains(body, "approver, reviewer") {
 		t.Errorf("after the link, the queue: %d (roles shown: %v)", code, strings.Contains(body, "approver, reviewer"))
 	}
-	if code, _ := do(t, client(t), "GET", link, nil); code != http.StatusUnauthorized {
+	if code, _, _ := useLink(t, client(t), link); code != http.StatusUnauthorized {
 		t.Errorf("the link a second time: %d, want 401", code)
 	}
 	// A key the signers file does not list gets no link that works.
@@ -292,11 +361,11 @@ func TestSessionsAcrossNodes(t *testing.T) {
 
 	link := f.loginLink(t, f.keys.Grantor)
 	alice := client(t)
-	if code, _ := do(t, alice, "GET", link, nil); code != http.StatusOK {
+	if code, _, _ := useLink(t, alice, link); code != http.StatusOK {
 		t.Fatalf("login on node 1: %d", code)
 	}
 	// The same link on node 2: used up.
-	if code, body := do(t, client(t), "GET", strings.Replace(link, f.srv.URL, srv2.URL, 1), nil); code != http.StatusUnauthorized || !strings.Contains(body, "used already") {
+	if code, body, _ := useLink(t, client(t), strings.Replace(link, f.srv.URL, srv2.URL, 1)); code != http.StatusUnauthorized || !strings.Contains(body, "used already") {
 		t.Errorf("the used link on node 2: %d", code)
 	}
 	// Alice's cookie, presented to node 2.

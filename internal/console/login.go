@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 type loginData struct {
@@ -80,17 +82,69 @@ func LoginLink(server, challenge string, armoredSig []byte) string {
 	return strings.TrimRight(server, "/") + Prefix + "login/link?" + q.Encode()
 }
 
+// The login link is opened by a GET, which any web page can make a
+// browser send: it only checks the link and asks, naming whose key signed
+// it, whether to log in. The login itself is the form's POST, bound to
+// this browser by a SameSite=Strict cookie the GET set, so a hostile page
+// cannot log a visitor into a session of its choosing (login CSRF,
+// session fixation) with a link signed by its own key.
+
+type loginLinkData struct {
+	Name        string
+	Fingerprint string
+	Challenge   string
+	Signature   string // as the link carries it (base64url)
+	CSRF        string
+}
+
+const loginLinkCookieName = "harbormaster_login_link"
+
 func (c *Console) getLoginLink(w http.ResponseWriter, r *http.Request) {
-	sig, err := b64.DecodeString(r.URL.Query().Get("s"))
+	q := r.URL.Query()
+	sig, err := b64.DecodeString(q.Get("s"))
 	if err != nil {
 		c.renderLogin(w, r, http.StatusBadRequest, "The login link is malformed.")
 		return
 	}
-	pub, _, err := c.login(r, r.URL.Query().Get("c"), sig)
+	pub, name, _, err := c.verifyLogin(q.Get("c"), sig)
 	if err != nil {
 		c.renderLogin(w, r, http.StatusUnauthorized, err.Error())
 		return
 	}
+	nonce := randomID()
+	http.SetCookie(w, &http.Cookie{Name: loginLinkCookieName, Value: nonce, Path: Prefix + "login/link", MaxAge: int(c.cfg.ChallengeTTL.Seconds()),
+		HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
+	c.render(w, r, http.StatusOK, "loginlink", nil, page{Title: "Log in", Data: loginLinkData{Name: name, Fingerprint: signing.Fingerprint(pub),
+		Challenge: q.Get("c"), Signature: q.Get("s"), CSRF: c.loginLinkToken(nonce, q.Get("c"))}})
+}
+
+func (c *Console) loginLinkToken(nonce, challenge string) string {
+	return b64.EncodeToString(c.mac("login-link", nonce, strings.TrimSpace(challenge))[:24])
+}
+
+func (c *Console) postLoginLink(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.renderLogin(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	ch := r.PostFormValue("c")
+	ck, cerr := r.Cookie(loginLinkCookieName)
+	if cerr != nil || !constantEqual(r.PostFormValue("csrf"), c.loginLinkToken(ck.Value, ch)) {
+		c.renderLogin(w, r, http.StatusForbidden, "The login confirmation has no valid CSRF token: open the login link again.")
+		return
+	}
+	sig, err := b64.DecodeString(r.PostFormValue("s"))
+	if err != nil {
+		c.renderLogin(w, r, http.StatusBadRequest, "The login link is malformed.")
+		return
+	}
+	pub, _, err := c.login(r, ch, sig)
+	if err != nil {
+		c.renderLogin(w, r, http.StatusUnauthorized, err.Error())
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginLinkCookieName, Value: "", Path: Prefix + "login/link", MaxAge: -1})
 	c.issueSession(w, r, pub)
 	// A page, not a redirect: the next request then starts on this site,
 	// so the SameSite=Strict cookie goes with it.

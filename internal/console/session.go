@@ -268,9 +268,29 @@ func ChallengeMessage(challenge string) []byte { return []byte(strings.TrimSpace
 // login verifies a signed challenge and returns the key that signed it.
 // The challenge is used up, on every node sharing the store.
 func (c *Console) login(r *http.Request, challenge string, sig []byte) (ssh.PublicKey, string, error) {
-	nonce, exp, err := c.checkChallenge(challenge)
+	pub, name, nonce, err := c.verifyLogin(challenge, sig)
 	if err != nil {
 		return nil, "", err
+	}
+	_, exp, _ := c.checkChallenge(challenge)
+	first, err := c.claim(r, "console-login\x00"+nonce, exp)
+	if err != nil {
+		c.cfg.Logger.Error("console login claim", "err", err)
+		return nil, "", errors.New("the login could not be checked against replays; try again")
+	}
+	if !first {
+		return nil, "", errors.New("this challenge was used already; take a new one")
+	}
+	return pub, name, nil
+}
+
+// verifyLogin checks a signed challenge without using it up: the
+// challenge is this deployment's and live, and an allowed key signed it.
+// It returns the key, its holder's name and the challenge's nonce.
+func (c *Console) verifyLogin(challenge string, sig []byte) (ssh.PublicKey, string, string, error) {
+	nonce, _, err := c.checkChallenge(challenge)
+	if err != nil {
+		return nil, "", "", err
 	}
 	msg := ChallengeMessage(challenge)
 	now := c.cfg.Clock()
@@ -289,21 +309,13 @@ func (c *Console) login(r *http.Request, challenge string, sig []byte) (ssh.Publ
 		if lastErr == nil {
 			lastErr = errors.New("no target is configured")
 		}
-		return nil, "", fmt.Errorf("the signature is not a login by an allowed key: %w", lastErr)
+		return nil, "", "", fmt.Errorf("the signature is not a login by an allowed key: %w", lastErr)
 	}
 	pub, err := signing.SignerKey(sig)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	first, err := c.claim(r, "console-login\x00"+nonce, exp)
-	if err != nil {
-		c.cfg.Logger.Error("console login claim", "err", err)
-		return nil, "", errors.New("the login could not be checked against replays; try again")
-	}
-	if !first {
-		return nil, "", errors.New("this challenge was used already; take a new one")
-	}
-	return pub, who.Name, nil
+	return pub, who.Name, nonce, nil
 }
 
 func (c *Console) claim(r *http.Request, what string, until time.Time) (bool, error) {
