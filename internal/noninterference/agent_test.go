@@ -95,19 +95,11 @@ func startWire(t *testing.T, sys *gatewaytest.System) *pgconn.PgConn {
 func (s *side) wire(ctx context.Context, sql string) map[string]any {
 	out := map[string]any{}
 	results, err := s.pg.Exec(ctx, sql).ReadAll()
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		out["error"] = map[string]any{"severity": pe.Severity, "code": pe.Code, "message": pe.Message, "detail": pe.Detail,
-			"hint": pe.Hint, "where": pe.Where, "position": pe.Position, "schema": pe.SchemaName, "table": pe.TableName,
-			"column": pe.ColumnName, "constraint": pe.ConstraintName}
-	} else if err != nil {
-		out["error"] = map[string]any{"client": err.Error()}
+	if err != nil {
+		out["error"] = wireError(err)
 	}
 	for _, r := range results {
-		var fields []any
-		for _, fd := range r.FieldDescriptions {
-			fields = append(fields, map[string]any{"name": fd.Name, "type": fd.DataTypeOID, "size": fd.DataTypeSize, "format": fd.Format})
-		}
+		fields := wireFields(r.FieldDescriptions)
 		rows := []any{}
 		for _, row := range r.Rows {
 			var vals []any
@@ -122,6 +114,65 @@ func (s *side) wire(ctx context.Context, sql string) map[string]any {
 		}
 		out["fields"], out["rows"], out["tag"] = fields, rows, r.CommandTag.String()
 	}
+	return out
+}
+
+func wireError(err error) map[string]any {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return map[string]any{"severity": pe.Severity, "code": pe.Code, "message": pe.Message, "detail": pe.Detail,
+			"hint": pe.Hint, "where": pe.Where, "position": pe.Position, "schema": pe.SchemaName, "table": pe.TableName,
+			"column": pe.ColumnName, "constraint": pe.ConstraintName}
+	}
+	return map[string]any{"client": err.Error()}
+}
+
+func wireFields(fds []pgconn.FieldDescription) []any {
+	var fields []any
+	for _, fd := range fds {
+		fields = append(fields, map[string]any{"name": fd.Name, "type": fd.DataTypeOID, "size": fd.DataTypeSize,
+			"format": fd.Format, "table": fd.TableOID, "attr": fd.TableAttributeNumber, "mod": fd.TypeModifier})
+	}
+	return fields
+}
+
+// wirePrepare prepares sql (Parse, Describe of the statement) and returns
+// what the client reads before binding anything.
+func (s *side) wirePrepare(ctx context.Context, sql string) map[string]any {
+	out := map[string]any{}
+	sd, err := s.pg.Prepare(ctx, "ni", sql, nil)
+	if err != nil {
+		out["error"] = wireError(err)
+		return out
+	}
+	out["params"], out["fields"] = sd.ParamOIDs, wireFields(sd.Fields)
+	if err := s.pg.Deallocate(ctx, "ni"); err != nil {
+		out["deallocate"] = wireError(err)
+	}
+	return out
+}
+
+// wireExtended runs sql through the extended protocol (Parse, Bind,
+// Describe of the portal, Execute) and returns what the client reads.
+func (s *side) wireExtended(ctx context.Context, sql string) map[string]any {
+	out := map[string]any{}
+	r := s.pg.ExecParams(ctx, sql, nil, nil, nil, nil).Read()
+	if r.Err != nil {
+		out["error"] = wireError(r.Err)
+	}
+	rows := []any{}
+	for _, row := range r.Rows {
+		var vals []any
+		for _, v := range row {
+			if v == nil {
+				vals = append(vals, nil)
+			} else {
+				vals = append(vals, string(v))
+			}
+		}
+		rows = append(rows, vals)
+	}
+	out["fields"], out["rows"], out["tag"] = wireFields(r.FieldDescriptions), rows, r.CommandTag.String()
 	return out
 }
 
@@ -293,8 +344,27 @@ func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error
 		if mid != "" {
 			a.obs["mcp request_status"] = s.tool(ctx, mcpserver.ToolRequestStatus, map[string]any{"request_id": mid})
 		}
-		// And over the wire front, a third run alike on both sides.
+		// And over the wire front, a third run alike on both sides; then
+		// the extended protocol: the statement prepared (its parameter
+		// and row descriptions before any bind), a fourth run through
+		// Parse/Bind/Describe/Execute, and harbormaster_wait on the
+		// request a referral names.
 		a.obs["pgwire query"] = s.wire(ctx, st.sql)
+		a.obs["pgwire prepare"] = s.wirePrepare(ctx, st.sql)
+		ext := s.wireExtended(ctx, st.sql)
+		a.obs["pgwire extended"] = ext
+		if e, ok := ext["error"].(map[string]any); ok {
+			if where, _ := e["where"].(string); requestIDRE.MatchString(where) {
+				w := s.wire(ctx, "SELECT harbormaster_wait('"+requestIDRE.FindString(where)+"', 0.001)")
+				// Its first column is the request id, which differs by side.
+				if rows, _ := w["rows"].([]any); len(rows) == 1 {
+					if r, _ := rows[0].([]any); len(r) > 0 {
+						r[0] = "<request>"
+					}
+				}
+				a.obs["pgwire harbormaster_wait"] = w
+			}
+		}
 	}
 	return a, nil
 }
