@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -367,9 +368,10 @@ func (c *Console) logbookPage(r *http.Request, s *Session) (*logbookPage, error)
 	if err != nil {
 		return nil, err
 	}
+	targets := map[string]string{}
 	for i := len(es) - 1; i >= 0; i-- {
 		e := es[i]
-		if t, ok := e.Subjects["target"]; ok && !s.Sees(t) {
+		if !c.entryVisible(ctx, s, e, targets) {
 			continue
 		}
 		subj, _ := json.Marshal(e.Subjects)
@@ -383,6 +385,66 @@ func (c *Console) logbookPage(r *http.Request, s *Session) (*logbookPage, error)
 		p.Checkpoint = &cps[len(cps)-1]
 	}
 	return p, nil
+}
+
+// entryVisible reports whether a human sees a logbook entry: one of a
+// target the session does not see is not shown. An entry's target is its
+// target subject, else the target of the switch, delegation or request it
+// names (a Surveyor judgment, an audit, an enablement, a Leadsman note
+// name no target of their own); an entry whose delegation or request
+// cannot be read is shown only to a human who sees every target. One
+// that names none of these (a deployment switch) is shown to everyone.
+// targets caches the lookups of one page, by subject.
+func (c *Console) entryVisible(ctx context.Context, s *Session, e logbook.Entry, targets map[string]string) bool {
+	if t, ok := e.Subjects["target"]; ok {
+		return s.Sees(t)
+	}
+	if sw, ok := e.Subjects["switch"]; ok {
+		if _, scope, _ := strings.Cut(sw, "@"); strings.HasPrefix(scope, "target:") {
+			return s.Sees(strings.TrimPrefix(scope, "target:"))
+		}
+	}
+	seesAll := func() bool {
+		for _, t := range c.cfg.Gateway.Targets() {
+			if !s.Sees(t) {
+				return false
+			}
+		}
+		return true
+	}
+	resolve := func(key string, lookup func(id string) (string, bool)) (bool, bool) {
+		id, ok := e.Subjects[key]
+		if !ok {
+			return false, false
+		}
+		t, cached := targets[key+"="+id]
+		if !cached {
+			t, _ = lookup(id)
+			targets[key+"="+id] = t
+		}
+		if t == "" {
+			return seesAll(), true
+		}
+		return s.Sees(t), true
+	}
+	if v, ok := resolve("delegation", func(id string) (string, bool) {
+		if d := c.cfg.Gateway.Delegation(id); d != nil {
+			return d.Target, true
+		}
+		return "", false
+	}); ok {
+		return v
+	}
+	if v, ok := resolve("request", func(id string) (string, bool) {
+		r, err := c.cfg.Gateway.Request(ctx, id, "")
+		if err != nil {
+			return "", false
+		}
+		return r.Target, true
+	}); ok {
+		return v
+	}
+	return true
 }
 
 func (c *Console) getLogbook(w http.ResponseWriter, r *http.Request, s *Session) {

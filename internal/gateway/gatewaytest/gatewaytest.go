@@ -745,3 +745,35 @@ func (s *System) OtherAPI(t testing.TB) *httpapi.Server {
 	}
 	return api
 }
+
+// NodeWithTarget is another node of the deployment (as OtherNode) that
+// also serves a second target, name, on dsn (initialized as a target
+// here, with the same Pilot settings). Its humans are those of the
+// signers file: alice and bob hold keys for the shop target only.
+func (s *System) NodeWithTarget(t testing.TB, name, dsn string) *gateway.Gateway {
+	t.Helper()
+	ctx := context.Background()
+	if err := pilot.InitTarget(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := marque.NewVerifier(marque.VerifierConfig{Issuer: s.Opts.Name, Key: s.Opts.Keys.ControlPlane.Public().(ed25519.PublicKey), Clock: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := s.Opts.Pilot
+	pc.Target, pc.DSN = name, dsn
+	p, err := pilot.New(ctx, pc, verifier, s.Opts.Keys.Signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	g, err := gateway.New(ctx, s.gatewayConfig, s.Store, s.Logbook, s.minter, s.Opts.Keys.Signers, []pilot.Executor{s.Executor, p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Run(bctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
+}
