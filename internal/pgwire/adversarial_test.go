@@ -498,3 +498,40 @@ func TestLoginLooksAlike(t *testing.T) {
 		t.Errorf("failed logins differ or do not say TLS:\n%s", strings.Join(said, "\n"))
 	}
 }
+
+// TestHeldStatementsCapped: a session cannot prepare without end (the
+// front's memory is every agent's): past 1000 prepared statements, or 16
+// MiB of their text, Parse is refused until some are closed.
+func TestHeldStatementsCapped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	pc := c.PgConn()
+	for i := range 1000 {
+		if _, err := pc.Prepare(ctx, fmt.Sprintf("s%d", i), "SELECT id FROM orders WHERE id = $1::int8", nil); err != nil {
+			t.Fatalf("prepared statement %d: %v", i, err)
+		}
+	}
+	_, err := pc.Prepare(ctx, "one_more", "SELECT id FROM orders WHERE id = $1::int8", nil)
+	if pe := pgErr(t, err, "54000"); !strings.Contains(pe.Message, "prepared statement") {
+		t.Fatalf("the 1001st: %q", pe.Message)
+	}
+	if err := pc.Deallocate(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Prepare(ctx, "one_more", "SELECT id FROM orders WHERE id = $1::int8", nil); err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+	// The text cap: 17 statements of 1 MiB each (comments) pass no more than 16 MiB.
+	d := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable").PgConn()
+	big := "SELECT id FROM orders WHERE id = $1::int8 /* " + strings.Repeat("x", 1<<20-100) + " */"
+	var refused error
+	for i := range 17 {
+		if _, err := d.Prepare(ctx, fmt.Sprintf("b%d", i), big, nil); err != nil {
+			refused = err
+			break
+		}
+	}
+	pgErr(t, refused, "54000")
+}

@@ -15,9 +15,37 @@ import (
 // row description is only known once the Pilot has answered, and drivers
 // (pgx, node-postgres) describe the portal right before executing it.
 
+// A session holds at most maxHeld prepared statements, and as many
+// portals, whose texts total at most maxHeldBytes each: the front's
+// memory is shared by every agent, and one must not exhaust it by
+// preparing without closing.
+const (
+	maxHeld      = 1000
+	maxHeldBytes = 16 << 20
+)
+
+// heldLimit refuses a new statement or portal of n bytes past the caps.
+func heldLimit[T any](held map[string]T, name string, n int, text func(T) string, what string) *wireError {
+	total := n
+	for k, v := range held {
+		if k != name {
+			total += len(text(v))
+		}
+	}
+	_, replaces := held[name]
+	if !replaces && len(held) >= maxHeld || total > maxHeldBytes {
+		return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("this session holds the most %ss it may (%d, or %d MiB of text)", what, maxHeld, maxHeldBytes>>20),
+			Hint: "close the ones it no longer needs (Close, DEALLOCATE, DISCARD ALL)"}
+	}
+	return nil
+}
+
 func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 	if _, dup := c.stmts[m.Name]; dup && m.Name != "" {
 		return errorf(stateDuplicatePrepared, fmt.Sprintf("prepared statement %q already exists", m.Name))
+	}
+	if werr := heldLimit(c.stmts, m.Name, len(m.Query), func(p *prepared) string { return p.sql }, "prepared statement"); werr != nil {
+		return werr
 	}
 	for i, oid := range m.ParameterOIDs {
 		if oid == oidUnknown || oid == oidUnknownLit {
@@ -117,6 +145,9 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 			return errorf(stateSyntax, "the statement with its parameters cannot be rendered: "+err.Error())
 		}
 		p.sql, p.tree = text, tree
+	}
+	if werr := heldLimit(c.portals, m.DestinationPortal, len(p.sql), func(p *portal) string { return p.sql }, "portal"); werr != nil {
+		return werr
 	}
 	c.portals[m.DestinationPortal] = p
 	c.send(&pgproto3.BindComplete{})
