@@ -287,7 +287,7 @@ func TestStatementErrors(t *testing.T) {
 		{"body over 1 MiB", "POST", "/v1/statements", tok, big, 413, "body_too_large"},
 		{"unknown endpoint", "GET", "/v1/nothing", tok, nil, 404, "not_found"},
 		{"unknown endpoint without a token", "POST", "/admin", "", nil, 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/statements", tok, nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/statements", tok, nil, 405, "method_not_allowed"},
 	}
 	receipts := gatewaytest.Receipts(t, f.dsn)
 	for _, c := range cases {

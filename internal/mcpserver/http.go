@@ -44,9 +44,15 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Router is where Register adds the endpoint (*http.ServeMux, or
+// *httpapi.Server, which lists its routes).
+type Router interface {
+	Handle(pattern string, h http.Handler)
+}
+
 // Register serves the MCP endpoint at Path on mux. auth returns the agent
 // principal of a request's bearer token, or "" (httpapi.Server.Authenticate).
-func Register(mux *http.ServeMux, gw *gateway.Gateway, auth func(*http.Request) string, logger *slog.Logger) {
+func Register(mux Router, gw *gateway.Gateway, auth func(*http.Request) string, logger *slog.Logger) {
 	mux.Handle(Path, NewHandler(gw, auth, Config{Logger: logger}))
 }
 

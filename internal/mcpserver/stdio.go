@@ -229,30 +229,52 @@ func (b *apiBackend) WaitRequest(ctx context.Context, id string, wait time.Durat
 	}
 }
 
+// maxPages bounds how many pages of a list the stdio server follows.
+const maxPages = 100
+
 func (b *apiBackend) Delegations(ctx context.Context) ([]httpapi.DelegationView, error) {
-	var body struct {
-		Delegations []httpapi.DelegationView `json:"delegations"`
-	}
-	if err := b.do(ctx, http.MethodGet, "/v1/delegations", nil, &body); err != nil {
-		return nil, err
-	}
 	out := []httpapi.DelegationView{}
-	for _, d := range body.Delegations {
-		if d.Active {
-			out = append(out, d)
+	cursor := ""
+	for range maxPages {
+		var body httpapi.DelegationsPage
+		path := "/v1/delegations?limit=" + strconv.Itoa(httpapi.MaxPageLimit)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := b.do(ctx, http.MethodGet, path, nil, &body); err != nil {
+			return nil, err
+		}
+		for _, d := range body.Delegations {
+			if d.Active {
+				out = append(out, d)
+			}
+		}
+		if cursor = body.NextCursor; cursor == "" {
+			break
 		}
 	}
 	return out, nil
 }
 
 func (b *apiBackend) Tables(ctx context.Context, target string) (*httpapi.TablesView, error) {
-	path := "/v1/tables"
-	if target != "" {
-		path += "?target=" + url.QueryEscape(target)
+	out := &httpapi.TablesView{Tables: []httpapi.TableView{}}
+	cursor := ""
+	for range maxPages {
+		q := url.Values{"limit": {strconv.Itoa(httpapi.MaxPageLimit)}}
+		if target != "" {
+			q.Set("target", target)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var v httpapi.TablesView
+		if err := b.do(ctx, http.MethodGet, "/v1/tables?"+q.Encode(), nil, &v); err != nil {
+			return nil, err
+		}
+		out.Tables = append(out.Tables, v.Tables...)
+		if cursor = v.NextCursor; cursor == "" {
+			break
+		}
 	}
-	var v httpapi.TablesView
-	if err := b.do(ctx, http.MethodGet, path, nil, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return out, nil
 }

@@ -220,4 +220,34 @@ CREATE TABLE seen_requests (
 CREATE INDEX seen_requests_expiry ON seen_requests (expires_ns);
 `,
 	},
+	{
+		// 9 and 10 are assigned to other branches (merged separately);
+		// these two do nothing and are replaced by theirs at the merge.
+		Version: 9,
+		Name:    "reserved for another branch",
+		SQL:     `SELECT 1`,
+	},
+	{
+		Version: 10,
+		Name:    "reserved for another branch",
+		SQL:     `SELECT 1`,
+	},
+	{
+		Version: 11,
+		Name:    "idempotency keys",
+		SQL: `
+CREATE TABLE idempotency_keys (
+	scope       TEXT    NOT NULL,
+	key         TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL,
+	status      BIGINT NOT NULL DEFAULT 0,
+	body        TEXT    NOT NULL DEFAULT '',
+	created_ns  BIGINT NOT NULL,
+	expires_ns  BIGINT NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ns);
+`,
+	},
 }
