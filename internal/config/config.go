@@ -68,9 +68,24 @@ type Config struct {
 	SwitchPoll Duration `yaml:"switch_poll"`
 	// Services tunes the node's background services.
 	Services Services `yaml:"services"`
+	// MCP guards the /mcp endpoint against DNS rebinding.
+	MCP MCP `yaml:"mcp"`
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
+}
+
+// MCP lists the names under which /mcp may be reached, as the MCP
+// specification asks of a server (DNS rebinding). Loopback names and IP
+// addresses are always allowed.
+type MCP struct {
+	// AllowedHosts are the host names (no port) clients reach this node
+	// under, e.g. the name of a reverse proxy: a request whose Host is
+	// another name is refused with 403.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call /mcp besides loopback ones and those of AllowedHosts.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Target is one database.

@@ -234,4 +234,6 @@ func (m *memIdempotency) ReleaseIdempotent(_ context.Context, scope, key string)
 
 type errNotRunning string
 
-func (e errNotRunning) Error() string { return "idempotency key " + strconv.Quote(string(e)) + " is not running" }
+func (e errNotRunning) Error() string {
+	return "idempotency key " + strconv.Quote(string(e)) + " is not running"
+}

@@ -177,7 +177,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
-	mcpserver.Register(s.api, s.gateway, s.api.Authenticate, log)
+	mcpserver.RegisterWith(s.api, s.gateway, s.api.Authenticate, mcpserver.Config{Logger: log,
+		AllowedHosts: cfg.MCP.AllowedHosts, AllowedOrigins: cfg.MCP.AllowedOrigins})
 	return s, nil
 }
 
