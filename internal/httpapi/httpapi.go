@@ -401,8 +401,10 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 	var de *gateway.DelegationError
 	switch {
 	case errors.As(err, &de):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{
-			"code": "delegation_refused", "message": publicMessage(de.Error()), "problems": de.Problems}, "report": rep})
+		var refusal DelegationRefusal
+		refusal.Error.Code, refusal.Error.Message, refusal.Error.Problems = "delegation_refused", publicMessage(de.Error()), de.Problems
+		refusal.Report = rep
+		writeJSON(w, http.StatusUnprocessableEntity, refusal)
 		return
 	case errors.Is(err, gateway.ErrLogUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the delegation could not be recorded; try again later")
@@ -415,5 +417,23 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "the delegation could not be stored")
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"delegation": ViewDelegation(d, time.Now()), "report": rep})
+	writeJSON(w, http.StatusCreated, DelegationAnswer{Delegation: ViewDelegation(d, time.Now()), Report: rep})
+}
+
+// DelegationAnswer is what POST /v1/delegations (with the compilation
+// report) and POST /v1/delegations/{id}/revoke (without) answer.
+type DelegationAnswer struct {
+	Delegation DelegationView `json:"delegation"`
+	Report     *bound.Report  `json:"report,omitempty"`
+}
+
+// DelegationRefusal is the 422 answer to a delegation that was refused:
+// the error with every problem, and the compilation report.
+type DelegationRefusal struct {
+	Error struct {
+		Code     string   `json:"code"`
+		Message  string   `json:"message"`
+		Problems []string `json:"problems"`
+	} `json:"error"`
+	Report *bound.Report `json:"report"`
 }

@@ -156,7 +156,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approval": string(ap), "request": v})
+	writeJSON(w, http.StatusOK, ApprovalProposal{Approval: string(ap), Request: v})
 }
 
 type actBody struct {
@@ -234,12 +234,12 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"delegation": ViewDelegation(d, time.Now())})
+	writeJSON(w, http.StatusOK, DelegationAnswer{Delegation: ViewDelegation(d, time.Now())})
 }
 
 func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {
 	if s.switches == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"switches": []switches.State{}, "tier_b": map[string]bool{}})
+		writeJSON(w, http.StatusOK, SwitchesView{Switches: []switches.State{}, TierB: map[string]bool{}, WhyOff: map[string]string{}})
 		return
 	}
 	tierB := map[string]bool{}
@@ -251,8 +251,8 @@ func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {
 			reasons[t] = why
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"switches": s.switches.Snapshot(), "tier_b": tierB, "why_off": reasons,
-		"staleness_ms": s.switches.Staleness().Milliseconds()})
+	writeJSON(w, http.StatusOK, SwitchesView{Switches: s.switches.Snapshot(), TierB: tierB, WhyOff: reasons,
+		StalenessMS: s.switches.Staleness().Milliseconds()})
 }
 
 type switchBody struct {
@@ -310,4 +310,21 @@ type SwitchAnswer struct {
 	Scope string `json:"scope"`
 	On    bool   `json:"on"`
 	By    string `json:"by"`
+}
+
+// ApprovalProposal is GET /v1/requests/{id}/approval: the canonical
+// approval to sign, and the request it approves (its rehearsal included).
+type ApprovalProposal struct {
+	Approval string               `json:"approval"`
+	Request  *gateway.RequestView `json:"request"`
+}
+
+// SwitchesView is GET /v1/switches: every switch, whether Tier B is on
+// for each target and, where it is off, why, and how old this node's view
+// of the switches is.
+type SwitchesView struct {
+	Switches    []switches.State  `json:"switches"`
+	TierB       map[string]bool   `json:"tier_b"`
+	WhyOff      map[string]string `json:"why_off"`
+	StalenessMS int64             `json:"staleness_ms"`
 }

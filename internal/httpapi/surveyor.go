@@ -18,13 +18,13 @@ func (s *Server) registerSurveyorRoutes() {
 	s.HandleFunc("GET /v1/audit/{id}", s.getAudit)
 	s.HandleFunc("POST /v1/audit/{id}/review", s.actOnce(s.postReview))
 	s.HandleFunc("POST /v1/delegations/{id}/auditable", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "marked auditable"}, s.gw.MarkAuditable(r.Context(), act, sig)
+		return StatusAnswer{Status: "marked auditable"}, s.gw.MarkAuditable(r.Context(), act, sig)
 	}))
 	s.HandleFunc("POST /v1/delegations/{id}/surveyor", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "recorded"}, s.gw.EnableSurveyor(r.Context(), act, sig)
+		return StatusAnswer{Status: "recorded"}, s.gw.EnableSurveyor(r.Context(), act, sig)
 	}))
 	s.HandleFunc("POST /v1/delegations/{id}/reinstate", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "reinstated"}, s.gw.Reinstate(r.Context(), act, sig)
+		return StatusAnswer{Status: "reinstated"}, s.gw.Reinstate(r.Context(), act, sig)
 	}))
 }
 
@@ -114,4 +114,9 @@ func (s *Server) postReview(w http.ResponseWriter, r *http.Request) {
 type ReviewAnswer struct {
 	Status              string `json:"status"`
 	DelegationSuspended bool   `json:"delegation_suspended"`
+}
+
+// StatusAnswer is what the Tier B acts on a delegation answer.
+type StatusAnswer struct {
+	Status string `json:"status"`
 }
