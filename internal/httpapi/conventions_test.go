@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -346,3 +348,54 @@ func newRecorder() *recorder                    { return &recorder{hdr: http.Hea
 func (r *recorder) Header() http.Header         { return r.hdr }
 func (r *recorder) WriteHeader(s int)           { r.status = s }
 func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+
+// TestRequestIDInLogs: the log lines about a request carry its
+// X-Request-Id as http_request_id.
+func TestRequestIDInLogs(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api, err := httpapi.New(f.sys.Gateway, httpapi.Config{Logger: log,
+		Agents: []httpapi.Agent{{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/v1/statements", strings.NewReader(`{"target":"shop","sql":"SELECT id FROM orders WHERE status = 'pending'"}`))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.AgentToken)
+	req.Header.Set(httpapi.RequestIDHeader, "trace-42")
+	w := httptest.NewRecorder()
+	api.Handler().ServeHTTP(w, req)
+	if w.Code != 200 || w.Header().Get(httpapi.RequestIDHeader) != "trace-42" {
+		t.Fatalf("%d %q: %s", w.Code, w.Header().Get(httpapi.RequestIDHeader), w.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var statement, access bool
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if m["http_request_id"] != "trace-42" {
+			t.Errorf("a log line without the request id: %s", line)
+		}
+		statement = statement || m["msg"] == "statement"
+		access = access || m["msg"] == "http" && m["status"] == float64(200)
+	}
+	if !statement || !access {
+		t.Fatalf("the statement and answer lines are missing:\n%s", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
