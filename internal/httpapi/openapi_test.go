@@ -19,6 +19,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -56,6 +57,7 @@ var components = map[string]reflect.Type{
 	"SwitchRequest":     reflect.TypeFor[switchBody](),
 	"SwitchAnswer":      reflect.TypeFor[SwitchAnswer](),
 	"Error":             reflect.TypeFor[errorBody](),
+	"Note":              reflect.TypeFor[leadsman.Note](),
 }
 
 // operation is what the handlers of one route read and answer: the request
@@ -74,6 +76,7 @@ var operations = map[string]operation{
 	"GET /v1/openapi.json":                {"", map[string]string{"200": ""}},
 	"GET /v1/queue":                       {"", map[string]string{"200": "QueuePage"}},
 	"GET /v1/requests/{id}/approval":      {"", map[string]string{"200": "ApprovalProposal"}},
+	"GET /v1/requests/{id}/note":          {"", map[string]string{"200": "Note"}},
 	"POST /v1/requests/{id}/approve":      {"SignedAct", map[string]string{"200": "RequestView"}},
 	"POST /v1/requests/{id}/deny":         {"SignedAct", map[string]string{"200": "RequestView"}},
 	"POST /v1/delegations/{id}/revoke":    {"SignedAct", map[string]string{"200": "DelegationAnswer"}},
@@ -140,6 +143,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	RegisterNotes(s, nil) // node.Start adds the notes' route
 	var routes, described []string
 	for _, p := range s.Routes() {
 		if method, path, ok := strings.Cut(p, " "); ok && strings.HasPrefix(path, "/v1/") {
@@ -299,7 +303,7 @@ func jsonFields(gt reflect.Type) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{name, f.Type, strings.Contains(opts, "omitempty")})
+		out = append(out, jsonField{name, f.Type, strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")})
 	}
 	return out
 }
