@@ -114,13 +114,18 @@ func TestCommand(t *testing.T) {
 			code int
 			want string
 		}{
-			{[]string{"mcp"}, 2, "--server is required"},
-			{[]string{"mcp", "--server", f.srv.URL}, 2, "--token-file is required"},
+			{[]string{"mcp"}, 2, "--server (or $HARBORMASTER_SERVER) is required"},
+			{[]string{"mcp", "--server", f.srv.URL}, 2, "a token is required: --token-file FILE, or the token in $HARBORMASTER_TOKEN"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", write("empty", "\n")}, 2, "is empty"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", filepath.Join(dir, "missing")}, 2, "token file"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", write("wrong", "hm_wrong")}, 1, "hint:"},
 		} {
 			cmd := harbormaster(tc.args...)
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "HARBORMASTER_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
 			var stderr bytes.Buffer
 			cmd.Stdin, cmd.Stderr = strings.NewReader(""), &stderr
 			err := cmd.Run()
