@@ -44,6 +44,10 @@ type IdempotencyStore interface {
 	ReleaseIdempotent(ctx context.Context, scope, key string) error
 }
 
+// maxKeptAnswer caps an answer kept under a key: a larger one (a big
+// result) is replaced by its request id.
+const maxKeptAnswer = 1 << 20
+
 // DefaultIdempotencyTTL is how long a key and its answer are kept.
 const DefaultIdempotencyTTL = 24 * time.Hour
 
@@ -132,6 +136,17 @@ func (s *Server) once(w http.ResponseWriter, r *http.Request, scope string, body
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusConflict, "idempotency_in_progress",
 				"the first request under this Idempotency-Key is still running; retry later for its answer")
+		case e.Status == 0:
+			// The first answer was too large to keep (see below).
+			var ref struct {
+				RequestID string `json:"request_id"`
+			}
+			_ = json.Unmarshal([]byte(e.Body), &ref)
+			msg := "the first answer under this Idempotency-Key was over 1 MiB, so it was not kept; the request ran once"
+			if ref.RequestID != "" {
+				msg += ": read it with GET /v1/requests/" + ref.RequestID
+			}
+			writeError(w, http.StatusConflict, "idempotency_answer_too_large", msg)
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -153,7 +168,18 @@ func (s *Server) once(w http.ResponseWriter, r *http.Request, scope string, body
 		}
 		return
 	}
-	if err := s.idem.CompleteIdempotent(ctx, scope, key, rec.status, rec.body.String(), time.Now().Add(s.idemTTL).UnixNano()); err != nil {
+	status, answer := rec.status, rec.body.String()
+	if len(answer) > maxKeptAnswer {
+		// A large result is not kept in the control store: a retry is told
+		// the request id instead (status 0 marks it).
+		var ref struct {
+			RequestID string `json:"request_id"`
+		}
+		_ = json.Unmarshal(rec.body.Bytes(), &ref)
+		j, _ := json.Marshal(ref)
+		status, answer = 0, string(j)
+	}
+	if err := s.idem.CompleteIdempotent(ctx, scope, key, status, answer, time.Now().Add(s.idemTTL).UnixNano()); err != nil {
 		// The key stays running until it expires: a retry is told it is in
 		// progress, never run again.
 		s.log.ErrorContext(ctx, "idempotency key complete", "err", err)
