@@ -58,6 +58,10 @@ var components = map[string]reflect.Type{
 	"SwitchAnswer":      reflect.TypeFor[SwitchAnswer](),
 	"Error":             reflect.TypeFor[errorBody](),
 	"Note":              reflect.TypeFor[leadsman.Note](),
+	"Gate":              reflect.TypeFor[bound.Gate](),
+	"ExprGates":         reflect.TypeFor[bound.ExprGates](),
+	"RuleGates":         reflect.TypeFor[bound.RuleGates](),
+	"SideEffect":        reflect.TypeFor[bound.SideEffect](),
 }
 
 // operation is what the handlers of one route read and answer: the request
