@@ -101,9 +101,9 @@ var demoTour = []tourStep{
 	{"set a status the check does not allow: referred by check",
 		"UPDATE orders SET status = 'shipped' WHERE id = 4",
 		"referred", "check"},
-	{"smuggle a second statement: referred",
+	{"smuggle a second statement: refused at once (no human could approve it)",
 		"UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders",
-		"referred", "statements"},
+		"rejected", "statements"},
 	{"fix a typo in an EU name (Tier B, needs the Surveyor): referred",
 		"UPDATE customers SET name = 'John Smith' WHERE id = 3",
 		"referred", "Tier B"},
@@ -280,7 +280,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
 	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
 	failed = append(failed, wireTour(ctx, out, inf.PGURL)...)
-	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
+	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
 	fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
 	if once {
@@ -553,9 +553,16 @@ func runTour(ctx context.Context, out io.Writer, apis []string, token string, ti
 			Rows         []map[string]any `json:"rows"`
 			Reasons      []string         `json:"reasons"`
 			Path         string           `json:"path"`
+			Error        struct {
+				Code, Message string
+				RequestID     string `json:"request_id"`
+			} `json:"error"`
 		}
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&r)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnprocessableEntity && r.Error.RequestID != "" {
+			r.Outcome, r.RequestID, r.Reasons = "rejected", r.Error.RequestID, []string{r.Error.Message + " [" + r.Error.Code + "]"}
+		}
 		switch r.Outcome {
 		case "executed":
 			if len(r.Rows) > 0 {
@@ -563,6 +570,8 @@ func runTour(ctx context.Context, out io.Writer, apis []string, token string, ti
 			} else {
 				fmt.Fprintf(out, "   -> executed on the %s path: %d row(s) affected, request %s\n", r.Path, r.RowsAffected, r.RequestID)
 			}
+		case "rejected":
+			fmt.Fprintf(out, "   -> refused at once, HTTP %d, request %s:\n      - %s\n", resp.StatusCode, r.RequestID, strings.Join(r.Reasons, "; "))
 		case "referred":
 			fmt.Fprintf(out, "   -> referred to a human, request %s:\n", r.RequestID)
 			for _, why := range r.Reasons {

@@ -81,6 +81,8 @@ type Config struct {
 	Services Services `yaml:"services"`
 	// Console tunes the web console's sessions.
 	Console Console `yaml:"console"`
+	// MCP guards the /mcp endpoint against DNS rebinding.
+	MCP MCP `yaml:"mcp"`
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
@@ -98,6 +100,19 @@ type Console struct {
 	// AuditAlert is the audit-queue age the console shows in red. Defaults
 	// to 24h, the shipped alert rule's threshold.
 	AuditAlert Duration `yaml:"audit_alert"`
+}
+
+// MCP lists the names under which /mcp may be reached, as the MCP
+// specification asks of a server (DNS rebinding). Loopback names and IP
+// addresses are always allowed.
+type MCP struct {
+	// AllowedHosts are the host names (no port) clients reach this node
+	// under, e.g. the name of a reverse proxy: a request whose Host is
+	// another name is refused with 403.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call /mcp besides loopback ones and those of AllowedHosts.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Target is one database.

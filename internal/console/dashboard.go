@@ -115,7 +115,7 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 		c.fail(w, r, s, http.StatusInternalServerError, "Dashboard", "The logbook could not be read.")
 		return
 	}
-	var decisions, judgments []logbook.Entry
+	var decisions, judgments, queued, audits []logbook.Entry
 	for _, e := range es {
 		if t, ok := e.Subjects["target"]; ok && !s.Sees(t) {
 			continue
@@ -123,9 +123,16 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 		switch e.Kind {
 		case logbook.KindDecision:
 			decisions = append(decisions, e)
+			queued = append(queued, e)
+		case logbook.KindApproval, logbook.KindDenial, logbook.KindExpiry:
+			queued = append(queued, e)
 		case logbook.KindJudgment:
 			if d := c.cfg.Gateway.Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
 				judgments = append(judgments, e)
+			}
+		case logbook.KindAuditSampled, logbook.KindAuditReview:
+			if d := c.cfg.Gateway.Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
+				audits = append(audits, e)
 			}
 		}
 	}
@@ -133,7 +140,8 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 	if len(es) > 0 {
 		p.Window = fmt.Sprintf("the latest %d logbook entries, since %s", len(es), es[0].Time.UTC().Format("2006-01-02 15:04 UTC"))
 	}
-	p.Charts = append(p.Charts, outcomesChart(decisions), fastPathChart(decisions), c.panelChart(judgments))
+	p.Charts = append(p.Charts, outcomesChart(decisions), fastPathChart(decisions), c.panelChart(judgments),
+		queueChart(queued), auditChart(audits))
 
 	depth, oldest, qerr := c.cfg.QueueStats(ctx)
 	if qerr == nil {
@@ -157,10 +165,10 @@ type decisionPayload struct {
 	Delegation string `json:"delegation_id"`
 }
 
-// outcomesChart: decisions by outcome over time, in up to 12 buckets.
-func outcomesChart(es []logbook.Entry) *chart {
-	ch := &chart{ID: "outcomes", Title: "Decisions by outcome over time", Empty: "No decisions yet.",
-		Series: []series{{"run on the fast path", "s-run"}, {"referred", "s-referred"}, {"rejected or refused", "s-rejected"}}}
+// timeline is a chart of entries counted per interval over the span of
+// the entries, in up to 12 intervals; classify names each entry's series
+// (its index in the chart's Series), or -1 to leave it out.
+func timeline(ch *chart, es []logbook.Entry, classify func(logbook.Entry) int) *chart {
 	if len(es) == 0 {
 		return ch
 	}
@@ -175,27 +183,88 @@ func outcomesChart(es []logbook.Entry) *chart {
 	}
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * step).UTC()
-		g := group{Text: at.Format("2006-01-02 15:04:05 UTC"), Values: make([]float64, 3)}
+		g := group{Text: at.Format("2006-01-02 15:04:05 UTC"), Values: make([]float64, len(ch.Series))}
 		if i == 0 || i == n-1 || i == n/2 { // three labels keep the axis readable
 			g.Label = at.Format(format)
 		}
 		ch.Groups = append(ch.Groups, g)
 	}
+	counted := false
 	for _, e := range es {
-		var p decisionPayload
-		_ = json.Unmarshal(e.Payload, &p)
-		i := min(n-1, int(e.Time.Sub(start)/step))
-		switch {
-		case p.Outcome == "run":
-			ch.Groups[i].Values[0]++
-		case p.Outcome == "referred":
-			ch.Groups[i].Values[1]++
-		default:
-			ch.Groups[i].Values[2]++
+		if k := classify(e); k >= 0 {
+			ch.Groups[min(n-1, int(e.Time.Sub(start)/step))].Values[k]++
+			counted = true
 		}
+	}
+	if !counted {
+		ch.Groups = nil
+		return ch
 	}
 	ch.layout()
 	return ch
+}
+
+// outcomesChart: decisions by outcome over time.
+func outcomesChart(es []logbook.Entry) *chart {
+	ch := &chart{ID: "outcomes", Title: "Decisions by outcome over time", Empty: "No decisions yet.",
+		Series: []series{{"run on the fast path", "s-run"}, {"referred", "s-referred"}, {"rejected or refused", "s-rejected"}}}
+	return timeline(ch, es, func(e logbook.Entry) int {
+		var p decisionPayload
+		_ = json.Unmarshal(e.Payload, &p)
+		switch p.Outcome {
+		case "run":
+			return 0
+		case "referred":
+			return 1
+		}
+		return 2
+	})
+}
+
+// queueChart: the human queue's flow over time, referrals in and
+// approvals, denials and expiries out; the difference of the two is the
+// change of the queue's depth in each interval.
+func queueChart(es []logbook.Entry) *chart {
+	ch := &chart{ID: "queueflow", Title: "The queue over time: referrals queued and settled", Empty: "No referrals yet.",
+		Series: []series{{"referred", "s-referred"}, {"approved", "s-run"}, {"denied or expired", "s-rejected"}}}
+	return timeline(ch, es, func(e logbook.Entry) int {
+		switch e.Kind {
+		case logbook.KindDecision:
+			var p decisionPayload
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.Outcome == "referred" {
+				return 0
+			}
+		case logbook.KindApproval:
+			return 1
+		case logbook.KindDenial, logbook.KindExpiry:
+			return 2
+		}
+		return -1
+	})
+}
+
+// auditChart: the sampled audit over time, judgments sampled and reviews
+// found right or wrong (the failure rate is wrong over reviewed).
+func auditChart(es []logbook.Entry) *chart {
+	ch := &chart{ID: "auditflow", Title: "The sampled audit over time: sampled, reviewed right, reviewed wrong", Empty: "No judgment sampled for audit yet.",
+		Series: []series{{"sampled", "s-surveyed"}, {"reviewed right", "s-run"}, {"reviewed wrong", "s-rejected"}}}
+	return timeline(ch, es, func(e logbook.Entry) int {
+		switch e.Kind {
+		case logbook.KindAuditSampled:
+			return 0
+		case logbook.KindAuditReview:
+			var p struct {
+				Verdict string `json:"verdict"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.Verdict == "wrong" {
+				return 2
+			}
+			return 1
+		}
+		return -1
+	})
 }
 
 // fastPathChart: statements run without a human, per delegation.

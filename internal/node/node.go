@@ -192,12 +192,13 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
 	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics,
-		ClaimRequest: ClaimRequest(s.store)}); err != nil {
+		ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
 	httpapi.RegisterNotes(s.api, s.notes)
-	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
+	mcpserver.RegisterWith(s.api, s.gateway, s.api.Authenticate, mcpserver.Config{Logger: log,
+		AllowedHosts: cfg.MCP.AllowedHosts, AllowedOrigins: cfg.MCP.AllowedOrigins})
 	if cfg.ListenPG != "" {
 		if s.pg, err = newPGFront(cfg, s.gateway, log); err != nil {
 			return nil, err
