@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
@@ -12,26 +13,30 @@ import (
 
 // RegisterNotes adds GET /v1/requests/{id}/note: the Leadsman's advisory
 // note on a request, for a human who may read the queue of its target
-// (harbormaster-session). Agents are refused before anything is looked
-// up. The note's text is model output, JSON-escaped like every response.
+// (harbormaster-session). Agents, and callers whose signed request does
+// not verify, are refused before anything is looked up. The note's text is model output, JSON-escaped like every response.
 func RegisterNotes(s *Server, notes *leadsman.Reader) {
 	s.HandleFunc("GET /v1/requests/{id}/note", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.Header.Get("Authorization"), signing.RequestScheme+" ") {
 			s.unauthorizedHuman(w, errors.New("notes are for humans"))
 			return
 		}
+		// Who asks is settled before the request is looked up, so that an
+		// unauthenticated caller cannot learn which request ids exist; a
+		// request of a target the human may not read is not found.
+		_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+		if err != nil {
+			s.unauthorizedHuman(w, err)
+			return
+		}
 		id := r.PathValue("id")
 		v, err := s.gw.Request(r.Context(), id, "")
-		if errors.Is(err, gateway.ErrNotFound) {
+		if errors.Is(err, gateway.ErrNotFound) || err == nil && !slices.Contains(targets, v.Target) {
 			writeError(w, http.StatusNotFound, "not_found", "no request "+id)
 			return
 		}
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
-			return
-		}
-		if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
-			s.unauthorizedHuman(w, err)
 			return
 		}
 		n, err := notes.Note(r.Context(), id)

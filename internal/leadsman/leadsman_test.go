@@ -255,6 +255,13 @@ func checkNoteAPI(t *testing.T, sys *gatewaytest.System, keys *gatewaytest.Keys,
 	if w := get(signed(keys.Stranger)); w.Code != http.StatusUnauthorized {
 		t.Fatalf("a stranger reading the note: %d %s", w.Code, w.Body)
 	}
+	// Nor does a stranger learn which request ids exist: a made-up id is
+	// refused alike, before any lookup.
+	path = "/v1/requests/req_aaaaaaaaaaaaaaaaaaaaaaaa/note"
+	if w := get(signed(keys.Stranger)); w.Code != http.StatusUnauthorized {
+		t.Fatalf("a stranger asking for the note of a made-up request: %d %s", w.Code, w.Body)
+	}
+	path = "/v1/requests/" + id + "/note"
 	w := get(signed(keys.Approver))
 	if sc.behaviour == nil {
 		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "no_note") {
