@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,19 +118,23 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 
 // requestForHuman serves GET /v1/requests/{id} to a human: everything,
 // rehearsal included.
+// Who asks is settled before the request is looked up, so that a caller
+// who is not such a human cannot learn which request ids exist; a request
+// of a target the human may not read is not found.
 func (s *Server) requestForHuman(w http.ResponseWriter, r *http.Request) {
+	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+	if err != nil {
+		s.unauthorizedHuman(w, err)
+		return
+	}
 	v, err := s.gw.Request(r.Context(), r.PathValue("id"), "")
-	if errors.Is(err, gateway.ErrNotFound) {
+	if errors.Is(err, gateway.ErrNotFound) || err == nil && !slices.Contains(targets, v.Target) {
 		writeError(w, http.StatusNotFound, "not_found", "no request "+r.PathValue("id"))
 		return
 	}
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "request lookup", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
-		return
-	}
-	if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
-		s.unauthorizedHuman(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

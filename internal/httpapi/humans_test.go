@@ -499,3 +499,27 @@ func TestApprovalOverHTTP(t *testing.T) {
 	apiError(t, st, body, http.StatusConflict, "conflict")
 	f.sys.Verify(t)
 }
+
+// TestHumanRequestNoIDOracle: GET /v1/requests/{id} with a signature that
+// does not verify is refused alike whether the request exists or not, so
+// a caller who is not a human of its target cannot learn which ids exist.
+func TestHumanRequestNoIDOracle(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	waiting := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'John Smith' WHERE id = 3")
+	for _, id := range []string{waiting.RequestID, "req_aaaaaaaaaaaaaaaaaaaaaaaa"} {
+		path := "/v1/requests/" + id
+		st, body := f.signedAs(t, keys.Stranger, signing.NamespaceSession, http.MethodGet, path, nil)
+		if st != http.StatusUnauthorized {
+			t.Errorf("a stranger asking for %s: %d %s, want 401 for every id", id, st, body)
+		}
+	}
+	// Bob, a human of the target, reads it.
+	if st, body := f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, "/v1/requests/"+waiting.RequestID, nil); st != http.StatusOK {
+		t.Errorf("bob: %d %s", st, body)
+	}
+	if st, _ := f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, "/v1/requests/req_aaaaaaaaaaaaaaaaaaaaaaaa", nil); st != http.StatusNotFound {
+		t.Errorf("bob, a made-up id: %d, want 404", st)
+	}
+}
