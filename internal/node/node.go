@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/buildinfo"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
@@ -31,6 +32,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -133,6 +135,10 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	s.metrics.RegisterAudit(auditor.Stats)
+	s.metrics.InitFramings([]string{string(surveyor.Certify), string(surveyor.Refute), string(surveyor.Shape)})
+	bi := buildinfo.Read()
+	s.metrics.RegisterBuildInfo(metrics.BuildInfo{Version: bi.Version, Commit: bi.Commit, GoVersion: bi.GoVersion,
+		Compiler: bi.Compiler, Checker: bi.Checker, Bundle: bi.Bundle})
 	if b := cfg.Surveyor.ShapeDissentBand; len(b) == 2 {
 		s.metrics.RegisterShapeBand(b[0], b[1])
 	}
