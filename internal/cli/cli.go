@@ -56,6 +56,8 @@ func commands() []command {
 		{"surveyor", "the Tier B panel: regression gate, enablement, reinstatement", runSurveyor},
 		{"audit", "review sampled Surveyor judgments", runAudit},
 		{"bench", "measure what a running node adds to a single-row UPDATE", runBench},
+		{"version", "print the version, commit, Go, compiler, checker and prompt-bundle versions", runVersion},
+		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 	}
 }
 
@@ -64,6 +66,9 @@ func Do(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return runVersion(e, args[1:])
+	}
 	return e.dispatch("harbormaster", commands(), args)
 }
 
