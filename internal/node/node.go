@@ -241,12 +241,23 @@ func (s *Node) loadDelegationDir(ctx context.Context, dir string) error {
 }
 
 // Serve runs the HTTP server on ln until ctx ends, then shuts down
-// gracefully.
+// gracefully. With tls in the config it serves HTTPS.
 func (s *Node) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	tlsCfg, err := serverTLS(s.cfg)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if tlsCfg != nil {
+		// ServeTLS (not a TLS listener) so HTTP/2 is set up too; the
+		// certificate comes from GetCertificate.
+		srv.TLSConfig = tlsCfg
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -254,7 +265,7 @@ func (s *Node) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
