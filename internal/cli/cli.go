@@ -73,11 +73,13 @@ func Do(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func (e *env) dispatch(prefix string, cmds []command, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		e.usage(prefix, cmds)
-		if len(args) == 0 {
-			return exitUsage
-		}
+	if len(args) == 0 {
+		// Bad usage: the usage goes to stderr, stdout stays for output.
+		e.usage(e.stderr, prefix, cmds)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		e.usage(e.stdout, prefix, cmds)
 		return exitOK
 	}
 	for _, c := range cmds {
@@ -90,14 +92,14 @@ func (e *env) dispatch(prefix string, cmds []command, args []string) int {
 	return exitUsage
 }
 
-func (e *env) usage(prefix string, cmds []command) {
-	fmt.Fprintf(e.stdout, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+func (e *env) usage(w io.Writer, prefix string, cmds []command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
 	sorted := append([]command(nil), cmds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 	for _, c := range sorted {
-		fmt.Fprintf(e.stdout, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(e.stdout, "\nrun '%s <command> --help' for a command's flags\n", prefix)
+	fmt.Fprintf(w, "\nrun '%s <command> --help' for a command's flags\n", prefix)
 }
 
 func (e *env) errorf(format string, args ...any) {
@@ -126,6 +128,11 @@ func (e *env) flags(name, synopsis string) *flag.FlagSet {
 //
 // Flags may come before or after positional arguments (FILE --schema x).
 func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
+	// The flag package calls Usage on any error: the usage (stdout) is
+	// printed for --help only, an error gets its error line (stderr).
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	var positional []string
 	var err error
 	for {
@@ -146,7 +153,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		// The flag package has already printed the usage.
+		usage()
 		return exitOK, false
 	case err != nil:
 		e.errorf("%s: %v", cmdName(fs.Name()), err)
