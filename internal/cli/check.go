@@ -26,18 +26,21 @@ type checkOutput struct {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := e.flags("harbormaster check --delegation FILE --sql SQL (--schema FILE | --target DSN) [--json]",
+	fs := e.flags("harbormaster check --delegation FILE --sql SQL (--schema FILE | --target DSN) [--json] [--exit-code]",
 		"Decides one statement against a delegation with the static check, offline:\n"+
 			"  conforms  inside a rule without a residual clause (runs at once)\n"+
 			"  survey    inside the bound only through a rule with a residual clause\n"+
 			"            (the Surveyor would judge it)\n"+
 			"  refer     anything else (a human decides)\n"+
-			"Exit 0 for a decision of any kind; 2 for bad usage or bad input.")
+			"Exit 0 for a decision of any kind; 2 for bad usage or bad input.\n"+
+			"With --exit-code the exit status is the decision: 0 conforms, 3 survey, 4 refer\n"+
+			"(2 still bad usage), so a script or CI job can test a statement with no parsing.")
 	var cf catalogFlags
 	cf.register(fs)
 	dfile := fs.String("delegation", "", "the delegation YAML `FILE`")
 	sql := fs.String("sql", "", "the statement (`SQL`); - reads it from stdin")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	exitCode := fs.Bool("exit-code", false, "exit with the decision: 0 conforms, 3 survey, 4 refer")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -89,9 +92,13 @@ func runCheck(e *env, args []string) int {
 	if out.Reasons == nil {
 		out.Reasons = []string{}
 	}
+	done := exitOK
+	if *exitCode {
+		done = decisionExit(d.Outcome)
+	}
 	if *asJSON {
 		writeJSON(e, out)
-		return exitOK
+		return done
 	}
 	fmt.Fprintf(e.stdout, "decision: %s (tier %s delegation)\n", d.Outcome, out.Tier)
 	if d.Rule != nil {
@@ -104,7 +111,25 @@ func runCheck(e *env, args []string) int {
 	for _, r := range out.Reasons {
 		fmt.Fprintf(e.stdout, "  - %s\n", r)
 	}
-	return exitOK
+	return done
+}
+
+// The exit codes of check --exit-code, past 1 (failure) and 2 (usage).
+const (
+	exitSurvey = 3
+	exitRefer  = 4
+)
+
+// decisionExit is check --exit-code's status: anything not certainly
+// conforms or survey is refer.
+func decisionExit(o sqlcheck.Outcome) int {
+	switch o {
+	case sqlcheck.Conforms:
+		return exitOK
+	case sqlcheck.Survey:
+		return exitSurvey
+	}
+	return exitRefer
 }
 
 // hasRuleProblems reports problems that change what the rules mean (as
