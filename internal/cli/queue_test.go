@@ -2,8 +2,10 @@ package cli_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ func demoInfoOf(t *testing.T, path string) (info struct {
 	APIURL      string `json:"api_url"`
 	GrantorKey  string `json:"grantor_key"`
 	ApproverKey string `json:"approver_key"`
+	AgentToken  string `json:"agent_token"`
+	Dir         string `json:"dir"`
 }) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -136,5 +140,50 @@ func TestQueueApproveConfirms(t *testing.T) {
 	var sw map[string]any
 	if code != 0 || json.Unmarshal([]byte(stdout), &sw) != nil || sw["scope"] == nil {
 		t.Errorf("switch --json: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+
+	// The node's log has the approvals, the denial and a wrong token (never
+	// the token itself), one level key a line.
+	wrong := "hm_" + strings.Repeat("0", 48)
+	for _, path := range []string{"/v1/statements", "/mcp"} {
+		req, _ := http.NewRequest(http.MethodPost, inf.APIURL+path, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+wrong)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST %s with a wrong token: %v %v, want 401", path, err, resp)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(inf.Dir, "harbormaster.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(raw)
+	for _, want := range []string{
+		`"msg":"approval","request":"` + fence + `","principal":"agent:demo","target":"shop","signer":"bob","status":"executed","rows":1`,
+		`"msg":"approval","request":"` + column + `"`,
+		`"msg":"denial","request":"` + stacked + `","principal":"agent:demo","target":"shop","signer":"bob"`,
+		`"msg":"unauthorized","front":"http","method":"POST","path":"/v1/statements"`,
+		`"msg":"unauthorized","component":"mcp","front":"mcp"`,
+		`"why":"the statement is stacked (several statements sent as one): it can only be denied"`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %s", want)
+		}
+	}
+	if strings.Contains(log, wrong) || strings.Contains(log, inf.AgentToken) {
+		t.Error("a token is in the log")
+	}
+	if strings.Contains(log, "one statement at a time") {
+		t.Error("the denial's reason is in the log (it belongs in the logbook)")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if strings.Count(line, `"level":`) != 1 {
+			t.Errorf("a log line without exactly one level key: %s", line)
+		}
+		if strings.Contains(line, `"level":"INFO"`) && strings.Contains(line, "session") {
+			t.Errorf("an MCP SDK session line at INFO: %s", line)
+		}
 	}
 }

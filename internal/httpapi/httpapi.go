@@ -149,6 +149,9 @@ func (s *Server) agent(h func(w http.ResponseWriter, r *http.Request, principal 
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := s.Authenticate(r)
 		if p == "" {
+			// Never the token: which route, from where, and why.
+			s.log.Warn("unauthorized", "front", "http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
+				"why", "no valid agent token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="harbormaster"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid agent token is required: Authorization: Bearer <token>")
 			return

@@ -73,7 +73,7 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 	// cannot have, and the guard would refuse a reverse proxy on the same
 	// host.
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: log, MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLogger(log), MaxRequestBodyBytes: cfg.MaxBodyBytes,
 			DisableLocalhostProtection: true})
 	// The SDK's bearer middleware carries the principal to the tools as
 	// TokenInfo.UserID; the principal itself was established just before.
@@ -87,6 +87,7 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := authenticate(r)
 		if p == "" {
+			log.Warn("unauthorized", "front", "mcp", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", "no valid agent token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="harbormaster"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
