@@ -220,3 +220,40 @@ func writeReferencedFiles(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestMakeDemo reads make demo's recipe with make -n: it says the first
+// build takes minutes before it starts, builds once, to bin/, and runs
+// that binary (no go run, which would build again).
+func TestMakeDemo(t *testing.T) {
+	t.Parallel()
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		need(t, "make", "Debian: apt-get install make", err)
+	}
+	cmd := exec.Command(mk, "-n", "demo", "DEMO_FLAGS=--once")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	say, build, run := -1, -1, -1
+	builds := 0
+	for i, l := range lines {
+		switch {
+		case strings.Contains(l, "echo") && strings.Contains(l, "6 minutes") && say < 0:
+			say = i
+		case strings.Contains(l, " build ") && strings.Contains(l, "-o bin/harbormaster ./cmd/harbormaster"):
+			build = i
+			builds++
+		case strings.HasPrefix(l, "./bin/harbormaster demo --once"):
+			run = i
+		}
+		if strings.Contains(l, " run ") {
+			t.Errorf("make demo builds again with go run: %s", l)
+		}
+	}
+	if say < 0 || build < 0 || run < 0 || !(say < build && build < run) || builds != 1 {
+		t.Errorf("make demo should say the first build is slow, build bin/harbormaster once, then run it; make -n:\n%s", out)
+	}
+}
