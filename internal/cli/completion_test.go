@@ -113,3 +113,35 @@ func TestCompletion(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestKeygenNamespacesMatchDocs: the namespaces keygen prints are the ones
+// the README's tour shows, and docs/delegations.md says how many.
+func TestKeygenNamespacesMatchDocs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stdout, stderr, code := run(t, dir, nil, "keygen", "--out", filepath.Join(dir, "alice"), "--name", "alice", "--targets", "shop")
+	if code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, stderr)
+	}
+	i := strings.Index(stdout, `namespaces="`)
+	if i < 0 {
+		t.Fatalf("keygen printed no namespaces:\n%s", stdout)
+	}
+	ns := stdout[i : i+strings.Index(stdout[i+len(`namespaces="`):], `"`)+len(`namespaces="`)+1]
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "alice@shop "+ns+" ssh-ed25519 ") {
+		t.Errorf("the README's keygen output does not list %s", ns)
+	}
+	n := strings.Count(ns, ",") + 1
+	words := map[int]string{6: "six", 7: "seven", 8: "eight", 9: "nine"}
+	dm, err := os.ReadFile("../../docs/delegations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dm), "prints a line with all "+words[n]+" namespaces") || !strings.Contains(string(readme), "lists all "+words[n]+"\nnamespaces") {
+		t.Errorf("docs/delegations.md or the README does not say keygen prints all %d namespaces", n)
+	}
+}
