@@ -86,6 +86,7 @@ func runDelegation(e *env, args []string) int {
 		{"sign", "sign a delegation with an SSH key (sshsig)", runDelegationSign},
 		{"verify", "verify a delegation's signature against an allowed-signers file", runDelegationVerify},
 		{"revoke", "revoke a delegation (a signed act)", runDelegationRevoke},
+		{"backtest", "replay the logbook's statements through an unsigned delegation", runDelegationBacktest},
 	}, args)
 }
 

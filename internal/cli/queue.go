@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
@@ -211,12 +212,64 @@ func runQueueShow(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
+	note, err := c.note(v.ID)
+	if err != nil {
+		e.hintf("the Leadsman's note could not be read: %v", err)
+	}
 	if *asJSON {
-		writeJSON(e, v)
+		writeJSON(e, struct {
+			*gateway.RequestView
+			LeadsmanNote *leadsman.Note `json:"leadsman_note,omitempty"`
+		}{v, note})
 		return exitOK
 	}
 	printRequest(e, v)
+	printNote(e, note)
 	return exitOK
+}
+
+// note reads the Leadsman's note on a request: nil when there is none
+// (the Leadsman is off, or has not written it yet).
+func (c *humanClient) note(id string) (*leadsman.Note, error) {
+	var n leadsman.Note
+	err := c.do(http.MethodGet, "/v1/requests/"+id+"/note", signing.NamespaceSession, nil, &n)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// printNote prints a Leadsman note, marked as what it is. Its text is a
+// model's output, as untrusted as the statement: every line is made safe
+// for the terminal.
+func printNote(e *env, n *leadsman.Note) {
+	if n == nil {
+		return
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "note:     %s, by %s", leadsman.Label, oneLine(n.Leadsman, 80))
+	if n.Model != "" {
+		fmt.Fprintf(w, " (%s %s)", oneLine(n.Provider, 64), oneLine(n.Model, 64))
+	}
+	fmt.Fprintln(w)
+	switch {
+	case n.Status == "writing":
+		fmt.Fprintf(w, "  (being written)\n")
+	case n.Text == "":
+		fmt.Fprintf(w, "  (none: %s)\n", oneLine(n.Failure, 300))
+	default:
+		lines := strings.Split(n.Text, "\n")
+		if len(lines) > 40 {
+			lines = append(lines[:40], "...")
+		}
+		for _, l := range lines {
+			fmt.Fprintf(w, "  | %s\n", oneLine(l, 300))
+		}
+	}
 }
 
 func printRequest(e *env, v *gateway.RequestView) {

@@ -75,6 +75,9 @@ type Config struct {
 	Surveyor Surveyor `yaml:"surveyor"`
 	// Audit configures the sampled audit of surveyed conforms.
 	Audit Audit `yaml:"audit"`
+	// Leadsman configures the advisory notes on referred requests
+	// (docs/leadsman.md). Without a provider it is off.
+	Leadsman Leadsman `yaml:"leadsman"`
 	// SwitchPoll is how often this node reads the switches. Defaults to
 	// 1s, at most 1s; three missed reads turn Tier B off on this node.
 	SwitchPoll Duration `yaml:"switch_poll"`
@@ -188,6 +191,30 @@ type Provider struct {
 	// either way. Defaults to true.
 	StructuredOutput *bool `yaml:"structured_output"`
 }
+
+// Leadsman configures the Leadsman: a model that writes an advisory note
+// on each referred request for the approvers. No decision reads it.
+type Leadsman struct {
+	// Identity is the Leadsman's principal, leadsman:NAME. Defaults to
+	// "leadsman:default".
+	Identity string `yaml:"identity"`
+	// Provider is the model endpoint. Unset: the Leadsman is off.
+	// structured_output does not apply (a note is prose).
+	Provider *Provider `yaml:"provider"`
+	// ShareRows sends the rehearsal's row values (before and after) to the
+	// provider. Defaults to false: the model sees the statement, the
+	// reasons, the row count and the column names.
+	ShareRows bool `yaml:"share_rows"`
+	// RehearsalWait is how long a note waits for the request's rehearsal
+	// before it is written without one. Defaults to 15s.
+	RehearsalWait Duration `yaml:"rehearsal_wait"`
+	// Poll is how often the Leadsman looks for requests without a note.
+	// Defaults to 1s.
+	Poll Duration `yaml:"poll"`
+}
+
+// On reports whether the Leadsman is configured.
+func (l Leadsman) On() bool { return l.Provider != nil }
 
 // Audit configures the sampled audit.
 type Audit struct {
@@ -356,6 +383,9 @@ func (c Config) WithDefaults() Config {
 	if len(c.Surveyor.ShapeDissentBand) == 0 {
 		c.Surveyor.ShapeDissentBand = []float64{0.01, 0.30}
 	}
+	if c.Leadsman.Identity == "" {
+		c.Leadsman.Identity = "leadsman:default"
+	}
 	if c.Queue.TTL == 0 {
 		c.Queue.TTL = Duration(24 * time.Hour)
 	}
@@ -454,6 +484,7 @@ func (c *Config) Validate(getenv func(string) string) error {
 		}
 	}
 	c.validateSurveyor(bad)
+	c.validateLeadsman(bad)
 	if c.Audit.Rate < 0 || c.Audit.Rate > 1 || c.Audit.CorrelatedRate < 0 || c.Audit.CorrelatedRate > 1 {
 		bad("audit.rate", "rates must be between 0 and 1")
 	}
@@ -676,21 +707,46 @@ func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
 			bad(f+".name", "required and unique")
 		}
 		seenProv[p.Name] = true
-		if p.Kind != "openai" && p.Kind != "anthropic" {
-			bad(f+".kind", "must be openai or anthropic, got %q", p.Kind)
+		validateProvider(f, p, bad)
+	}
+}
+
+var leadsmanRE = regexp.MustCompile(`^leadsman:[a-z0-9_-]{1,64}$`)
+
+func (c *Config) validateLeadsman(bad func(field, format string, args ...any)) {
+	l := c.Leadsman
+	if l.Identity != "" && !leadsmanRE.MatchString(l.Identity) {
+		bad("leadsman.identity", "must look like leadsman:default, got %q", l.Identity)
+	}
+	if l.RehearsalWait.D() < 0 || l.RehearsalWait.D() > time.Hour {
+		bad("leadsman.rehearsal_wait", "must be between 0 (default 15s) and 1h")
+	}
+	if l.Poll.D() < 0 || l.Poll.D() > time.Minute {
+		bad("leadsman.poll", "must be between 0 (default 1s) and 1m")
+	}
+	if l.Provider != nil {
+		if l.Provider.Name == "" {
+			bad("leadsman.provider.name", "required")
 		}
-		if p.Model == "" {
-			bad(f+".model", "required")
-		}
-		if p.BaseURL != "" && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
-			bad(f+".base_url", "must be an http(s) URL, got %q", p.BaseURL)
-		}
-		if p.Proxy != "" && !strings.HasPrefix(p.Proxy, "http://") && !strings.HasPrefix(p.Proxy, "https://") {
-			bad(f+".proxy", "must be an http(s) URL, got %q", p.Proxy)
-		}
-		if p.Timeout.D() < 0 || p.Timeout.D() > 10*time.Minute {
-			bad(f+".timeout", "must be between 0 (default 20s) and 10m")
-		}
+		validateProvider("leadsman.provider", *l.Provider, bad)
+	}
+}
+
+func validateProvider(f string, p Provider, bad func(field, format string, args ...any)) {
+	if p.Kind != "openai" && p.Kind != "anthropic" {
+		bad(f+".kind", "must be openai or anthropic, got %q", p.Kind)
+	}
+	if p.Model == "" {
+		bad(f+".model", "required")
+	}
+	if p.BaseURL != "" && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+		bad(f+".base_url", "must be an http(s) URL, got %q", p.BaseURL)
+	}
+	if p.Proxy != "" && !strings.HasPrefix(p.Proxy, "http://") && !strings.HasPrefix(p.Proxy, "https://") {
+		bad(f+".proxy", "must be an http(s) URL, got %q", p.Proxy)
+	}
+	if p.Timeout.D() < 0 || p.Timeout.D() > 10*time.Minute {
+		bad(f+".timeout", "must be between 0 (default 20s) and 10m")
 	}
 }
 

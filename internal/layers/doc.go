@@ -14,6 +14,11 @@
 //   - the models: llm, surveyor (they see only what they are handed: no
 //     store, no Pilot, no gateway);
 //   - the statement path: gateway;
+//   - beside it, with no authority: leadsman (the advisory notes; it links
+//     nothing that approves, denies, executes, audits or routes, and only
+//     the fronts and the wiring import it, so nothing on those paths reads
+//     what its model wrote) and backtest (a grantor's replay of the
+//     logbook through an unsigned delegation; it executes nothing);
 //   - the fronts: httpapi, mcpserver;
 //   - the wiring: node (node.Start, one control-plane node) and cli (the
 //     commands), imported by cmd/harbormaster only.

@@ -41,7 +41,25 @@ var rules = []rule{
 		"what the binary is built from is read, not served"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+	{"internal/mcpserver", []string{"internal/backtest"}, "the agents' front shows nothing of the grantors' backtest"},
+	{"internal/leadsman", []string{"internal/gateway", "internal/queue", "internal/pilot", "internal/audit", "internal/surveyor",
+		"internal/marque", "internal/signing", "internal/switches", "internal/route", "internal/httpapi", "internal/mcpserver",
+		"internal/console", "internal/node", "internal/cli", "internal/backtest"},
+		"the Leadsman has no authority: it links nothing that approves, denies, executes, audits or routes"},
+	{"internal/backtest", []string{"internal/gateway", "internal/pilot", "internal/queue", "internal/audit", "internal/surveyor",
+		"internal/llm", "internal/leadsman", "internal/marque", "internal/switches", "internal/httpapi", "internal/mcpserver",
+		"internal/node", "internal/cli"},
+		"a backtest reads the logbook and checks statements: it executes nothing and is no front an agent reaches"},
 }
+
+// leadsmanImporters are the only packages that may import the Leadsman
+// (and so read its notes): the fronts that show notes to humans and the
+// wiring that starts it. No approval, denial, execution or audit code is
+// among them, so nothing on those paths can read what a model wrote.
+var leadsmanImporters = []string{"internal/console", "internal/httpapi", "internal/cli", "internal/node", "internal/leadsman"}
+
+// noteRepository matches a use of the store's notes repository or table.
+var noteRepository = regexp.MustCompile(`\bstore\.(NewNotes|Notes|Note|NoteStatus|NoteWriting|NoteWritten|NoteFailed|Unnoted)\b|\bleadsman_notes\b`)
 
 // allowOnly lists packages that may import nothing of the module beyond
 // the listed ones.
@@ -117,6 +135,61 @@ func TestLayers(t *testing.T) {
 			!strings.HasSuffix(pkg, "test") && slices.Contains(deps, "internal/node") {
 			t.Errorf("%s depends on internal/node: only the commands start nodes", pkg)
 		}
+	}
+}
+
+// TestLeadsmanIsReadOnlyByTheFronts: only leadsmanImporters import
+// internal/leadsman, and only the Leadsman itself (and the store, which
+// defines it) touches the notes repository or its table; the packages on
+// the approval, denial, execution and audit paths do not depend on the
+// Leadsman even indirectly.
+func TestLeadsmanIsReadOnlyByTheFronts(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} | {{join .Imports " "}} | {{join .GoFiles " "}} | {{join .Deps " "}}`,
+		"github.com/harbormaster-dev/harbormaster/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.Split(line, " | ")
+		head := strings.Fields(parts[0])
+		pkg, dir := strings.TrimPrefix(head[0], mod), head[1]
+		for _, imp := range strings.Fields(parts[1]) {
+			if under(strings.TrimPrefix(imp, mod), "internal/leadsman") {
+				found = found || pkg == "internal/httpapi"
+				if !slices.ContainsFunc(leadsmanImporters, func(p string) bool { return under(pkg, p) }) {
+					t.Errorf("%s imports %s: only %v may read the Leadsman's notes", pkg, imp, leadsmanImporters)
+				}
+			}
+		}
+		for _, path := range []string{"internal/gateway", "internal/queue", "internal/pilot", "internal/audit", "internal/surveyor", "internal/route", "internal/switches"} {
+			if under(pkg, path) && !strings.HasSuffix(pkg, "test") && strings.Contains(" "+parts[3]+" ", " "+mod+"internal/leadsman ") {
+				t.Errorf("%s depends on the Leadsman: nothing on the approval, denial, execution or audit path may", pkg)
+			}
+		}
+		if under(pkg, "internal/store") || under(pkg, "internal/leadsman") {
+			continue
+		}
+		for _, name := range strings.Fields(parts[2]) {
+			src, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := noteRepository.FindString(string(src)); m != "" {
+				t.Errorf("%s/%s uses %s: the notes are the Leadsman's to write and its Reader's to read", pkg, name, m)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("go list shows no package importing the Leadsman: the check read nothing")
+	}
+	for _, bad := range []string{"n := store.NewNotes(st)", "var x store.Note", "SELECT note FROM leadsman_notes"} {
+		if noteRepository.FindString(bad) == "" {
+			t.Errorf("the notes check misses %q", bad)
+		}
+	}
+	if noteRepository.FindString("store.Notebook, store.NewRequests, harbormaster_leadsman_notes_total") != "" {
+		t.Error("the notes check matches what is not the notes repository")
 	}
 }
 

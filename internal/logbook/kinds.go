@@ -29,4 +29,8 @@ const (
 	KindFinding       Kind = "finding"
 	KindSuspension    Kind = "suspension"
 	KindReinstatement Kind = "reinstatement"
+	// The Leadsman, an advisory principal: a note written (or not) on a
+	// referred request. The entry holds the note's digest, not its text,
+	// which is stored apart; no decision reads either.
+	KindLeadsmanNote Kind = "leadsman.note"
 )

@@ -25,6 +25,7 @@ type Metrics struct {
 	fastPath      *prometheus.CounterVec
 	clockSkew     prometheus.Gauge
 	clockBeyond   prometheus.Gauge
+	leadsman      *prometheus.CounterVec
 }
 
 // Queue reports the waiting requests for the queue gauges.
@@ -67,7 +68,9 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 		Help: "The control store's clock minus this node's, as last measured (0 when the store is on this machine)."})
 	m.clockBeyond = prometheus.NewGauge(prometheus.GaugeOpts{Name: "harbormaster_clock_skew_beyond_leeway",
 		Help: "1 while this node's clock is off the store's by more than the leeway: its expiry decisions then hold at both clocks."})
-	r.MustRegister(m.judgments, m.jurorVerdicts, m.dissent, m.fastPath, m.clockSkew, m.clockBeyond)
+	m.leadsman = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "harbormaster_leadsman_notes_total",
+		Help: "Leadsman notes on referred requests, by result (written, failed). Advisory: no decision reads them."}, []string{"result"})
+	r.MustRegister(m.judgments, m.jurorVerdicts, m.dissent, m.fastPath, m.clockSkew, m.clockBeyond, m.leadsman)
 	r.MustRegister(m.decisions, m.decisionTime, m.quotaRefusals, m.logbookAppend, m.pilotRefusals,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if queue != nil {
@@ -210,6 +213,13 @@ func (m *Metrics) Decision(path, outcome string, took time.Duration) {
 	}
 	m.decisions.WithLabelValues(path, outcome).Inc()
 	m.decisionTime.WithLabelValues(path, outcome).Observe(took.Seconds())
+}
+
+// LeadsmanNote records one Leadsman note, written or failed.
+func (m *Metrics) LeadsmanNote(result string) {
+	if m != nil {
+		m.leadsman.WithLabelValues(result).Inc()
+	}
 }
 
 // QuotaRefusal records a quota referral.

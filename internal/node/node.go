@@ -23,6 +23,8 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
@@ -49,6 +51,8 @@ type Node struct {
 
 	switches *switches.Poller
 	metrics  *metrics.Metrics
+	leadsman *leadsman.Leadsman // nil when off
+	notes    *leadsman.Reader
 
 	stopLogbook    context.CancelFunc
 	lbDone         chan error
@@ -169,6 +173,17 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	s.background.Add(2)
 	go func() { defer s.background.Done(); _ = s.switches.Run(bctx) }()
 	go func() { defer s.background.Done(); _ = s.gateway.Run(bctx) }()
+	// The Leadsman, when configured, runs beside the statement path and
+	// never on it: it reads the queue from the store.
+	if s.leadsman, err = newLeadsman(ctx, cfg, s.store, s.logbook, s.metrics, log); err != nil {
+		return nil, err
+	}
+	if s.leadsman != nil {
+		s.background.Add(1)
+		go func() { defer s.background.Done(); _ = s.leadsman.Run(bctx) }()
+		log.Info("leadsman on", "principal", s.leadsman.Identity(), "provider", cfg.Leadsman.Provider.Name)
+	}
+	s.notes = leadsman.NewReader(s.store)
 	if cfg.Delegations != "" {
 		if err := s.loadDelegationDir(ctx, cfg.Path(cfg.Delegations)); err != nil {
 			return nil, err
@@ -183,6 +198,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
+	httpapi.RegisterNotes(s.api, s.notes)
 	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
 	return s, nil
 }
@@ -280,6 +296,9 @@ func (s *Node) Close() {
 			s.stopBackground()
 			s.background.Wait()
 		}
+		if s.leadsman != nil {
+			_ = s.leadsman.Close()
+		}
 		for _, p := range s.pilots {
 			p.Close()
 		}
@@ -304,6 +323,27 @@ func (s *Node) API() *httpapi.Server { return s.api }
 
 // Store is the node's control store.
 func (s *Node) Store() *store.Store { return s.store }
+
+// Notes reads the Leadsman's advisory notes (for the fronts that show
+// them to humans; none when the Leadsman is off).
+func (s *Node) Notes() *leadsman.Reader { return s.notes }
+
+// newLeadsman builds the Leadsman from the config, or nil when no
+// provider is configured.
+func newLeadsman(ctx context.Context, cfg *config.Config, st *store.Store, lb *logbook.Logbook, m *metrics.Metrics, log *slog.Logger) (*leadsman.Leadsman, error) {
+	lc := cfg.Leadsman
+	if !lc.On() {
+		return nil, nil
+	}
+	p := lc.Provider
+	w, err := llm.NewWriter(llm.ProviderConfig{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, Model: p.Model, APIKeyEnv: p.APIKeyEnv,
+		Timeout: p.Timeout.D(), Proxy: p.Proxy}, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("leadsman provider %s: %w", p.Name, err)
+	}
+	return leadsman.New(ctx, leadsman.Config{Identity: lc.Identity, Poll: lc.Poll.D(), RehearsalWait: lc.RehearsalWait.D(), ShareRows: lc.ShareRows,
+		Logger: log.With("principal", lc.Identity), Metrics: m}, w, st, lb)
+}
 
 // Logbook is the node's logbook.
 func (s *Node) Logbook() *logbook.Logbook { return s.logbook }

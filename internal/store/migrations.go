@@ -244,4 +244,26 @@ CREATE TABLE seen_requests (
 CREATE INDEX seen_requests_expiry ON seen_requests (expires_ns);
 `,
 	},
+	{
+		Version: 9,
+		Name:    "leadsman notes",
+		SQL: `
+-- The Leadsman's advisory notes on referred requests, apart from
+-- everything else: nothing that approves, denies, executes or audits reads
+-- this table (internal/layers). A row is claimed (writing) by one node
+-- before its model call, then written or failed. note is model output:
+-- untrusted text.
+CREATE TABLE leadsman_notes (
+	request_id TEXT    PRIMARY KEY,
+	status     TEXT    NOT NULL,            -- writing, written, failed
+	leadsman   TEXT    NOT NULL,            -- the Leadsman's principal
+	provider   TEXT    NOT NULL DEFAULT '',
+	model      TEXT    NOT NULL DEFAULT '',
+	note       TEXT    NOT NULL DEFAULT '',
+	failure    TEXT    NOT NULL DEFAULT '',
+	claimed_ns INTEGER NOT NULL,
+	written_ns INTEGER NOT NULL DEFAULT 0
+);
+`,
+	},
 }

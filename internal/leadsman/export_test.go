@@ -1,0 +1,4 @@
+package leadsman
+
+// Waiting is the status the Leadsman looks for.
+const Waiting = waiting
