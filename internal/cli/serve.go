@@ -77,7 +77,14 @@ func runConfig(e *env, args []string) int {
 				e.errorf("%v", err)
 				return exitUsage
 			}
-			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen)
+			how := "plain HTTP"
+			switch host, _, _ := net.SplitHostPort(cfg.Listen); {
+			case cfg.TLS != nil:
+				how = "HTTPS"
+			case !config.LoopbackHost(host):
+				how = "plain HTTP behind a TLS proxy (allow_insecure_listen)"
+			}
+			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s (%s)\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen, how)
 			return exitOK
 		}},
 	}, args)
