@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +257,77 @@ func TestMakeDemo(t *testing.T) {
 	}
 	if say < 0 || build < 0 || run < 0 || !(say < build && build < run) || builds != 1 {
 		t.Errorf("make demo should say the first build is slow, build bin/harbormaster once, then run it; make -n:\n%s", out)
+	}
+}
+
+const lintDir = "testdata/dockerfile-lint"
+
+// TestDockerfile lints the Dockerfile with dockerfile-utils (the parser
+// and linter of the VS Code Docker extension's language server, from npm)
+// with every rule an error, and checks its shape: a cgo build stage, a
+// runtime stage that copies only the binary, a non-root user. (It is not
+// built here: the test machines have no Docker daemon.)
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		need(t, "node", "Debian: apt-get install nodejs", err)
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		need(t, "npm", "Debian: apt-get install npm", err)
+	}
+	if _, err := os.Stat(filepath.Join(lintDir, "node_modules", "dockerfile-utils", "package.json")); err != nil {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = lintDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			need(t, "dockerfile-utils", "npm ci needs the npm registry: "+string(out), err)
+		}
+	}
+	df := filepath.Join(root, "Dockerfile")
+	lint := func(path string) (string, error) {
+		abs, _ := filepath.Abs(path)
+		cmd := exec.Command(node, "lint.mjs", abs)
+		cmd.Dir = lintDir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := lint(df); err != nil {
+		t.Fatalf("dockerfile-utils on the Dockerfile: %v\n%s", err, out)
+	}
+	// The lint can fail.
+	bad := filepath.Join(t.TempDir(), "Dockerfile")
+	if err := os.WriteFile(bad, []byte("FROM debian:bookworm-slim\nworkdir relative\nCMD [\"a\"]\nCMD [\"b\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := lint(bad); err == nil || !strings.Contains(out, "CMD") {
+		t.Errorf("dockerfile-utils passed a Dockerfile with two CMDs and a lower-case instruction: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, want := range []string{
+		"\nFROM golang:1.26", " AS build\n", "CGO_ENABLED=1 go build", "./cmd/harbormaster",
+		"\nFROM debian:bookworm-slim\n", "COPY --from=build /out/harbormaster /usr/local/bin/harbormaster",
+		"\nUSER harbormaster\n", `ENTRYPOINT ["/usr/local/bin/harbormaster"]`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the Dockerfile lacks %q", want)
+		}
+	}
+	if n := strings.Count(text, "\nFROM "); n != 2 {
+		t.Errorf("the Dockerfile has %d stages, want 2 (build, runtime)", n)
+	}
+	// The Go version of the build stage is go.mod's.
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod); m == nil || !strings.Contains(text, "FROM golang:"+string(m[1])+"-") {
+		t.Errorf("the build stage's Go is not go.mod's (%s)", m)
 	}
 }
