@@ -52,7 +52,7 @@ func runServe(e *env, args []string) int {
 	if host, _, _ := net.SplitHostPort(cfg.Listen); cfg.TLS == nil && !config.LoopbackHost(host) {
 		log.Warn("serving plain HTTP on an address other than loopback (allow_insecure_listen): only a TLS proxy must reach it", "addr", cfg.Listen)
 	}
-	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
+	log.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
 	if err := sys.Serve(e.ctx, ln); err != nil {
 		e.errorf("%v", err)
 		return exitFail
