@@ -250,11 +250,12 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 }
 
 func runToken(e *env, args []string) int {
-	fs := e.flags("harbormaster token --principal agent:NAME",
+	fs := e.flags("harbormaster token --principal agent:NAME [--json]",
 		"Makes a random bearer token for an agent and prints it with the agents: entry for the\n"+
 			"serve config, which stores only its SHA-256. Give the token to the agent; it is not\n"+
 			"stored anywhere.")
 	principal := fs.String("principal", "", "the agent `PRINCIPAL` (agent:NAME)")
+	asJSON := fs.Bool("json", false, "print the principal, token and token_sha256 as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -262,6 +263,10 @@ func runToken(e *env, args []string) int {
 		return e.usageErr(fs, "--principal is required")
 	}
 	tok, sum := config.NewAgentToken()
+	if *asJSON {
+		writeJSON(e, map[string]string{"principal": *principal, "token": tok, "token_sha256": sum})
+		return exitOK
+	}
 	fmt.Fprintf(e.stdout, "token: %s\n\nagents:\n  - principal: %s\n    token_sha256: %s\n", tok, *principal, sum)
 	return exitOK
 }

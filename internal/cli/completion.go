@@ -22,7 +22,7 @@ func runCompletion(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "give the shell: bash or zsh")
 	}
-	words := completionWords(e.ctx)
+	words := completionWords()
 	switch fs.Arg(0) {
 	case "bash":
 		writeBashCompletion(e.stdout, words)
@@ -43,7 +43,7 @@ var (
 // queue") to the words that may follow it: its subcommands, or its flags.
 // It reads them from each command's own --help, so the completion never
 // drifts from the commands.
-func completionWords(ctx interface{ Done() <-chan struct{} }) map[string][]string {
+func completionWords() map[string][]string {
 	words := map[string][]string{}
 	var walk func(path []string, run func(e *env, args []string) int)
 	walk = func(path []string, run func(e *env, args []string) int) {

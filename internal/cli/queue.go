@@ -497,7 +497,7 @@ func runSwitch(e *env, args []string) int {
 }
 
 func runDelegationRevoke(e *env, args []string) int {
-	fs := e.flags("harbormaster delegation revoke ID --target NAME --server URL --key KEY --reason TEXT",
+	fs := e.flags("harbormaster delegation revoke ID --target NAME --server URL --key KEY --reason TEXT [--json]",
 		"Revokes a delegation at once on every path: signs a revocation (namespace\n"+
 			"harbormaster-revocation) with your SSH key, as a grantor or operator allowed for\n"+
 			"the target, and sends it. Revocation is logged and cannot be undone: sign a new\n"+
@@ -506,6 +506,7 @@ func runDelegationRevoke(e *env, args []string) int {
 	sf.register(e, fs)
 	target := fs.String("target", "", "the delegation's target `NAME`")
 	reason := fs.String("reason", "", "why")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -520,6 +521,10 @@ func runDelegationRevoke(e *env, args []string) int {
 		Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target, Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, map[string]any{"delegation_id": fs.Arg(0), "target": *target, "revoked": true})
+		return exitOK
 	}
 	fmt.Fprintf(e.stdout, "revoked %s\n", fs.Arg(0))
 	return exitOK
