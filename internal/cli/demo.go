@@ -129,6 +129,10 @@ func runDemo(e *env, args []string) int {
 	if sv.tierB && (sv.url == "" || sv.model == "") {
 		return e.usageErr(fs, "--tier-b needs --surveyor-url and --surveyor-model")
 	}
+	if host, _, err := net.SplitHostPort(*listen); err != nil || !config.LoopbackHost(host) {
+		// The demo serves plain HTTP with a printed agent token and demo keys.
+		return e.usageErr(fs, "--listen %s: the demo serves plain HTTP, so only on a loopback address such as 127.0.0.1:8080", *listen)
+	}
 	if *nodes < 1 || *nodes > 9 {
 		return e.usageErr(fs, "--nodes must be between 1 and 9")
 	}
