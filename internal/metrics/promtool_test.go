@@ -27,14 +27,15 @@ func needTool(t *testing.T, name, install string) string {
 }
 
 // TestPromtoolRules checks the shipped rules with promtool and runs their
-// unit tests (deploy/prometheus-alerts.test.yaml), and fails when an alert
-// has no test in which it fires.
+// unit tests (deploy/prometheus-alerts*.test.yaml), and fails when an
+// alert has no test in which it fires and one in which it does not.
 func TestPromtoolRules(t *testing.T) {
 	t.Parallel()
 	promtool := needTool(t, "promtool", "Debian: apt-get install prometheus")
+	testFiles := []string{"prometheus-alerts.test.yaml", "prometheus-alerts-surveyor.test.yaml"}
 	for _, args := range [][]string{
 		{"check", "rules", "prometheus-alerts.yaml"},
-		{"test", "rules", "prometheus-alerts.test.yaml"},
+		append([]string{"test", "rules"}, testFiles...),
 	} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = "../../deploy"
@@ -58,14 +59,17 @@ func TestPromtoolRules(t *testing.T) {
 		} `yaml:"tests"`
 	}
 	readYAML(t, "../../deploy/prometheus-alerts.yaml", &rules)
-	readYAML(t, "../../deploy/prometheus-alerts.test.yaml", &tests)
 	fires, quiet := map[string]bool{}, map[string]bool{}
-	for _, tc := range tests.Tests {
-		for _, a := range tc.AlertRuleTest {
-			if len(a.ExpAlerts) > 0 {
-				fires[a.Alertname] = true
-			} else {
-				quiet[a.Alertname] = true
+	for _, f := range testFiles {
+		tests.Tests = nil
+		readYAML(t, "../../deploy/"+f, &tests)
+		for _, tc := range tests.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname] = true
+				} else {
+					quiet[a.Alertname] = true
+				}
 			}
 		}
 	}
