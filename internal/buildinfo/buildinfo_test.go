@@ -40,9 +40,10 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// TestBuiltBinary builds the real command (a test binary records no
-// module dependencies) and checks that harbormaster version --json names
-// the pg_query_go version go.mod requires.
+// TestBuiltBinary builds a small binary of this module that prints Read()
+// (a test binary records no module dependencies) and checks that it names
+// the pg_query_go version go.mod requires. harbormaster version prints
+// the same Info (internal/cli testdata/script/version.txtar).
 func TestBuiltBinary(t *testing.T) {
 	t.Parallel()
 	mod, err := os.ReadFile("../../go.mod")
@@ -53,18 +54,18 @@ func TestBuiltBinary(t *testing.T) {
 	if m == nil {
 		t.Fatal("go.mod does not require pg_query_go/v6")
 	}
-	bin := filepath.Join(t.TempDir(), "harbormaster")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/harbormaster")
+	bin := filepath.Join(t.TempDir(), "printinfo")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/printinfo")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "version", "--json").Output()
+	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var inf Info
 	if err := json.Unmarshal(out, &inf); err != nil {
-		t.Fatalf("version --json: %v\n%s", err, out)
+		t.Fatalf("printinfo: %v\n%s", err, out)
 	}
 	want := "pg_query_go " + string(m[1]) + " (PostgreSQL "
 	if !strings.HasPrefix(inf.Checker, want) || inf.Bundle != surveyor.DefaultBundle().Version || inf.Version != "devel" {
