@@ -228,6 +228,9 @@ type RuleReport struct {
 	// Note says what the rule's max_rows bounds, where that is easy to
 	// misread (select rules).
 	Note string `json:"note,omitempty"`
+	// Gates is the CoVer gate evidence on the rule's fence and check, when
+	// the delegation was compiled against a live target.
+	Gates *RuleGates `json:"gates,omitempty"`
 }
 
 // ReadCapNote is the Note of every select rule: what max_rows bounds on
@@ -246,6 +249,13 @@ type Report struct {
 	// would cover (empty when not signable).
 	DelegationID    string `json:"delegation_id,omitempty"`
 	CanonicalSHA256 string `json:"canonical_sha256,omitempty"`
+	// SideEffects are the triggers, rewrite rules and foreign-key cascades
+	// on the tables in scope (compiled against a live target only): their
+	// effects escape a fence.
+	SideEffects []SideEffect `json:"side_effects,omitempty"`
+	// GatesNote says how the gates ran (sample rows, other delegations
+	// considered), or why they did not.
+	GatesNote string `json:"gates_note,omitempty"`
 }
 
 var (

@@ -56,6 +56,7 @@ func commands() []command {
 		{"surveyor", "the Tier B panel: regression gate, enablement, reinstatement", runSurveyor},
 		{"audit", "review sampled Surveyor judgments", runAudit},
 		{"bench", "measure what a running node adds to a single-row UPDATE", runBench},
+		{"cover", "CoVer: measure a panel (study), its cost, label a corpus, run the gate corpus", runCover},
 		{"version", "print the version, commit, Go, compiler, checker and prompt-bundle versions", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 	}

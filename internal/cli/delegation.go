@@ -22,6 +22,9 @@ type catalogFlags struct {
 	schema     string
 	target     string
 	searchPath string
+	// gates runs the CoVer gates when the catalog is a live target (sign
+	// does: a gate problem makes a delegation unsignable).
+	gates bool
 }
 
 func (c *catalogFlags) register(fs *flag.FlagSet) {
@@ -30,11 +33,16 @@ func (c *catalogFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.searchPath, "search-path", "public", "pinned search path, comma-separated `SCHEMAS`")
 }
 
-func (c *catalogFlags) load(e *env) (*sqlcheck.Catalog, error) {
+func (c *catalogFlags) path() []string {
 	path := strings.Split(c.searchPath, ",")
 	for i := range path {
 		path[i] = strings.TrimSpace(path[i])
 	}
+	return path
+}
+
+func (c *catalogFlags) load(e *env) (*sqlcheck.Catalog, error) {
+	path := c.path()
 	switch {
 	case c.schema != "" && c.target != "":
 		return nil, errors.New("give --schema or --target, not both")
@@ -82,6 +90,7 @@ func compileFile(e *env, file string, cf *catalogFlags, opt bound.Options) (*com
 func runDelegation(e *env, args []string) int {
 	return e.dispatch("harbormaster delegation", []command{
 		{"compile", "compile a delegation and print the report", runDelegationCompile},
+		{"draft", "draft a delegation from a sentence with CoVer (signs nothing)", runDelegationDraft},
 		{"canonical", "print the exact bytes a grantor signs", runDelegationCanonical},
 		{"sign", "sign a delegation with an SSH key (sshsig)", runDelegationSign},
 		{"verify", "verify a delegation's signature against an allowed-signers file", runDelegationVerify},
@@ -91,13 +100,18 @@ func runDelegation(e *env, args []string) int {
 }
 
 func runDelegationCompile(e *env, args []string) int {
-	fs := e.flags("harbormaster delegation compile FILE (--schema FILE | --target DSN) [--json]",
+	fs := e.flags("harbormaster delegation compile FILE (--schema FILE | --target DSN [--active FILE]...) [--json]",
 		"Compiles a delegation (YAML) into its bound and prints the compilation report:\n"+
 			"tier, whether it can be signed and why not, lints, what each rule permits and,\n"+
-			"for Tier B, the fallback-authority sentence. Exit 0 when signable, 1 when not.")
+			"for Tier B, the fallback-authority sentence. Against a live target (--target)\n"+
+			"it also runs the CoVer gates G0-G2 on every fence and check, on sample rows\n"+
+			"read in a read-only transaction, and lists the triggers, rules and foreign-key\n"+
+			"cascades on the tables in scope. Exit 0 when signable, 1 when not.")
 	var cf catalogFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	var active listFlag
+	fs.Var(&active, "active", "another active delegation `FILE` of the same grantee, whose writes the gates count (repeatable)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -105,8 +119,17 @@ func runDelegationCompile(e *env, args []string) int {
 	if !ok {
 		return code
 	}
+	if len(active) > 0 && cf.target == "" {
+		return e.usageErr(fs, "--active needs --target: the gates run against a live target")
+	}
 	// With the clock, as sign: "signable" means sign would sign it now.
-	c, err := compileFile(e, file, &cf, bound.Options{Now: time.Now})
+	var c *compiled
+	var err error
+	if cf.target != "" && cf.schema == "" {
+		c, err = compileGated(e, file, &cf, bound.Options{Now: time.Now}, active)
+	} else {
+		c, err = compileFile(e, file, &cf, bound.Options{Now: time.Now})
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -171,6 +194,7 @@ func printReport(e *env, c *compiled) {
 			fmt.Fprintf(w, "  - %s\n", problemString(l))
 		}
 	}
+	printGates(e, r)
 	if r.Signable {
 		fmt.Fprintf(w, "\nSignable:  yes (delegation id %s)\n", r.DelegationID)
 	} else {
@@ -195,7 +219,13 @@ func problemString(p bound.Problem) string {
 // signableCanonical compiles FILE (with opt) and returns its canonical
 // bytes, or reports why it cannot be signed.
 func (e *env) signableCanonical(file string, cf *catalogFlags, opt bound.Options) (*compiled, []byte, int, bool) {
-	c, err := compileFile(e, file, cf, opt)
+	var c *compiled
+	var err error
+	if cf.gates && cf.target != "" && cf.schema == "" {
+		c, err = compileGated(e, file, cf, opt, nil)
+	} else {
+		c, err = compileFile(e, file, cf, opt)
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return nil, nil, exitUsage, false
@@ -246,6 +276,7 @@ func runDelegationSign(e *env, args []string) int {
 			"Refuses a delegation that is not signable, or whose expires has passed.")
 	var cf catalogFlags
 	cf.register(fs)
+	cf.gates = true
 	key := fs.String("key", "", "the grantor's SSH private key `FILE` (unencrypted)")
 	out := fs.String("out", "", "write the armored signature to `SIG` (- for stdout)")
 	if code, ok := e.parse(fs, args); !ok {

@@ -12,7 +12,9 @@
 //   - the control plane's state: store (no domain package below it),
 //     logbook, switches, audit;
 //   - the models: llm, surveyor (they see only what they are handed: no
-//     store, no Pilot, no gateway);
+//     store, no Pilot, no gateway), and cover (CoVer's drafts, gates and
+//     measures: the catalog, read-only sample rows and the models it is
+//     handed; no store, Pilot, gateway, logbook or Surveyor);
 //   - the statement path: gateway;
 //   - beside it, with no authority: leadsman (the advisory notes; it links
 //     nothing that approves, denies, executes, audits or routes, and only

@@ -34,6 +34,8 @@ var rules = []rule{
 	{"internal/surveyor", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/audit"},
 		"the panel sees only what it is handed"},
 	{"internal/llm", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor"}, "provider clients are transport"},
+	{"internal/cover", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor", "internal/audit", "internal/switches"},
+		"CoVer compiles sentences and measures panels: it sees only the catalog, sample rows and the models it is handed"},
 	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
 	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/cli", "internal/node"}, "the statement path knows no front"},
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},

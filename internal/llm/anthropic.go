@@ -29,24 +29,28 @@ func newAnthropicSender(cfg ProviderConfig, key string, hc *http.Client) sendFun
 		opts = append(opts, option.WithAPIKey(key))
 	}
 	client := anthropic.NewClient(opts...)
-	structured := *cfg.StructuredOutput
 	model := cfg.Model
 
-	return func(ctx context.Context, c Call) (reply, error) {
+	return func(ctx context.Context, c request) (reply, error) {
 		params := anthropic.MessageNewParams{
 			Model:     anthropic.Model(model),
-			MaxTokens: int64(c.MaxTokens),
-			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(c.User))},
+			MaxTokens: int64(c.maxTokens),
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(c.user))},
 		}
-		if c.System != "" {
-			params.System = []anthropic.TextBlockParam{{Text: c.System}}
+		if c.system != "" {
+			params.System = []anthropic.TextBlockParam{{Text: c.system}}
 		}
-		if structured {
+		var reqOpts []option.RequestOption
+		if c.temperature != nil {
+			// This SDK's params have no temperature field; the API takes it.
+			reqOpts = append(reqOpts, option.WithJSONSet("temperature", *c.temperature))
+		}
+		if c.schema != nil {
 			params.OutputConfig = anthropic.OutputConfigParam{
-				Format: anthropic.JSONOutputFormatParam{Schema: VerdictSchema(c.Nonce)},
+				Format: anthropic.JSONOutputFormatParam{Schema: c.schema},
 			}
 		}
-		res, err := client.Messages.New(ctx, params)
+		res, err := client.Messages.New(ctx, params, reqOpts...)
 		if err != nil {
 			var apiErr *anthropic.Error
 			if errors.As(err, &apiErr) {

@@ -28,9 +28,18 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("status %d", e.code)
 }
 
-// sendFunc makes one provider call for c. It returns a statusError for an
-// HTTP error status and the SDK's error for anything else.
-type sendFunc func(ctx context.Context, c Call) (reply, error)
+// request is one provider call, for either kind of question.
+type request struct {
+	system, user string
+	maxTokens    int
+	schemaName   string
+	schema       map[string]any // nil: no structured output
+	temperature  *float64       // nil: the provider's default
+}
+
+// sendFunc makes one provider call. It returns a statusError for an HTTP
+// error status and the SDK's error for anything else.
+type sendFunc func(ctx context.Context, r request) (reply, error)
 
 // juror is the Juror for both provider kinds; send is the provider part.
 type juror struct {
@@ -73,7 +82,11 @@ func (j *juror) Judge(ctx context.Context, c Call) (a Answer) {
 
 	callCtx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
-	r, err := j.send(callCtx, c)
+	req := request{system: c.System, user: c.User, maxTokens: c.MaxTokens}
+	if *j.cfg.StructuredOutput {
+		req.schemaName, req.schema = "verdict", VerdictSchema(c.Nonce)
+	}
+	r, err := j.send(callCtx, req)
 	a.Raw = truncateUTF8(r.raw, MaxRawBytes)
 	if err != nil {
 		a.Failure = j.classify(ctx, callCtx, err)

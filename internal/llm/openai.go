@@ -25,28 +25,30 @@ func newOpenAISender(cfg ProviderConfig, key string, hc *http.Client) sendFunc {
 		opts = append(opts, option.WithAPIKey(key))
 	}
 	svc := openai.NewChatCompletionService(opts...)
-	structured := *cfg.StructuredOutput
 	model := cfg.Model
 
-	return func(ctx context.Context, c Call) (reply, error) {
+	return func(ctx context.Context, c request) (reply, error) {
 		params := openai.ChatCompletionNewParams{
 			Model: shared.ChatModel(model),
 			Messages: []openai.ChatCompletionMessageParamUnion{
-				openai.SystemMessage(c.System),
-				openai.UserMessage(c.User),
+				openai.SystemMessage(c.system),
+				openai.UserMessage(c.user),
 			},
 			// max_completion_tokens, not the deprecated max_tokens that
 			// OpenAI's reasoning models reject; vLLM accepts it, and a server
 			// that ignores it is still bounded by the timeout.
-			MaxCompletionTokens: openai.Int(int64(c.MaxTokens)),
+			MaxCompletionTokens: openai.Int(int64(c.maxTokens)),
 		}
-		if structured {
+		if c.temperature != nil {
+			params.Temperature = openai.Float(*c.temperature)
+		}
+		if c.schema != nil {
 			params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
 				OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
 					JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-						Name:   "verdict",
+						Name:   c.schemaName,
 						Strict: openai.Bool(true),
-						Schema: VerdictSchema(c.Nonce),
+						Schema: c.schema,
 					},
 				},
 			}

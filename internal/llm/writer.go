@@ -87,7 +87,7 @@ func (w *writer) Write(ctx context.Context, p Prompt) (t Text) {
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
-	r, err := w.send(callCtx, Call{System: p.System, User: p.User, MaxTokens: p.MaxTokens})
+	r, err := w.send(callCtx, request{system: p.System, user: p.User, maxTokens: p.MaxTokens})
 	switch {
 	case err != nil:
 		t.Failure = (*juror)(w).classify(ctx, callCtx, err)
