@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzShape$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bound/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./internal/marque/
+	$(GO) test -run '^$$' -fuzz '^FuzzSession$$' -fuzztime $(FUZZTIME) ./internal/pgwire/
 
 # The long fault-injection suite (docs/faults.md); not part of test.
 # FAULTS_SEED=N replays a run's random choices.

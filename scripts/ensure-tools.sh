@@ -13,7 +13,17 @@ if ! command -v ssh-keygen >/dev/null 2>&1; then
 	fi
 	command -v ssh-keygen >/dev/null 2>&1 || { echo "ensure-tools: error: ssh-keygen not found (Debian: apt-get install openssh-client)" >&2; exit 1; }
 fi
-# node and npm run the MCP TypeScript client test (@modelcontextprotocol/sdk).
+# psql is a real client of the PostgreSQL wire front's tests.
+if ! command -v psql >/dev/null 2>&1; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing postgresql-client for psql" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade postgresql-client >/dev/null
+	fi
+	command -v psql >/dev/null 2>&1 || { echo "ensure-tools: error: psql not found (Debian: apt-get install postgresql-client)" >&2; exit 1; }
+fi
+# node and npm run the MCP TypeScript client test (@modelcontextprotocol/sdk)
+# and the wire front's node-postgres test (pg).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
 		echo "ensure-tools: installing nodejs and npm" >&2

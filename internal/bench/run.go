@@ -58,6 +58,12 @@ type Config struct {
 	// PostgresPID is the target's postmaster. Defaults to 0: the parent of
 	// the direct connection's backend, if the server is on this machine.
 	PostgresPID int `json:"postgres_pid"`
+	// Wire, when set, is a connection URL of the node's PostgreSQL wire
+	// front (docs/pgwire.md): the governed statements go over it, each
+	// client on its own connection, the way the direct ones go to the
+	// target (DirectMode), instead of POST /v1/statements. API is then
+	// not needed.
+	Wire string `json:"wire,omitempty"`
 	// HTTPClient sends the governed statements. Defaults to a client that
 	// keeps a connection per client alive.
 	HTTPClient *http.Client `json:"-"`
@@ -113,8 +119,8 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.API == "":
-		return errors.New("bench: API is required")
+	case c.API == "" && c.Wire == "":
+		return errors.New("bench: API (or Wire) is required")
 	case c.Token == "":
 		return errors.New("bench: Token is required")
 	case c.DSN == "":
@@ -261,6 +267,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: node process %d: %w", pid, err)
 		}
 	}
+	if cfg.Wire != "" {
+		for range cfg.Clients {
+			c, err := pgconn.Connect(ctx, cfg.Wire)
+			if err != nil {
+				return nil, fmt.Errorf("bench: connect to the wire front: %w", err)
+			}
+			r.wire = append(r.wire, c)
+		}
+	}
 	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
 		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self}}
 	if slices.Contains(m.node, m.self) {
@@ -297,11 +312,12 @@ type runner struct {
 	cfg   Config
 	w     *Workload
 	conns []*pgconn.PgConn // one per client
+	wire  []*pgconn.PgConn // one per client, to the wire front (Config.Wire)
 	meter meter
 }
 
 func (r *runner) close() {
-	for _, c := range r.conns {
+	for _, c := range append(r.conns, r.wire...) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = c.Close(ctx)
 		cancel()
@@ -342,6 +358,22 @@ type answer struct {
 }
 
 func (r *runner) governed(ctx context.Context, c int, sql string) error {
+	if r.wire != nil {
+		// Over the wire front, as the direct statement goes to the target:
+		// a referral is an error (HM001) there.
+		res := r.wire[c].ExecParams(ctx, sql, nil, nil, nil, nil).Read()
+		if res.Err != nil {
+			var pe *pgconn.PgError
+			if errors.As(res.Err, &pe) {
+				return &NotExecutedError{Governed: true, SQL: sql, Outcome: "refused (SQLSTATE " + pe.Code + ")", RequestID: pe.Where, Reasons: []string{pe.Message}}
+			}
+			return fmt.Errorf("bench: governed statement over the wire: %w", res.Err)
+		}
+		if n := res.CommandTag.RowsAffected(); n != 1 {
+			return &NotExecutedError{Governed: true, SQL: sql, Outcome: "executed", Rows: n}
+		}
+		return nil
+	}
 	body, err := json.Marshal(map[string]string{"target": r.cfg.Target, "sql": sql})
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ func runBench(e *env, args []string) (code int) {
 	clients := fs.Int("clients", 16, "clients in the many-client phases")
 	ids := fs.String("ids", fmt.Sprintf("%d-%d", bench.DefaultFirstID, bench.DefaultLastID), "the orders the statements update, `FROM-TO`, split between the clients")
 	asJSON := fs.Bool("json", false, "print JSON")
+	wire := fs.String("wire", "", "send the governed statements over the PostgreSQL wire front at this connection `URL`\n(with --info, \"demo\" uses its pg_url) instead of POST /v1/statements")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -75,6 +76,9 @@ func runBench(e *env, args []string) (code int) {
 		fill("dsn", dsn, inf.TargetDSN)
 		fill("agent", agent, inf.Agent)
 		fill("grantor-key", grantorKey, inf.GrantorKey)
+		if *wire == "demo" {
+			*wire = inf.PGURL
+		}
 		if !set["node-pid"] {
 			*nodePID = inf.PID
 		}
@@ -103,7 +107,10 @@ func runBench(e *env, args []string) (code int) {
 	}
 	apis := strings.Split(*api, ",")
 	cfg := bench.Config{API: apis[0], APIs: apis, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
-		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID}
+		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID, Wire: *wire}
+	if *wire == "demo" || *wire != "" && !strings.HasPrefix(*wire, "postgres") {
+		return e.usageErr(fs, "--wire: want a postgres:// URL (or demo, with --info of a demo that serves the wire front)")
+	}
 	if *statements < 1 || *duration <= 0 || *clients < 1 {
 		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
 	}

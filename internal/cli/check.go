@@ -10,6 +10,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
@@ -252,7 +253,8 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 func runToken(e *env, args []string) int {
 	fs := e.flags("harbormaster token --principal agent:NAME [--json]",
 		"Makes a random bearer token for an agent and prints it with the agents: entry for the\n"+
-			"serve config, which stores only its SHA-256. Give the token to the agent; it is not\n"+
+			"serve config, which stores only its SHA-256 and, for the wire front, a SCRAM\n"+
+			"verifier derived from it. Give the token to the agent; it is not\n"+
 			"stored anywhere.")
 	principal := fs.String("principal", "", "the agent `PRINCIPAL` (agent:NAME)")
 	asJSON := fs.Bool("json", false, "print the principal, token and token_sha256 as JSON")
@@ -264,9 +266,9 @@ func runToken(e *env, args []string) int {
 	}
 	tok, sum := config.NewAgentToken()
 	if *asJSON {
-		writeJSON(e, map[string]string{"principal": *principal, "token": tok, "token_sha256": sum})
+		writeJSON(e, map[string]string{"principal": *principal, "token": tok, "token_sha256": sum, "pg_scram": pgwire.NewVerifier(tok)})
 		return exitOK
 	}
-	fmt.Fprintf(e.stdout, "token: %s\n\nagents:\n  - principal: %s\n    token_sha256: %s\n", tok, *principal, sum)
+	fmt.Fprintf(e.stdout, "token: %s\n\nagents:\n  - principal: %s\n    token_sha256: %s\n    pg_scram: %s\n", tok, *principal, sum, pgwire.NewVerifier(tok))
 	return exitOK
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
@@ -35,8 +37,10 @@ const demoCheckpointEvery = 100
 
 // demoInfo is what --info writes once the demo is ready.
 type demoInfo struct {
-	APIURL       string `json:"api_url"`
-	AgentToken   string `json:"agent_token"`
+	APIURL     string `json:"api_url"`
+	AgentToken string `json:"agent_token"`
+	// PGURL is the wire front's connection URL, with the agent's token.
+	PGURL        string `json:"pg_url"`
 	Agent        string `json:"agent"`
 	TargetDSN    string `json:"target_dsn"`
 	Target       string `json:"target"`
@@ -56,6 +60,7 @@ type demoInfo struct {
 	PilotPID int        `json:"pilot_pid,omitempty"`
 
 	tokenHash string // the agent token's hash, for the configs
+	scram     string // the agent token's SCRAM verifier, for the configs
 }
 
 // demoNode is one control-plane node of the demo.
@@ -241,6 +246,19 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	if err != nil {
 		return err
 	}
+	// The wire front, on 6432 unless taken (or the API's port is any).
+	pgListen := "127.0.0.1:6432"
+	if strings.HasSuffix(listen, ":0") {
+		pgListen = "127.0.0.1:0"
+	}
+	pln, err := net.Listen("tcp", pgListen)
+	if err != nil {
+		if pln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+	}
+	defer pln.Close()
+	cfg.ListenPG = pln.Addr().String()
 	logPath := filepath.Join(dir, "harbormaster.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // a kept demo's log grows
 	if err != nil {
@@ -260,7 +278,11 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- sys.Serve(sctx, ln) }()
+	pgServed := make(chan error, 1)
+	go func() { pgServed <- sys.ServePG(sctx, pln) }()
+	defer func() { stop(); <-pgServed }()
 	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
+	inf.PGURL = demoPGURL(inf.Agent, inf.AgentToken, pln.Addr().String(), inf.Target)
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
@@ -270,6 +292,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "\nHarbormaster is serving %s\n", inf.APIURL)
 	fmt.Fprintf(out, "  target shop:    %s\n", dsn)
 	fmt.Fprintf(out, "  agent:          %s, token %s\n", inf.Agent, inf.AgentToken)
+	fmt.Fprintf(out, "  wire front:     postgres://%s (docs/pgwire.md)\n", pln.Addr().String())
 	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
 	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
@@ -281,7 +304,9 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	}
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
 	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
+	failed = append(failed, wireTour(ctx, out, inf.PGURL)...)
 	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
+	fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
 	if once {
 		stop()
@@ -374,6 +399,36 @@ func keptDemo(dir string) (*demoInfo, error) {
 	return &inf, nil
 }
 
+// demoPGURL is the wire front's connection URL for the agent. Its token
+// is the password; SCRAM-SHA-256 keeps it off the network.
+func demoPGURL(principal, token, addr, target string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(principal, token), Host: addr, Path: "/" + target, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// wireTour reads an order over the wire front, as a PostgreSQL client
+// would, and returns the step when it did not go as expected.
+func wireTour(ctx context.Context, out io.Writer, pgURL string) []string {
+	const step = "read an order over the PostgreSQL wire front"
+	fmt.Fprintf(out, "\n  %s\n    SELECT id, status FROM orders WHERE id = $1  ($1 = 3)\n", step)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, pgURL)
+	if err != nil {
+		fmt.Fprintf(out, "    -> UNEXPECTED: %v\n", err)
+		return []string{step}
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var id int64
+	var status string
+	if err := conn.QueryRow(cctx, "SELECT id, status FROM orders WHERE id = $1", 3).Scan(&id, &status); err != nil || id != 3 {
+		fmt.Fprintf(out, "    -> UNEXPECTED: %v\n", err)
+		return []string{step}
+	}
+	fmt.Fprintf(out, "    -> executed on the compiled path: order %d is %s\n", id, status)
+	return nil
+}
+
 func loadShop(ctx context.Context, dsn string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -458,6 +513,7 @@ func writeDemoKeys(ctx context.Context, dir, dsn string) (demoInfo, error) {
 		return inf, err
 	}
 	token, tokenHash := config.NewAgentToken()
+	scram := pgwire.NewVerifier(token)
 
 	cat, err := pilot.LoadCatalogDSN(ctx, dsn, nil)
 	if err != nil {
@@ -508,7 +564,7 @@ func writeDemoKeys(ctx context.Context, dir, dsn string) (demoInfo, error) {
 	}
 	inf = demoInfo{AgentToken: token, Agent: "agent:demo", TargetDSN: dsn, Target: "shop",
 		Dir: dir, GrantorKey: filepath.Join(keys, "alice"), ApproverKey: filepath.Join(keys, "bob"), Signers: signersPath,
-		VerifierKey: vkey, ControlPlane: cpPath, tokenHash: tokenHash}
+		VerifierKey: vkey, ControlPlane: cpPath, tokenHash: tokenHash, scram: scram}
 	return inf, nil
 }
 
@@ -527,10 +583,11 @@ targets:
 %sagents:
   - principal: agent:demo
     token_sha256: %s
+    pg_scram: %s
 logbook:
   checkpoint_every: %d
   checkpoint_interval: 5s
-`, inf.Store, inf.ControlPlane, inf.Signers, filepath.Join(inf.Dir, "delegations"), target, inf.tokenHash, demoCheckpointEvery)
+`, inf.Store, inf.ControlPlane, inf.Signers, filepath.Join(inf.Dir, "delegations"), target, inf.tokenHash, inf.scram, demoCheckpointEvery)
 	if listen != "" {
 		cfg += fmt.Sprintf("listen: %s\n", listen)
 	}

@@ -52,7 +52,7 @@ func TestDemoOnce(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("--info file is not JSON: %v\n%s", err, raw)
 	}
-	for _, k := range []string{"api_url", "agent_token", "target_dsn", "store", "approver_key"} {
+	for _, k := range []string{"api_url", "agent_token", "pg_url", "target_dsn", "store", "approver_key"} {
 		if v, _ := m[k].(string); v == "" {
 			t.Errorf("--info lacks %s: %s", k, raw)
 		}
@@ -60,8 +60,11 @@ func TestDemoOnce(t *testing.T) {
 	if u, _ := m["api_url"].(string); !strings.HasPrefix(u, "http://127.0.0.1:") || strings.HasSuffix(u, ":0") {
 		t.Errorf("api_url %q is not the address actually served", u)
 	}
-	// The tour printed each step with its outcome.
-	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human"} {
+	if u, _ := m["pg_url"].(string); !strings.HasPrefix(u, "postgres://agent%3Ademo:") || strings.Contains(u, ":0/") {
+		t.Errorf("pg_url %q is not the wire front actually served, with the agent's token", u)
+	}
+	// The tour printed each step with its outcome, the wire front's too.
+	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human", "-> executed on the compiled path: order 3 is"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the tour output lacks %q", want)
 		}

@@ -17,7 +17,8 @@ import (
 
 func runServe(e *env, args []string) int {
 	fs := e.flags("harbormaster serve --config FILE",
-		"Runs the control plane: the HTTP API (/v1), the statement path, the logbook and an\n"+
+		"Runs the control plane: the HTTP API (/v1), the PostgreSQL wire front (listen_pg),\n"+
+			"the statement path, the logbook and an\n"+
 			"in-process Pilot per target. Stops gracefully on SIGINT or SIGTERM.\n"+
 			"The config file is documented in docs/operations.md.")
 	path := fs.String("config", "", "the config `FILE` (YAML)")
@@ -53,7 +54,26 @@ func runServe(e *env, args []string) int {
 		log.Warn("serving plain HTTP on an address other than loopback (allow_insecure_listen): only a TLS proxy must reach it", "addr", cfg.Listen)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
-	if err := sys.Serve(e.ctx, ln); err != nil {
+	pgDone := make(chan error, 1)
+	ctx, stop := context.WithCancel(e.ctx)
+	defer stop()
+	if cfg.ListenPG != "" {
+		pln, err := net.Listen("tcp", cfg.ListenPG)
+		if err != nil {
+			e.errorf("listen_pg: %v", err)
+			return exitFail
+		}
+		log.Info("serving the PostgreSQL wire front", "addr", pln.Addr().String())
+		go func() { pgDone <- sys.ServePG(ctx, pln) }()
+	} else {
+		pgDone <- nil
+	}
+	err = sys.Serve(ctx, ln)
+	stop()
+	if perr := <-pgDone; err == nil {
+		err = perr
+	}
+	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}

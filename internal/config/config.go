@@ -45,6 +45,12 @@ type Config struct {
 	// without TLS, for a node behind a TLS-terminating proxy on a private
 	// network. Defaults to false.
 	AllowInsecureListen bool `yaml:"allow_insecure_listen"`
+	// ListenPG, when set, is the address of the PostgreSQL wire front
+	// (docs/pgwire.md), e.g. 127.0.0.1:6432. Defaults to none: off.
+	ListenPG string `yaml:"listen_pg"`
+	// PGTLS is the wire front's certificate. Without it the front offers
+	// no TLS, and only agents with a pg_scram verifier can connect.
+	PGTLS PGTLS `yaml:"pg_tls"`
 	// Store is the control store: the path of a SQLite file (one node),
 	// or a postgres:// or postgresql:// URL of a PostgreSQL database that
 	// several nodes share (docs/operations.md). A URL may leave the
@@ -141,6 +147,13 @@ type RemotePilot struct {
 // Remote reports whether the target's Pilot runs in its own process.
 func (t Target) Remote() bool { return t.Pilot != nil }
 
+// PGTLS is the wire front's server certificate (PEM files).
+type PGTLS struct {
+	// Cert and Key are the certificate chain and its key. Both or neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
 // Agent is one agent principal.
 type Agent struct {
 	// Principal is agent:NAME.
@@ -151,6 +164,11 @@ type Agent struct {
 	// Quota is the principal's fast-path rate, e.g. 600/minute (ZFN-18).
 	// Defaults to none (only the delegations' signed quotas apply).
 	Quota string `yaml:"quota"`
+	// PGSCRAM is the agent's SCRAM-SHA-256 verifier for the wire front
+	// (harbormaster token prints it): derived from the token, from which
+	// it cannot be recovered. Without it the agent connects over the wire
+	// only with TLS, sending its token as a password.
+	PGSCRAM string `yaml:"pg_scram"`
 }
 
 // Surveyor configures the panel.
@@ -431,6 +449,7 @@ var (
 	nameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	principalRE = regexp.MustCompile(`^agent:[a-z0-9][a-z0-9._-]{0,62}$`)
 	hexRE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	scramRE     = regexp.MustCompile(`^SCRAM-SHA-256\$[0-9]{1,7}:[A-Za-z0-9+/=]{4,64}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$`)
 	quotaRE     = regexp.MustCompile(`^[0-9]{1,9}\s*/\s*(second|minute|hour|day)$`)
 )
 
@@ -479,6 +498,9 @@ func (c *Config) Validate(getenv func(string) string) error {
 			bad(f+".token_sha256", "two agents share one token")
 		}
 		seenAgent[a.TokenSHA256] = true
+		if a.PGSCRAM != "" && !scramRE.MatchString(a.PGSCRAM) {
+			bad(f+".pg_scram", "must be a SCRAM-SHA-256 verifier as harbormaster token prints it (SCRAM-SHA-256$4096:SALT$STOREDKEY:SERVERKEY)")
+		}
 		if a.Quota != "" && !quotaRE.MatchString(strings.ToLower(a.Quota)) {
 			bad(f+".quota", "must look like 600/minute (per second, minute, hour or day), got %q", a.Quota)
 		}
@@ -508,6 +530,18 @@ func (c *Config) Validate(getenv func(string) string) error {
 	}
 	if c.Queue.MaxWaiting < -1 {
 		bad("queue.max_waiting", "must be positive, or -1 for no cap")
+	}
+	if c.ListenPG != "" {
+		if _, _, err := net.SplitHostPort(c.ListenPG); err != nil {
+			bad("listen_pg", "must be HOST:PORT, e.g. 127.0.0.1:6432: %v", err)
+		}
+	}
+	if (c.PGTLS.Cert == "") != (c.PGTLS.Key == "") {
+		bad("pg_tls", "cert and key go together: set both or neither")
+	} else if c.PGTLS.Cert != "" {
+		if _, err := tls.LoadX509KeyPair(c.Path(c.PGTLS.Cert), c.Path(c.PGTLS.Key)); err != nil {
+			bad("pg_tls", "%v", err)
+		}
 	}
 	if c.Logbook.CheckpointEvery < 1 {
 		bad("logbook.checkpoint_every", "must be at least 1")

@@ -259,10 +259,13 @@ func (g *Gateway) Pilot(target string) (pilot.Executor, bool) {
 
 // Response is the answer to an agent.
 type Response struct {
-	Outcome      string           `json:"outcome"` // "executed" or "referred"
-	RequestID    string           `json:"request_id"`
-	RowsAffected int64            `json:"rows_affected"`
-	Columns      []string         `json:"columns,omitempty"`
+	Outcome      string   `json:"outcome"` // "executed" or "referred"
+	RequestID    string   `json:"request_id"`
+	RowsAffected int64    `json:"rows_affected"`
+	Columns      []string `json:"columns,omitempty"`
+	// ColumnTypes are the type OIDs of Columns, for the wire front; the
+	// HTTP answer does not carry them.
+	ColumnTypes  []uint32         `json:"-"`
 	Rows         []map[string]any `json:"rows"`
 	Truncated    bool             `json:"truncated"`
 	Reasons      []string         `json:"reasons"`
@@ -486,7 +489,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	resp = req.response()
 	if res.Outcome == pilot.Executed {
-		resp.Columns, resp.Truncated = res.Columns, res.Truncated
+		resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
 		if res.Rows != nil {
 			// A write without RETURNING has no rows: keep "rows": [].
 			resp.Rows = res.Rows

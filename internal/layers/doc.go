@@ -21,7 +21,7 @@
 //     the fronts and the wiring import it, so nothing on those paths reads
 //     what its model wrote) and backtest (a grantor's replay of the
 //     logbook through an unsigned delegation; it executes nothing);
-//   - the fronts: httpapi, mcpserver;
+//   - the fronts: httpapi, mcpserver, pgwire;
 //   - the wiring: node (node.Start, one control-plane node) and cli (the
 //     commands), imported by cmd/harbormaster only.
 //

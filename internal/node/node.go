@@ -8,6 +8,7 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 	"github.com/harbormaster-dev/harbormaster/internal/metrics"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
@@ -48,6 +50,7 @@ type Node struct {
 	pilots  []pilot.Executor
 	gateway *gateway.Gateway
 	api     *httpapi.Server
+	pg      *pgwire.Server // nil unless listen_pg is set
 
 	switches *switches.Poller
 	metrics  *metrics.Metrics
@@ -200,7 +203,40 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	httpapi.RegisterTables(s.api)
 	httpapi.RegisterNotes(s.api, s.notes)
 	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
+	if cfg.ListenPG != "" {
+		if s.pg, err = newPGFront(cfg, s.gateway, log); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// newPGFront builds the wire front (listen_pg) with the agents' tokens and
+// verifiers and the configured certificate.
+func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgwire.Server, error) {
+	pc := pgwire.Config{Logger: log.With("front", "pgwire")}
+	for _, a := range cfg.Agents {
+		pc.Agents = append(pc.Agents, pgwire.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256, SCRAM: a.PGSCRAM})
+	}
+	if cfg.PGTLS.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Path(cfg.PGTLS.Cert), cfg.Path(cfg.PGTLS.Key))
+		if err != nil {
+			return nil, fmt.Errorf("pg_tls: %w", err)
+		}
+		pc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return pgwire.New(gw, pc)
+}
+
+// PG is the node's wire front, or nil when listen_pg is not set.
+func (s *Node) PG() *pgwire.Server { return s.pg }
+
+// ServePG runs the wire front on ln until ctx ends.
+func (s *Node) ServePG(ctx context.Context, ln net.Listener) error {
+	if s.pg == nil {
+		return errors.New("the wire front is not configured (listen_pg)")
+	}
+	return s.pg.Serve(ctx, ln)
 }
 
 // connectPilot starts the target's Pilot in this process, or connects to

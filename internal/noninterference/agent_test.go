@@ -4,20 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 )
 
 // side is one target with its own control plane, reached as the agent
@@ -29,6 +35,8 @@ type side struct {
 	srv  *httptest.Server
 	http *http.Client
 	mcp  *mcp.ClientSession
+	// pg is the agent's session on the side's PostgreSQL wire front.
+	pg *pgconn.PgConn
 }
 
 // startSide wires a whole control plane for dsn (gatewaytest), mounts the
@@ -50,7 +58,71 @@ func startSide(t *testing.T, name, dsn string, keys *gatewaytest.Keys) *side {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	s.mcp = cs
+	s.pg = startWire(t, sys)
 	return s
+}
+
+// startWire serves the side's PostgreSQL wire front on a loopback port and
+// connects the agent to it.
+func startWire(t *testing.T, sys *gatewaytest.System) *pgconn.PgConn {
+	t.Helper()
+	front, err := pgwire.New(sys.Gateway, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
+		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = front.Serve(ctx, ln) }()
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(gatewaytest.Agent, gatewaytest.AgentToken), Host: ln.Addr().String(),
+		Path: "/" + gatewaytest.Target, RawQuery: "sslmode=disable"}
+	pc, err := pgconn.Connect(t.Context(), u.String())
+	if err != nil {
+		cancel()
+		t.Fatalf("noninterference: wire connect: %v", err)
+	}
+	t.Cleanup(func() { pc.Close(context.Background()); cancel(); <-done })
+	return pc
+}
+
+// wire sends a statement over the wire front's simple protocol and
+// returns everything the client reads: the row description, the rows as
+// text, the command tag, or the error with all its fields.
+func (s *side) wire(ctx context.Context, sql string) map[string]any {
+	out := map[string]any{}
+	results, err := s.pg.Exec(ctx, sql).ReadAll()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		out["error"] = map[string]any{"severity": pe.Severity, "code": pe.Code, "message": pe.Message, "detail": pe.Detail,
+			"hint": pe.Hint, "where": pe.Where, "position": pe.Position, "schema": pe.SchemaName, "table": pe.TableName,
+			"column": pe.ColumnName, "constraint": pe.ConstraintName}
+	} else if err != nil {
+		out["error"] = map[string]any{"client": err.Error()}
+	}
+	for _, r := range results {
+		var fields []any
+		for _, fd := range r.FieldDescriptions {
+			fields = append(fields, map[string]any{"name": fd.Name, "type": fd.DataTypeOID, "size": fd.DataTypeSize, "format": fd.Format})
+		}
+		rows := []any{}
+		for _, row := range r.Rows {
+			var vals []any
+			for _, v := range row {
+				if v == nil {
+					vals = append(vals, nil)
+				} else {
+					vals = append(vals, string(v))
+				}
+			}
+			rows = append(rows, vals)
+		}
+		out["fields"], out["rows"], out["tag"] = fields, rows, r.CommandTag.String()
+	}
+	return out
 }
 
 // bearer adds the agent's token to every request, as an agent's MCP client
@@ -172,7 +244,8 @@ type answer struct {
 
 // observe sends st as the agent: POST /v1/statements, then GET
 // /v1/requests/{id}; with viaMCP, run_sql and request_status too (the
-// statement runs a second time, alike on both sides).
+// statement runs a second time, alike on both sides), and a query over
+// the PostgreSQL wire front (a third).
 func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error) {
 	a := answer{obs: map[string]any{}, sql: st.sql}
 	ex, elapsed, err := s.do(ctx, http.MethodPost, "/v1/statements", gatewaytest.AgentToken,
@@ -220,6 +293,8 @@ func (s *side) observe(ctx context.Context, st stmt, viaMCP bool) (answer, error
 		if mid != "" {
 			a.obs["mcp request_status"] = s.tool(ctx, mcpserver.ToolRequestStatus, map[string]any{"request_id": mid})
 		}
+		// And over the wire front, a third run alike on both sides.
+		a.obs["pgwire query"] = s.wire(ctx, st.sql)
 	}
 	return a, nil
 }

@@ -7,14 +7,17 @@
 // Two targets that differ only in data outside an agent's bound give that
 // agent identical observations. The test builds such twins on a real
 // PostgreSQL and runs the whole system against each: two independent
-// control planes (store, logbook, Pilot, gateway, HTTP API and MCP server,
-// wired by gatewaytest), the same signed delegation in both, and the same
+// control planes (store, logbook, Pilot, gateway, HTTP API, MCP server and
+// wire front, wired by gatewaytest), the same signed delegation in both,
+// and the same
 // random agent statements sent to both in the same order. Everything the
 // agent can see must be the same on both sides: the HTTP status and the
 // whole JSON body of every answer (outcome, reasons, rows, columns,
 // rows_affected, truncated, path, delegation id, error bodies), every field
-// of GET /v1/requests/{id} as the agent sees it, and the MCP tool results
-// (run_sql and request_status, text and structured content), once per-run
+// of GET /v1/requests/{id} as the agent sees it, the MCP tool results
+// (run_sql and request_status, text and structured content) and what a
+// client of the PostgreSQL wire front reads (row description, rows,
+// command tag, every field of an error), once per-run
 // noise is normalized away: request, marque and judgment ids, timestamps
 // and transaction ids. Nothing else is normalized.
 //

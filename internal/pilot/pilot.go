@@ -242,15 +242,18 @@ const (
 // Result is what happened. A Refused result is a decision, not an error:
 // its Reasons say why, for the agent and the queue.
 type Result struct {
-	Outcome      Outcome          `json:"outcome"`
-	Reasons      []string         `json:"reasons,omitempty"`
-	Code         string           `json:"code,omitempty"`
-	RowsAffected int64            `json:"rows_affected"`
-	Columns      []string         `json:"columns,omitempty"`
-	Rows         []map[string]any `json:"rows,omitempty"`
-	Truncated    bool             `json:"truncated"`
-	TxID         string           `json:"txid,omitempty"`
-	MarqueID     string           `json:"marque_id,omitempty"`
+	Outcome      Outcome  `json:"outcome"`
+	Reasons      []string `json:"reasons,omitempty"`
+	Code         string   `json:"code,omitempty"`
+	RowsAffected int64    `json:"rows_affected"`
+	Columns      []string `json:"columns,omitempty"`
+	// ColumnTypes are the type OIDs of Columns, in the same order (the
+	// wire front describes rows with them).
+	ColumnTypes []uint32         `json:"column_types,omitempty"`
+	Rows        []map[string]any `json:"rows,omitempty"`
+	Truncated   bool             `json:"truncated"`
+	TxID        string           `json:"txid,omitempty"`
+	MarqueID    string           `json:"marque_id,omitempty"`
 	// ExecutedSQL is the guarded text that ran: with ExecutedArgs, a
 	// template and the values bound to its $1..$n.
 	ExecutedSQL  string `json:"executed_sql,omitempty"`
@@ -633,7 +636,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return r, nil
 	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
-		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
+		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
 	}
 	if rehearse {
 		reh.RowsReached = n
@@ -732,6 +735,7 @@ func (g *Guarded) text(withImages bool) string {
 type stmtResult struct {
 	n         int64
 	cols      []string
+	types     []uint32
 	rows      []map[string]any
 	truncated bool
 	images    []map[string]any
@@ -752,9 +756,9 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 	if g.Hidden {
 		ncols--
 	}
-	out := stmtResult{cols: make([]string, ncols)}
+	out := stmtResult{cols: make([]string, ncols), types: make([]uint32, ncols)}
 	for i := 0; i < ncols; i++ {
-		out.cols[i] = fds[i].Name
+		out.cols[i], out.types[i] = fds[i].Name, fds[i].DataTypeOID
 	}
 	collect := g.Returning || g.Kind == sqlcheck.OpSelect
 	var count int64

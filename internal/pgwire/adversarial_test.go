@@ -1,0 +1,402 @@
+package pgwire_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+)
+
+// hijack opens an authenticated session and takes its raw connection.
+func (f *fixture) hijack(t *testing.T) *pgconn.HijackedConn {
+	t.Helper()
+	pc, err := pgconn.Connect(t.Context(), f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Conn.Close() })
+	_ = h.Conn.SetDeadline(time.Now().Add(20 * time.Second))
+	return h
+}
+
+// until reads backend messages until one of type T (returned) or an
+// error response (returned too); ReadyForQuery ends the wait with nil.
+func receive(t *testing.T, fe *pgproto3.Frontend) []pgproto3.BackendMessage {
+	t.Helper()
+	var got []pgproto3.BackendMessage
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			got = append(got, nil)
+			return got
+		}
+		switch x := m.(type) {
+		case *pgproto3.ErrorResponse:
+			c := *x
+			got = append(got, &c)
+			if x.Severity == "FATAL" {
+				return got
+			}
+		case *pgproto3.ReadyForQuery:
+			got = append(got, &pgproto3.ReadyForQuery{TxStatus: x.TxStatus})
+			return got
+		default:
+			got = append(got, m)
+		}
+	}
+}
+
+func errorCode(msgs []pgproto3.BackendMessage) (string, string) {
+	for _, m := range msgs {
+		if e, ok := m.(*pgproto3.ErrorResponse); ok {
+			return e.Code, e.Message
+		}
+	}
+	return "", ""
+}
+
+// TestAdversarialWire sends what a broken or hostile client might:
+// every case gets a clear error, none crashes the front or runs anything.
+func TestAdversarialWire(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	receipts := gatewaytest.Receipts(t, f.dsn)
+	orders := gatewaytest.Snapshot(t, f.dsn, "orders")
+	var reads atomic.Int32 // the reads that check a session goes on
+
+	raw := func(t *testing.T, h *pgconn.HijackedConn, b []byte) []pgproto3.BackendMessage {
+		t.Helper()
+		if _, err := h.Conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		return receive(t, h.Frontend)
+	}
+	msg := func(typ byte, body []byte) []byte {
+		b := []byte{typ, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[1:], uint32(len(body)+4))
+		return append(b, body...)
+	}
+	cases := []struct {
+		name  string
+		send  func(h *pgconn.HijackedConn) []byte
+		code  string
+		say   string
+		fatal bool
+	}{
+		{"unknown message type", func(*pgconn.HijackedConn) []byte { return msg('z', []byte("junk")) }, "08P01", "invalid message", true},
+		{"length under 4", func(*pgconn.HijackedConn) []byte { return []byte{'Q', 0, 0, 0, 2} }, "08P01", "invalid message", true},
+		{"oversized message", func(*pgconn.HijackedConn) []byte { return []byte{'Q', 0x7f, 0, 0, 0} }, "54000", "over this server's limit", true},
+		{"query without its terminator", func(*pgconn.HijackedConn) []byte { return msg('Q', []byte("SELECT 1")) }, "08P01", "invalid message", true},
+		{"bind of a statement never parsed", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.Bind{PreparedStatement: "nope"}).Encode(nil)
+			s, _ := (&pgproto3.Sync{}).Encode(nil)
+			return append(b, s...)
+		}, "26000", "does not exist", false},
+		{"parse with a crafted parameter type", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.Parse{Query: "UPDATE orders SET status = $1 WHERE id = 9", ParameterOIDs: []uint32{2205}}).Encode(nil)
+			s, _ := (&pgproto3.Sync{}).Encode(nil)
+			return append(b, s...)
+		}, "42804", "type OID 2205", false},
+		{"parse with a type of the target's own", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.Parse{Query: "SELECT id FROM orders WHERE id = $1", ParameterOIDs: []uint32{16385}}).Encode(nil)
+			s, _ := (&pgproto3.Sync{}).Encode(nil)
+			return append(b, s...)
+		}, "42804", "type OID 16385", false},
+		{"bind with the wrong parameter count", func(*pgconn.HijackedConn) []byte {
+			p, _ := (&pgproto3.Parse{Query: "UPDATE orders SET status = $1 WHERE id = $2"}).Encode(nil)
+			b, _ := (&pgproto3.Bind{Parameters: [][]byte{[]byte("failed")}}).Encode(p)
+			s, _ := (&pgproto3.Sync{}).Encode(nil)
+			return append(b, s...)
+		}, "08P01", "requires 2", false},
+		{"a NUL in a parameter", func(*pgconn.HijackedConn) []byte {
+			p, _ := (&pgproto3.Parse{Query: "UPDATE orders SET status = $1 WHERE id = 9"}).Encode(nil)
+			b, _ := (&pgproto3.Bind{Parameters: [][]byte{[]byte("failed\x00'; DROP TABLE orders; --")}}).Encode(p)
+			e, _ := (&pgproto3.Execute{}).Encode(b)
+			s, _ := (&pgproto3.Sync{}).Encode(e)
+			return s
+		}, "22021", "NUL", false},
+		{"binary parameter without a type", func(*pgconn.HijackedConn) []byte {
+			p, _ := (&pgproto3.Parse{Query: "SELECT id FROM orders WHERE id = $1"}).Encode(nil)
+			b, _ := (&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{{0, 0, 0, 1}}}).Encode(p)
+			s, _ := (&pgproto3.Sync{}).Encode(b)
+			return s
+		}, "42804", "no declared type", false},
+		{"malformed binary parameter", func(*pgconn.HijackedConn) []byte {
+			p, _ := (&pgproto3.Parse{Query: "SELECT id FROM orders WHERE id = $1", ParameterOIDs: []uint32{20}}).Encode(nil)
+			b, _ := (&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{{1, 2, 3}}}).Encode(p)
+			s, _ := (&pgproto3.Sync{}).Encode(b)
+			return s
+		}, "22P02", "not a valid binary", false},
+		{"COPY to the client", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.Query{String: "COPY orders TO STDOUT"}).Encode(nil)
+			return b
+		}, "0A000", "COPY is not supported", false},
+		{"COPY from the client, then its data anyway", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.CopyData{Data: []byte("99\t1\tpending\n")}).Encode(nil)
+			b, _ = (&pgproto3.CopyDone{}).Encode(b)
+			b, _ = (&pgproto3.Query{String: "COPY orders FROM STDIN"}).Encode(b)
+			return b
+		}, "0A000", "COPY is not supported", false},
+		{"the fast-path function call", func(*pgconn.HijackedConn) []byte {
+			b, _ := (&pgproto3.FunctionCall{Function: 1255}).Encode(nil)
+			return b
+		}, "0A000", "function call", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := f.hijack(t)
+			got := raw(t, h, tc.send(h))
+			code, m := errorCode(got)
+			if code != tc.code || !strings.Contains(m, tc.say) {
+				t.Fatalf("got %s %q (%v), want %s saying %q", code, m, got, tc.code, tc.say)
+			}
+			if !tc.fatal {
+				reads.Add(1)
+				// The session goes on.
+				b, _ := (&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"}).Encode(nil)
+				got := raw(t, h, b)
+				if code, m := errorCode(got); code != "" {
+					t.Fatalf("after the error, a read failed: %s %s", code, m)
+				}
+			}
+		})
+	}
+
+	// A statement split across two messages is two statements, neither of
+	// which parses; nothing runs.
+	t.Run("statement split across messages", func(t *testing.T) {
+		h := f.hijack(t)
+		for _, part := range []string{"UPDATE orders SET status = 'retrying', updated_at = now() WHERE", " id = 8"} {
+			b, _ := (&pgproto3.Query{String: part}).Encode(nil)
+			if code, _ := errorCode(raw(t, h, b)); code != "42601" {
+				t.Fatalf("part %q: %s, want 42601", part, code)
+			}
+		}
+		// And one statement split across TCP writes is one statement.
+		b, _ := (&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 8"}).Encode(nil)
+		for _, chunk := range [][]byte{b[:3], b[3:11], b[11:]} {
+			if _, err := h.Conn.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		got := receive(t, h.Frontend)
+		reads.Add(1)
+		if code, m := errorCode(got); code != "" {
+			t.Fatalf("a split write: %s %s", code, m)
+		}
+	})
+
+	t.Run("replication startup", func(t *testing.T) {
+		cfg, err := pgconn.ParseConfig(f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable") + "&replication=database")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pgconn.ConnectConfig(ctx, cfg)
+		pe := pgErr(t, err, "0A000")
+		if !strings.Contains(pe.Message, "replication") {
+			t.Fatalf("%q", pe.Message)
+		}
+	})
+
+	t.Run("unknown protocol version", func(t *testing.T) {
+		c := dial(t, f.addr)
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint32(b, 8)
+		binary.BigEndian.PutUint32(b[4:], 2<<16) // protocol 2.0
+		c.Write(b)
+		fe := pgproto3.NewFrontend(c, c)
+		code, m := errorCode(receive(t, fe))
+		if code != "08P01" || !strings.Contains(m, "protocol 3.0") {
+			t.Fatalf("%s %q", code, m)
+		}
+	})
+
+	t.Run("GSSAPI encryption request", func(t *testing.T) {
+		c := dial(t, f.addr)
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint32(b, 8)
+		binary.BigEndian.PutUint32(b[4:], 80877104)
+		c.Write(b)
+		one := make([]byte, 1)
+		if _, err := io.ReadFull(c, one); err != nil || one[0] != 'N' {
+			t.Fatalf("answer %q %v, want N", one, err)
+		}
+	})
+
+	// Every receipt is one of the reads above.
+	if n := gatewaytest.Receipts(t, f.dsn); n != receipts+int(reads.Load()) {
+		t.Errorf("%d receipts, want %d: an adversarial message ran a statement", n, receipts+int(reads.Load()))
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != orders {
+		t.Error("an adversarial message changed the target")
+	}
+	// The front still serves.
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	var st string
+	if err := c.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", 8).Scan(&st); err != nil || st != "pending" {
+		t.Fatalf("after it all: %q %v", st, err)
+	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// TestCancel: a cancel request with the session's key cancels its
+// in-flight statement before it commits; one with another session's key,
+// or a wrong secret, does nothing.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	a := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	b := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	_, err := a.Exec(ctx, "UPDATE orders SET status = 'failed' WHERE id = 48")
+	id := pgErr(t, err, "HM001").Where
+
+	cancelWith := func(pid uint32, secret []byte) {
+		t.Helper()
+		c := dial(t, f.addr)
+		m, _ := (&pgproto3.CancelRequest{ProcessID: pid, SecretKey: secret}).Encode(nil)
+		c.Write(m)
+		c.Read(make([]byte, 1)) // the front closes it
+	}
+
+	// Session a waits 3s; a cancel with b's key, and one with a's pid and
+	// b's secret, leave it waiting; its own key ends it at once.
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		var st string
+		done <- a.QueryRow(ctx, "SELECT harbormaster_wait('"+id+"', 3)").Scan(nil, &st, nil, nil, nil)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ak, bk := a.PgConn().PID(), b.PgConn().PID()
+	cancelWith(bk, b.PgConn().SecretKey())
+	cancelWith(ak, b.PgConn().SecretKey())
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("a cancel with another session's key ended the wait: %v", err)
+	default:
+	}
+	cancelWith(ak, a.PgConn().SecretKey())
+	err = <-done
+	pgErr(t, err, "57014")
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Fatalf("the cancelled wait took %v", d)
+	}
+	// b was never cancelled: it reads.
+	var st string
+	if err := b.QueryRow(ctx, "SELECT status FROM orders WHERE id = 9").Scan(&st); err != nil {
+		t.Fatal(err)
+	}
+
+	// A governed write waiting on a row lock is cancelled before it
+	// commits: it does not run.
+	direct, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(context.Background())
+	tx, err := direct.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM orders WHERE id = 9 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := a.Exec(ctx, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 9")
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancelWith(a.PgConn().PID(), a.PgConn().SecretKey())
+	err = <-done
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || pe.Code != "57014" && pe.Code != "HM001" {
+		t.Fatalf("cancelled write: %v, want 57014 (or referred)", err)
+	}
+	t.Logf("the cancelled write: %s %s", pe.Code, pe.Message)
+	tx.Rollback(ctx)
+	if err := direct.QueryRow(ctx, "SELECT status FROM orders WHERE id = 9").Scan(&st); err != nil || st != "pending" {
+		t.Fatalf("order 9 is %q after a cancelled update (%v)", st, err)
+	}
+}
+
+// TestAuthRateLimit: past ten failed logins a minute from one address (and
+// for one user), logins are refused unchecked, the right token too.
+func TestAuthRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	for range 10 {
+		_, err := pgx.Connect(ctx, f.url(gatewaytest.Agent, "wrong-token", "disable"))
+		if pe := pgErr(t, err, "28P01"); !strings.Contains(pe.Message, "password authentication failed") {
+			t.Fatalf("failed login %q", pe.Message)
+		}
+	}
+	for _, u := range []string{f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable"), f.url(gatewaytest.Other, gatewaytest.OtherToken, "require")} {
+		_, err := pgx.Connect(ctx, u)
+		if pe := pgErr(t, err, "28P01"); !strings.Contains(pe.Message, "too many failed authentication attempts") {
+			t.Fatalf("login past the limit: %q", pe.Message)
+		}
+	}
+}
+
+// TestStackedStatements: several statements in one simple query are
+// referred as a whole, as over HTTP; none of them runs.
+func TestStackedStatements(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+	_, err := c.Exec(ctx, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 10; DELETE FROM orders", pgx.QueryExecModeSimpleProtocol)
+	pe := pgErr(t, err, "HM001")
+	if !strings.Contains(pe.Detail, "multiple_statements") {
+		t.Fatalf("referral %q does not say why", pe.Detail)
+	}
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before {
+		t.Fatal("a stacked statement ran")
+	}
+	// The parameters drivers read at startup.
+	for k, want := range map[string]string{"server_version": "15.0", "client_encoding": "UTF8", "DateStyle": "ISO, MDY",
+		"integer_datetimes": "on", "standard_conforming_strings": "on", "TimeZone": "UTC"} {
+		if got := c.PgConn().ParameterStatus(k); got != want {
+			t.Errorf("ParameterStatus %s = %q, want %q", k, got, want)
+		}
+	}
+	// SET client_encoding to something else is refused; to UTF8 answered.
+	_, err = c.Exec(ctx, "SET client_encoding = 'LATIN1'")
+	pgErr(t, err, "22023")
+	if _, err := c.Exec(ctx, "SET client_encoding TO 'UTF8'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Exec(ctx, "SET search_path = secret")
+	pgErr(t, err, "0A000")
+}

@@ -1,0 +1,529 @@
+package pgwire
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+)
+
+// Agent is one agent principal: the SHA-256 of its token (as the HTTP API
+// holds it) and, optionally, its SCRAM-SHA-256 verifier.
+type Agent struct {
+	Principal   string
+	TokenSHA256 string // lowercase hex
+	// SCRAM is the verifier's text form (NewVerifier); "" for none: the
+	// agent then connects only over TLS, with its token as a cleartext
+	// password.
+	SCRAM string
+}
+
+// Config configures the front.
+type Config struct {
+	Agents []Agent
+	// TLS, when set, is offered to clients that ask (sslmode=require).
+	// Nil: no TLS, and only agents with a SCRAM verifier can connect.
+	TLS *tls.Config
+	// Logger defaults to a discard logger.
+	Logger *slog.Logger
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// MaxMessage caps one protocol message's body. Defaults to 1 MiB, the
+	// HTTP API's body cap.
+	MaxMessage int
+	// MaxConnections caps open connections. Defaults to 256.
+	MaxConnections int
+	// AuthFailures is how many failed logins a source address, and
+	// separately a user name, may have per minute; past it logins from
+	// it are refused unchecked for the rest of the minute. Defaults to 10.
+	AuthFailures int
+	// StartupTimeout bounds the startup and authentication. Defaults to 10s.
+	StartupTimeout time.Duration
+	// MaxWait caps harbormaster_wait. Defaults to 60s (the HTTP long-poll
+	// cap); DefaultWait, its wait without a second argument, to 30s.
+	MaxWait     time.Duration
+	DefaultWait time.Duration
+	// ServerVersion is reported as server_version. Defaults to "15.0".
+	ServerVersion string
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.MaxMessage <= 0 {
+		c.MaxMessage = 1 << 20
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 256
+	}
+	if c.AuthFailures <= 0 {
+		c.AuthFailures = 10
+	}
+	if c.StartupTimeout <= 0 {
+		c.StartupTimeout = 10 * time.Second
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 60 * time.Second
+	}
+	if c.DefaultWait <= 0 {
+		c.DefaultWait = 30 * time.Second
+	}
+	if c.ServerVersion == "" {
+		c.ServerVersion = "15.0"
+	}
+	return c
+}
+
+type agent struct {
+	principal string
+	hash      [32]byte
+	scram     *Verifier
+}
+
+// statementPath is what the front asks of the gateway: the call POST
+// /v1/statements makes, and the wait of GET /v1/requests/{id}.
+type statementPath interface {
+	Submit(ctx context.Context, principal, target, sql string) (*gateway.Response, error)
+	WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*gateway.RequestView, error)
+}
+
+// Server is the wire front. Every statement it does not answer itself
+// (session settings, harbormaster_wait) goes to Gateway.Submit, the call
+// POST /v1/statements makes.
+type Server struct {
+	cfg     Config
+	gw      statementPath
+	targets map[string]bool
+	agents  map[string]*agent // by principal
+	slots   chan struct{}
+	fails   *failures
+	// mockKey derives stand-in SCRAM salts for unknown users, so an
+	// unknown user's exchange looks like a known one's.
+	mockKey [32]byte
+
+	mu       sync.Mutex
+	sessions map[uint32]*session // by BackendKeyData process id
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+}
+
+// New builds the front over a gateway.
+func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
+	return newServer(gw, gw.Targets(), cfg)
+}
+
+func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
+		fails: newFailures(cfg.AuthFailures, cfg.Clock), sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}}
+	_, _ = rand.Read(s.mockKey[:])
+	for _, t := range targets {
+		s.targets[t] = true
+	}
+	for _, a := range cfg.Agents {
+		raw, err := hex.DecodeString(a.TokenSHA256)
+		if err != nil || len(raw) != 32 {
+			return nil, fmt.Errorf("pgwire: agent %s: token_sha256 must be 64 hex characters", a.Principal)
+		}
+		ag := &agent{principal: a.Principal}
+		copy(ag.hash[:], raw)
+		if a.SCRAM != "" {
+			v, err := ParseVerifier(a.SCRAM)
+			if err != nil {
+				return nil, fmt.Errorf("pgwire: agent %s: pg_scram: %w", a.Principal, err)
+			}
+			ag.scram = &v
+		}
+		s.agents[a.Principal] = ag
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until ctx ends, then closes them all
+// and waits for their sessions.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	defer stop()
+	defer s.wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("pgwire: accept: %w", err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+// handle runs one connection: startup, authentication, then the session.
+func (s *Server) handle(ctx context.Context, c net.Conn) {
+	s.track(c, true)
+	defer s.track(c, false)
+	defer c.Close()
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		be := pgproto3.NewBackend(c, c)
+		be.Send(fatal(stateTooMany, "sorry, too many clients already").response())
+		_ = be.Flush()
+		return
+	}
+	defer func() {
+		// A malformed message must never take the server down.
+		if r := recover(); r != nil {
+			s.cfg.Logger.Error("pgwire: session panicked", "panic", fmt.Sprint(r), "remote", c.RemoteAddr().String())
+		}
+	}()
+	_ = c.SetDeadline(s.cfg.Clock().Add(s.cfg.StartupTimeout))
+	sess, err := s.startup(ctx, c)
+	if err != nil {
+		if !errors.Is(err, errQuiet) {
+			s.cfg.Logger.Info("pgwire: connection refused", "remote", c.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	_ = sess.conn.SetDeadline(time.Time{})
+	defer s.forget(sess)
+	sess.run(ctx)
+}
+
+// errQuiet ends a connection that needs no log line (a cancel request).
+var errQuiet = errors.New("done")
+
+// startup reads the startup packets: TLS and GSS encryption requests, a
+// cancel request, then the startup message, and authenticates.
+func (s *Server) startup(ctx context.Context, c net.Conn) (*session, error) {
+	conn := c
+	be := pgproto3.NewBackend(conn, conn)
+	be.SetMaxBodyLen(10000) // a startup packet is small (PostgreSQL: 10000)
+	tlsDone := false
+	for {
+		msg, err := be.ReceiveStartupMessage()
+		if err != nil {
+			werr := fatal(stateProtocol, "invalid startup packet: "+err.Error())
+			if strings.Contains(err.Error(), "unknown startup message code") {
+				werr.Message = "unsupported frontend protocol: this server speaks protocol 3.0 (" + err.Error() + ")"
+			}
+			be.Send(werr.response())
+			_ = be.Flush()
+			return nil, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.SSLRequest:
+			if tlsDone {
+				return nil, sendFatal(be, fatal(stateProtocol, "TLS was requested twice"))
+			}
+			if s.cfg.TLS == nil {
+				if _, err := conn.Write([]byte{'N'}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := conn.Write([]byte{'S'}); err != nil {
+				return nil, err
+			}
+			tc := tls.Server(conn, s.cfg.TLS)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				return nil, fmt.Errorf("TLS handshake: %w", err)
+			}
+			conn, tlsDone = tc, true
+			be = pgproto3.NewBackend(conn, conn)
+			be.SetMaxBodyLen(10000)
+		case *pgproto3.GSSEncRequest:
+			// GSSAPI encryption is not offered: 'N' tells the client to go
+			// on without it (then TLS or plain), as PostgreSQL does.
+			if _, err := conn.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case *pgproto3.CancelRequest:
+			s.cancel(m)
+			return nil, errQuiet
+		case *pgproto3.StartupMessage:
+			if m.ProtocolVersion != pgproto3.ProtocolVersion30 {
+				// 3.2 (PostgreSQL 18 clients): answer that only 3.0 is spoken.
+				be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0})
+			}
+			return s.login(ctx, conn, be, m, tlsDone)
+		default:
+			return nil, sendFatal(be, fatal(stateProtocol, fmt.Sprintf("unexpected startup packet %T", msg)))
+		}
+	}
+}
+
+func sendFatal(be *pgproto3.Backend, e *wireError) error {
+	be.Send(e.response())
+	_ = be.Flush()
+	return e
+}
+
+// login authenticates the startup message's user with its token.
+func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend, m *pgproto3.StartupMessage, isTLS bool) (*session, error) {
+	p := m.Parameters
+	if r, ok := p["replication"]; ok && !strings.EqualFold(r, "false") && !strings.EqualFold(r, "off") && r != "0" && !strings.EqualFold(r, "no") {
+		return nil, sendFatal(be, fatal(stateFeature, "replication connections are not supported: Harbormaster governs statements, not replication"))
+	}
+	user, target := p["user"], p["database"]
+	if user == "" {
+		return nil, sendFatal(be, fatal(stateInvalidAuth, "no user in the startup message: connect as the agent principal (agent:NAME, or NAME)"))
+	}
+	if target == "" {
+		target = user // PostgreSQL's default, which then names no target
+	}
+	principal := user
+	if !strings.Contains(principal, ":") {
+		principal = "agent:" + principal
+	}
+	if enc, ok := p["client_encoding"]; ok && !isUTF8(enc) {
+		return nil, sendFatal(be, fatal(stateInvalidParameter, fmt.Sprintf("client_encoding %q is not supported: use UTF8", enc)))
+	}
+	source := remoteHost(conn)
+	if s.fails.limited("addr:"+source) || s.fails.limited("user:"+principal) {
+		return nil, sendFatal(be, fatal(statePassword, "too many failed authentication attempts from this address or for this user: wait a minute"))
+	}
+	a := s.agents[principal]
+	ok, err := s.authenticate(be, a, principal, isTLS)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		s.fails.add("addr:" + source)
+		s.fails.add("user:" + principal)
+		return nil, sendFatal(be, fatal(statePassword, fmt.Sprintf("password authentication failed for user %q: the password is the agent's token", user)))
+	}
+	if !s.targets[target] {
+		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
+	}
+	sess := s.newSession(conn, be, principal, target, p)
+	if err := sess.greet(); err != nil {
+		s.forget(sess)
+		return nil, err
+	}
+	return sess, nil
+}
+
+func isUTF8(enc string) bool {
+	e := strings.ToUpper(strings.Trim(enc, `'" `))
+	return e == "UTF8" || e == "UTF-8" || e == "UNICODE"
+}
+
+func remoteHost(c net.Conn) string {
+	h, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return h
+}
+
+// authenticate runs SCRAM-SHA-256 when the agent has a verifier (and for
+// an unknown user without TLS, with a stand-in that never verifies), or a
+// cleartext password over TLS. It reports whether the token was right.
+func (s *Server) authenticate(be *pgproto3.Backend, a *agent, principal string, isTLS bool) (bool, error) {
+	switch {
+	case a != nil && a.scram != nil, a == nil && !isTLS:
+		return s.scram(be, a, principal)
+	case isTLS:
+		be.Send(&pgproto3.AuthenticationCleartextPassword{})
+		if err := be.Flush(); err != nil {
+			return false, err
+		}
+		if err := be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
+			return false, err
+		}
+		msg, err := be.Receive()
+		if err != nil {
+			return false, err
+		}
+		pw, ok := msg.(*pgproto3.PasswordMessage)
+		if !ok {
+			return false, sendFatal(be, fatal(stateProtocol, "expected a password message"))
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(pw.Password)))
+		return a != nil && subtle.ConstantTimeCompare(sum[:], a.hash[:]) == 1, nil
+	default:
+		return false, sendFatal(be, fatal(stateInvalidAuth, fmt.Sprintf(
+			"%s has no SCRAM verifier (pg_scram), and this connection has no TLS: its token would cross the network in clear. "+
+				"Connect with sslmode=require (the server needs pg_tls), or give the agent a pg_scram verifier (harbormaster token prints one)", principal)))
+	}
+}
+
+func (s *Server) scram(be *pgproto3.Backend, a *agent, principal string) (bool, error) {
+	sv := &scramServer{}
+	if a != nil {
+		sv.v, sv.real = *a.scram, true
+	} else {
+		salt := hmacSHA256(s.mockKey[:], principal)[:16]
+		sv.v = Verifier{Iterations: scramIterations, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
+	}
+	be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}})
+	if err := be.Flush(); err != nil {
+		return false, err
+	}
+	if err := be.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
+		return false, err
+	}
+	msg, err := be.Receive()
+	if err != nil {
+		return false, err
+	}
+	init, ok := msg.(*pgproto3.SASLInitialResponse)
+	if !ok || init.AuthMechanism != "SCRAM-SHA-256" {
+		return false, sendFatal(be, fatal(stateProtocol, "expected a SASL initial response with mechanism SCRAM-SHA-256 (channel binding is not offered)"))
+	}
+	first, err := sv.first(string(init.Data))
+	if err != nil {
+		return false, sendFatal(be, fatal(stateProtocol, err.Error()))
+	}
+	be.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte(first)})
+	if err := be.Flush(); err != nil {
+		return false, err
+	}
+	if err := be.SetAuthType(pgproto3.AuthTypeSASLContinue); err != nil {
+		return false, err
+	}
+	msg, err = be.Receive()
+	if err != nil {
+		return false, err
+	}
+	resp, ok := msg.(*pgproto3.SASLResponse)
+	if !ok {
+		return false, sendFatal(be, fatal(stateProtocol, "expected a SASL response"))
+	}
+	final, err := sv.final(string(resp.Data))
+	if errors.Is(err, errSCRAMProof) {
+		return false, nil
+	}
+	if err != nil {
+		return false, sendFatal(be, fatal(stateProtocol, err.Error()))
+	}
+	be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(final)})
+	return true, nil
+}
+
+// cancel cancels the in-flight statement of the session a cancel request
+// names, when its secret matches; anything else is ignored, as
+// PostgreSQL ignores it.
+func (s *Server) cancel(m *pgproto3.CancelRequest) {
+	s.mu.Lock()
+	sess := s.sessions[m.ProcessID]
+	s.mu.Unlock()
+	if sess == nil || subtle.ConstantTimeCompare(sess.secret, m.SecretKey) != 1 {
+		return
+	}
+	sess.cancelInflight()
+}
+
+func (s *Server) newSession(conn net.Conn, be *pgproto3.Backend, principal, target string, startup map[string]string) *session {
+	sess := &session{srv: s, conn: conn, be: be, principal: principal, target: target,
+		stmts: map[string]*prepared{}, portals: map[string]*portal{}, secret: make([]byte, 4)}
+	sess.settings = newSettings(s.cfg.ServerVersion, principal, startup)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		_, _ = rand.Read(sess.secret)
+		pid := binary.BigEndian.Uint32(b[:]) &^ (1 << 31)
+		if _, taken := s.sessions[pid]; !taken && pid != 0 {
+			sess.pid = pid
+			s.sessions[pid] = sess
+			return sess
+		}
+	}
+}
+
+func (s *Server) forget(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sess.pid)
+}
+
+// failures counts failed logins per key in one-minute windows.
+type failures struct {
+	mu    sync.Mutex
+	max   int
+	clock func() time.Time
+	win   map[string]*window
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+func newFailures(max int, clock func() time.Time) *failures {
+	return &failures{max: max, clock: clock, win: map[string]*window{}}
+}
+
+func (f *failures) limited(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.win[key]
+	return w != nil && f.clock().Sub(w.start) < time.Minute && w.n >= f.max
+}
+
+func (f *failures) add(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock()
+	if len(f.win) > 100000 {
+		for k, w := range f.win {
+			if now.Sub(w.start) >= time.Minute {
+				delete(f.win, k)
+			}
+		}
+	}
+	w := f.win[key]
+	if w == nil || now.Sub(w.start) >= time.Minute {
+		w = &window{start: now}
+		f.win[key] = w
+	}
+	w.n++
+}

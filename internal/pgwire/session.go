@@ -1,0 +1,463 @@
+package pgwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+)
+
+// session is one authenticated connection.
+type session struct {
+	srv       *Server
+	conn      net.Conn
+	be        *pgproto3.Backend
+	principal string
+	target    string
+	pid       uint32
+	secret    []byte
+	settings  *settings
+	types     *pgtype.Map
+
+	stmts   map[string]*prepared
+	portals map[string]*portal
+	// skip is set by an error in the extended protocol: messages are
+	// discarded until Sync, as PostgreSQL does.
+	skip bool
+
+	mu       sync.Mutex
+	inflight context.CancelFunc
+	canceled bool
+}
+
+// prepared is a Parse message's statement.
+type prepared struct {
+	sql  string
+	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
+	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
+}
+
+// portal is a Bind message's statement, with its result once it ran.
+type portal struct {
+	sql     string // the text with every parameter inlined
+	tree    *pg.ParseResult
+	formats []int16
+	res     *result
+	err     *wireError
+	sent    int // rows sent so far (Execute with a row limit)
+	done    bool
+}
+
+// column is one result column.
+type column struct {
+	name string
+	oid  uint32
+}
+
+// result is what one statement answered.
+type result struct {
+	cols     []column
+	rows     [][]any
+	hasRows  bool // a row description goes out (a read, or RETURNING)
+	tag      string
+	empty    bool
+	statuses []*pgproto3.ParameterStatus
+}
+
+func (c *session) greet() error {
+	c.types = pgtype.NewMap()
+	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessage)
+	c.be.Send(&pgproto3.AuthenticationOk{})
+	for _, ps := range c.settings.statuses() {
+		c.be.Send(ps)
+	}
+	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	return c.be.Flush()
+}
+
+func (c *session) cancelInflight() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight != nil {
+		c.canceled = true
+		c.inflight()
+	}
+}
+
+// run reads messages until the client goes away.
+func (c *session) run(ctx context.Context) {
+	for {
+		msg, err := c.be.Receive()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			var tooBig *pgproto3.ExceededMaxBodyLenErr
+			if errors.As(err, &tooBig) {
+				c.send(fatal(stateProgramLimit, fmt.Sprintf("a message of %d bytes is over this server's limit of %d bytes", tooBig.ActualBodyLen, c.srv.cfg.MaxMessage)).response())
+			} else {
+				c.send(fatal(stateProtocol, "invalid message: "+err.Error()).response())
+			}
+			_ = c.be.Flush()
+			return
+		}
+		if _, ok := msg.(*pgproto3.Terminate); ok {
+			return
+		}
+		if c.skip {
+			if _, ok := msg.(*pgproto3.Sync); !ok {
+				continue
+			}
+		}
+		if !c.dispatch(ctx, msg) {
+			return
+		}
+	}
+}
+
+func (c *session) send(m pgproto3.BackendMessage) { c.be.Send(m) }
+
+// dispatch handles one message; false ends the connection.
+func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bool {
+	switch m := msg.(type) {
+	case *pgproto3.Query:
+		c.simple(ctx, m.String)
+		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		return c.be.Flush() == nil
+	case *pgproto3.Parse:
+		c.extendedErr(c.parse(ctx, m))
+	case *pgproto3.Bind:
+		c.extendedErr(c.bind(m))
+	case *pgproto3.Describe:
+		c.extendedErr(c.describe(ctx, m))
+	case *pgproto3.Execute:
+		c.extendedErr(c.execute(ctx, m))
+	case *pgproto3.Close:
+		if m.ObjectType == 'S' {
+			delete(c.stmts, m.Name)
+		} else {
+			delete(c.portals, m.Name)
+		}
+		c.send(&pgproto3.CloseComplete{})
+	case *pgproto3.Sync:
+		c.skip = false
+		delete(c.portals, "")
+		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		return c.be.Flush() == nil
+	case *pgproto3.Flush:
+		return c.be.Flush() == nil
+	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+		// Outside a COPY, which this front never starts: ignored, as
+		// PostgreSQL ignores them.
+	case *pgproto3.FunctionCall:
+		c.send(errorf(stateFeature, "the fast-path function call protocol is not supported").response())
+		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		return c.be.Flush() == nil
+	default:
+		c.send(fatal(stateProtocol, fmt.Sprintf("unexpected message %T", msg)).response())
+		_ = c.be.Flush()
+		return false
+	}
+	return true
+}
+
+func (c *session) extendedErr(e *wireError) {
+	if e != nil {
+		c.send(e.response())
+		c.skip = true
+	}
+}
+
+// simple runs a Query message: one text, any number of statements.
+func (c *session) simple(ctx context.Context, sql string) {
+	if verb, ok := quickVerb(sql); ok {
+		res, werr := c.governed(ctx, sql, verb)
+		if werr != nil {
+			c.send(werr.response())
+			return
+		}
+		c.sendResult(res, nil, false, 0, -1)
+		return
+	}
+	tree, perr := pg.Parse(sql)
+	if perr != nil {
+		tree = nil // the statement path rejects it, recorded
+	} else if classify(tree) == kindEmpty {
+		c.send(&pgproto3.EmptyQueryResponse{})
+		return
+	}
+	res, werr := c.statement(ctx, sql, tree)
+	if werr != nil {
+		c.send(werr.response())
+		return
+	}
+	c.sendResult(res, nil, false, 0, -1)
+}
+
+// sendResult writes a result's rows (from row sent, at most limit when
+// limit >= 0) and its completion.
+func (c *session) sendResult(res *result, formats []int16, extended bool, from, limit int) (sent int, suspended bool) {
+	if res.empty {
+		c.send(&pgproto3.EmptyQueryResponse{})
+		return 0, false
+	}
+	if !extended && res.hasRows {
+		// The simple protocol: the description goes with the rows.
+		c.send(c.rowDescription(res, nil))
+	}
+	fmts := c.resultFormats(res, formats)
+	rows := res.rows[from:]
+	if limit > 0 && len(rows) > limit {
+		rows, suspended = rows[:limit], true
+	}
+	for _, r := range rows {
+		dr := &pgproto3.DataRow{Values: make([][]byte, len(r))}
+		for i, v := range r {
+			s, ok := textValue(res.cols[i].oid, v)
+			if !ok {
+				continue
+			}
+			if fmts[i] == pgtype.BinaryFormatCode {
+				b, _ := binaryValue(c.types, res.cols[i].oid, s)
+				dr.Values[i] = b
+				continue
+			}
+			dr.Values[i] = []byte(s)
+		}
+		c.send(dr)
+	}
+	if suspended {
+		c.send(&pgproto3.PortalSuspended{})
+		return len(rows), true
+	}
+	for _, ps := range res.statuses {
+		c.send(ps)
+	}
+	c.send(&pgproto3.CommandComplete{CommandTag: []byte(res.tag)})
+	return len(rows), false
+}
+
+// resultFormats are the format of each column: as Bind asked (none: all
+// text; one: for all), text where pgtype has no binary codec.
+func (c *session) resultFormats(res *result, asked []int16) []int16 {
+	out := make([]int16, len(res.cols))
+	for i := range out {
+		switch {
+		case len(asked) == 1:
+			out[i] = asked[0]
+		case i < len(asked):
+			out[i] = asked[i]
+		}
+		if out[i] == pgtype.BinaryFormatCode && !canBinary(c.types, res.cols[i].oid) {
+			out[i] = pgtype.TextFormatCode
+		}
+	}
+	return out
+}
+
+func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDescription {
+	fmts := c.resultFormats(res, formats)
+	rd := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(res.cols))}
+	for i, col := range res.cols {
+		size := int16(-1)
+		switch col.oid {
+		case oidBool:
+			size = 1
+		case oidInt2:
+			size = 2
+		case oidInt4, oidFloat4, oidDate:
+			size = 4
+		case oidInt8, oidFloat8, oidTimestamp, oidTimestamptz, oidTime:
+			size = 8
+		case oidUUID:
+			size = 16
+		}
+		rd.Fields[i] = pgproto3.FieldDescription{Name: []byte(col.name), DataTypeOID: col.oid, DataTypeSize: size,
+			TypeModifier: -1, Format: fmts[i]}
+	}
+	return rd
+}
+
+// statement runs one text: answered here, or on the statement path.
+func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResult) (*result, *wireError) {
+	if tree == nil {
+		verb, ok := quickVerb(sql)
+		if !ok {
+			verb = "SELECT"
+		}
+		return c.governed(ctx, sql, verb)
+	}
+	k := kindGoverned
+	if tree != nil {
+		k = classify(tree)
+	}
+	switch k {
+	case kindEmpty:
+		return &result{empty: true}, nil
+	case kindSet:
+		return c.settings.set(tree)
+	case kindShow:
+		return c.settings.show(tree.Stmts[0].Stmt.GetVariableShowStmt())
+	case kindTxn:
+		return nil, &wireError{Code: stateFeature, Message: "explicit transactions are not supported: each statement runs in its own governed transaction, which Harbormaster commits or rolls back",
+			Hint: "send each statement on its own, without BEGIN, COMMIT or ROLLBACK"}
+	case kindCopy:
+		return nil, errorf(stateFeature, "COPY is not supported: send INSERT or SELECT statements")
+	case kindDeallocate:
+		d := tree.Stmts[0].Stmt.GetDeallocateStmt()
+		if d.Isall {
+			clear(c.stmts)
+			return &result{tag: "DEALLOCATE ALL"}, nil
+		}
+		delete(c.stmts, d.Name)
+		return &result{tag: "DEALLOCATE"}, nil
+	case kindDiscard:
+		clear(c.stmts)
+		clear(c.portals)
+		return &result{tag: "DISCARD ALL"}, nil
+	case kindCatalog:
+		return nil, &wireError{Code: stateFeature,
+			Message: "catalog queries (pg_catalog, information_schema) are not answered: the tables you may use are those your delegations name",
+			Hint:    "list them with GET /v1/delegations or GET /v1/tables?target=NAME, or the MCP describe_tables tool"}
+	case kindWait:
+		a, _ := waitCall(tree.Stmts[0].Stmt.GetSelectStmt())
+		return c.wait(ctx, a)
+	}
+	return c.governed(ctx, sql, verbOf(tree))
+}
+
+// governed takes a statement the path of POST /v1/statements.
+func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
+	// A statement in flight finishes when the server stops (Serve waits
+	// for it), as an HTTP request does; only a cancel request cancels it.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.mu.Lock()
+	c.inflight, c.canceled = cancel, false
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight = nil
+		c.mu.Unlock()
+		cancel()
+	}()
+	resp, err := c.srv.gw.Submit(sctx, c.principal, c.target, sql)
+	if err != nil {
+		c.mu.Lock()
+		canceled := c.canceled
+		c.mu.Unlock()
+		return nil, c.submitError(err, canceled)
+	}
+	if resp.Outcome == gateway.OutcomeReferred {
+		return nil, referral(resp)
+	}
+	res := &result{cols: make([]column, len(resp.Columns))}
+	for i, name := range resp.Columns {
+		res.cols[i].name = name
+		if i < len(resp.ColumnTypes) {
+			res.cols[i].oid = resp.ColumnTypes[i]
+		} else {
+			res.cols[i].oid = oidText
+		}
+	}
+	isSelect := verb == "SELECT"
+	res.hasRows = len(res.cols) > 0 || isSelect
+	for _, row := range resp.Rows {
+		r := make([]any, len(resp.Columns))
+		for i, name := range resp.Columns {
+			r[i] = row[name]
+		}
+		res.rows = append(res.rows, r)
+	}
+	n := resp.RowsAffected
+	if isSelect {
+		n = int64(len(res.rows))
+	}
+	res.tag = commandTag(verb, n)
+	return res, nil
+}
+
+// referral is a referred statement as an error a program can handle.
+func referral(resp *gateway.Response) *wireError {
+	reasons := strings.Join(resp.Reasons, "; ")
+	return &wireError{Code: StateReferred, Where: resp.RequestID,
+		Message: "the statement was referred to a human, who decides whether it runs (request " + resp.RequestID + ")",
+		Detail:  "request " + resp.RequestID + ": " + reasons,
+		Hint:    "wait for the decision with SELECT harbormaster_wait('" + resp.RequestID + "'), or GET /v1/requests/" + resp.RequestID + "?wait=30s"}
+}
+
+func (c *session) submitError(err error, canceled bool) *wireError {
+	var sqlErr *gateway.SQLError
+	var flood *gateway.FloodError
+	switch {
+	case errors.As(err, &sqlErr):
+		code := stateSyntax
+		if strings.Contains(sqlErr.Code, "too_large") || strings.Contains(sqlErr.Code, "too_deep") {
+			code = stateProgramLimit
+		}
+		return &wireError{Code: code, Message: sqlErr.Message, Where: sqlErr.RequestID, Detail: "request " + sqlErr.RequestID + ": " + sqlErr.Code}
+	case errors.As(err, &flood):
+		return &wireError{Code: StateRefused, Message: flood.Message, Where: flood.RequestID,
+			Detail: "request " + flood.RequestID + ": recorded, not queued; nothing ran", Hint: "wait before sending statements that need a human"}
+	case errors.Is(err, gateway.ErrLogUnavailable):
+		c.srv.cfg.Logger.Error("pgwire: logbook unavailable", "err", err)
+		return errorf(StateNotRecorded, "the decision could not be recorded, so nothing ran; try again later")
+	case canceled:
+		return errorf(stateCanceled, "canceling statement due to user request")
+	case errors.Is(err, gateway.ErrUnknownTarget):
+		return errorf(stateNoDatabase, "the target is no longer configured")
+	}
+	c.srv.cfg.Logger.Error("pgwire: statement failed", "principal", c.principal, "target", c.target, "err", err)
+	return errorf(stateInternal, "the statement could not be decided or executed; nothing ran unless its request shows otherwise")
+}
+
+// wait answers SELECT harbormaster_wait('req_...' [, seconds]): the
+// request's state once a human decided it, or when the wait is over.
+func (c *session) wait(ctx context.Context, a waitArgs) (*result, *wireError) {
+	if !strings.HasPrefix(a.id, "req_") {
+		return nil, errorf(stateInvalidParameter, "harbormaster_wait takes a request id ('req_...') and, optionally, the seconds to wait")
+	}
+	d := c.srv.cfg.DefaultWait
+	if a.seconds > 0 {
+		d = time.Duration(a.seconds * float64(time.Second))
+	}
+	d = min(d, c.srv.cfg.MaxWait)
+	wctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.inflight, c.canceled = cancel, false
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight = nil
+		c.mu.Unlock()
+		cancel()
+	}()
+	v, err := c.srv.gw.WaitRequest(wctx, a.id, c.principal, d)
+	c.mu.Lock()
+	canceled := c.canceled
+	c.mu.Unlock()
+	if canceled {
+		return nil, errorf(stateCanceled, "canceling statement due to user request")
+	}
+	if errors.Is(err, gateway.ErrNotFound) {
+		return nil, errorf(stateUndefinedObject, "no request "+a.id+" for this agent")
+	}
+	if err != nil {
+		c.srv.cfg.Logger.Error("pgwire: request lookup", "err", err)
+		return nil, errorf(stateInternal, "the request could not be read")
+	}
+	res := &result{hasRows: true, tag: "SELECT 1", cols: []column{{"request_id", oidText}, {"status", oidText},
+		{"outcome", oidText}, {"rows_affected", oidInt8}, {"reasons", oidText}}}
+	res.rows = [][]any{{v.ID, string(v.Status), v.Outcome, v.RowsAffected, strings.Join(v.Reasons, "; ")}}
+	return res, nil
+}

@@ -1,0 +1,325 @@
+package pgwire
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// walk calls fn on every message of a parse tree, depth first; fn
+// returning false skips the message's children.
+func walk(m protoreflect.Message, fn func(protoreflect.Message) bool) {
+	if !fn(m) {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				walk(l.Get(i).Message(), fn)
+			}
+		case fd.IsMap():
+		case fd.Message() != nil:
+			walk(v.Message(), fn)
+		}
+		return true
+	})
+}
+
+// paramInfo is what a statement's text says of its parameters: how many
+// ($n up to n) and the type a cast in the text gives each ($1::int4).
+type paramInfo struct {
+	count int
+	casts map[int]uint32
+}
+
+func params(tree *pg.ParseResult) paramInfo {
+	info := paramInfo{casts: map[int]uint32{}}
+	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		switch x := m.Interface().(type) {
+		case *pg.ParamRef:
+			info.count = max(info.count, int(x.Number))
+		case *pg.TypeCast:
+			if p := x.Arg.GetParamRef(); p != nil && x.TypeName != nil {
+				if oid := typeNameOID(x.TypeName); oid != 0 {
+					info.casts[int(p.Number)] = oid
+				}
+			}
+		}
+		return true
+	})
+	return info
+}
+
+// typeNameOID is the OID of a cast's type when it is one of paramTypes.
+func typeNameOID(tn *pg.TypeName) uint32 {
+	names := tn.Names
+	if len(names) == 0 || len(names) > 2 || len(names) == 2 && names[0].GetString_().GetSval() != "pg_catalog" {
+		return 0
+	}
+	oid := oidByName[names[len(names)-1].GetString_().GetSval()]
+	if oid != 0 && len(tn.ArrayBounds) > 0 {
+		return arrayOID(oid)
+	}
+	return oid
+}
+
+// boundParam is one parameter's value as the client bound it, as text.
+type boundParam struct {
+	null bool
+	text string
+	oid  uint32 // declared or cast type; 0: untyped
+}
+
+// inline replaces every $n of the tree with its value as a constant: a
+// string literal cast to the parameter's type (pg_catalog.TYPE), or an
+// untyped string literal when the parameter has no type, which
+// PostgreSQL resolves from its context exactly as it would have resolved
+// the parameter. The tree is then a statement with constants only, which
+// the gateway checks and whose deparsed text the Pilot runs.
+func inline(tree *pg.ParseResult, vals []boundParam) error {
+	var bad error
+	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		n, ok := m.Interface().(*pg.Node)
+		if !ok {
+			return true
+		}
+		p := n.GetParamRef()
+		if p == nil {
+			return true
+		}
+		i := int(p.Number) - 1
+		if i < 0 || i >= len(vals) {
+			bad = fmt.Errorf("there is no parameter $%d", p.Number)
+			return false
+		}
+		n.Node = constNode(vals[i]).Node
+		return false
+	})
+	return bad
+}
+
+func constNode(v boundParam) *pg.Node {
+	k := &pg.A_Const{Location: -1}
+	if v.null {
+		k.Isnull = true
+	} else {
+		k.Val = &pg.A_Const_Sval{Sval: &pg.String{Sval: v.text}}
+	}
+	c := &pg.Node{Node: &pg.Node_AConst{AConst: k}}
+	t, ok := paramTypes[v.oid]
+	if !ok {
+		return c
+	}
+	tn := &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode(t.name)}, Typemod: -1, Location: -1}
+	if t.array {
+		tn.ArrayBounds = []*pg.Node{pg.MakeIntNode(-1)}
+	}
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: c, TypeName: tn, Location: -1}}}
+}
+
+// checkText refuses a parameter value PostgreSQL could not hold as text.
+func checkText(i int, s string) *wireError {
+	if !utf8.ValidString(s) {
+		return errorf(stateCharNotInRepertory, fmt.Sprintf("parameter $%d is not valid UTF-8", i+1))
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return errorf(stateCharNotInRepertory, fmt.Sprintf("parameter $%d contains a NUL byte, which PostgreSQL text cannot hold", i+1))
+	}
+	return nil
+}
+
+// kind is what the front does with one statement.
+type kind int
+
+const (
+	kindGoverned   kind = iota // the statement path, as POST /v1/statements
+	kindEmpty                  // no statement at all
+	kindSet                    // SET/RESET of a session setting: answered here
+	kindShow                   // SHOW of a session setting: answered here
+	kindTxn                    // BEGIN, COMMIT, ROLLBACK, SAVEPOINT...: refused
+	kindWait                   // SELECT harbormaster_wait('req_...'): answered here
+	kindCatalog                // reads pg_catalog or information_schema: refused
+	kindCopy                   // COPY: refused
+	kindDeallocate             // DEALLOCATE: answered here
+	kindDiscard                // DISCARD ALL: answered here
+)
+
+// classify says what the front does with a parsed text. Several
+// statements go to the statement path together (which refers them as a
+// whole, as it does over HTTP) unless every one is a session setting.
+func classify(tree *pg.ParseResult) kind {
+	if len(tree.Stmts) == 0 {
+		return kindEmpty
+	}
+	if len(tree.Stmts) > 1 {
+		for _, s := range tree.Stmts {
+			if stmtKind(s.Stmt) != kindSet {
+				return kindGoverned
+			}
+		}
+		return kindSet
+	}
+	return stmtKind(tree.Stmts[0].Stmt)
+}
+
+func stmtKind(n *pg.Node) kind {
+	switch x := n.GetNode().(type) {
+	case *pg.Node_VariableSetStmt:
+		return kindSet
+	case *pg.Node_VariableShowStmt:
+		return kindShow
+	case *pg.Node_TransactionStmt:
+		return kindTxn
+	case *pg.Node_CopyStmt:
+		return kindCopy
+	case *pg.Node_DeallocateStmt:
+		return kindDeallocate
+	case *pg.Node_DiscardStmt:
+		return kindDiscard
+	case *pg.Node_SelectStmt:
+		if _, ok := waitCall(x.SelectStmt); ok {
+			return kindWait
+		}
+	}
+	if readsCatalog(n) {
+		return kindCatalog
+	}
+	return kindGoverned
+}
+
+// readsCatalog reports a statement naming a relation in pg_catalog or
+// information_schema, or an unqualified pg_* relation (which PostgreSQL
+// looks up in pg_catalog first). It reads the text only, never the
+// target, so its answer is the same for every target.
+func readsCatalog(n *pg.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		rv, ok := m.Interface().(*pg.RangeVar)
+		if !ok {
+			return !found
+		}
+		schema := strings.ToLower(rv.Schemaname)
+		if schema == "pg_catalog" || schema == "information_schema" || schema == "" && strings.HasPrefix(strings.ToLower(rv.Relname), "pg_") {
+			found = true
+		}
+		return false
+	})
+	return found
+}
+
+// waitCall recognizes SELECT harbormaster_wait('req_...' [, seconds]) and
+// returns its arguments.
+type waitArgs struct {
+	id      string
+	seconds float64 // 0: the default
+}
+
+func waitCall(s *pg.SelectStmt) (waitArgs, bool) {
+	if len(s.TargetList) != 1 || len(s.FromClause) > 0 || s.WhereClause != nil || len(s.ValuesLists) > 0 || s.Op != pg.SetOperation_SETOP_NONE {
+		return waitArgs{}, false
+	}
+	f := s.TargetList[0].GetResTarget().GetVal().GetFuncCall()
+	if f == nil {
+		return waitArgs{}, false
+	}
+	var names []string
+	for _, n := range f.Funcname {
+		names = append(names, n.GetString_().GetSval())
+	}
+	if name := strings.Join(names, "."); name != "harbormaster_wait" && name != "harbormaster.wait" {
+		return waitArgs{}, false
+	}
+	var a waitArgs
+	if len(f.Args) < 1 || len(f.Args) > 2 {
+		return waitArgs{}, true // recognized, and refused for its arguments
+	}
+	a.id = constString(f.Args[0])
+	if len(f.Args) == 2 {
+		fmt.Sscan(constString(f.Args[1]), &a.seconds)
+	}
+	return a, true
+}
+
+// constString is a constant's text, looking through a cast.
+func constString(n *pg.Node) string {
+	if tc := n.GetTypeCast(); tc != nil {
+		n = tc.Arg
+	}
+	k := n.GetAConst()
+	if k == nil || k.Isnull {
+		return ""
+	}
+	switch v := k.Val.(type) {
+	case *pg.A_Const_Sval:
+		return v.Sval.Sval
+	case *pg.A_Const_Ival:
+		return fmt.Sprint(v.Ival.Ival)
+	case *pg.A_Const_Fval:
+		return v.Fval.Fval
+	}
+	return ""
+}
+
+// verbOf is the command of a parsed text's first statement, for its
+// CommandComplete tag: INSERT, UPDATE, DELETE, MERGE or SELECT.
+func verbOf(tree *pg.ParseResult) string {
+	if tree == nil || len(tree.Stmts) == 0 {
+		return "SELECT"
+	}
+	switch tree.Stmts[0].Stmt.GetNode().(type) {
+	case *pg.Node_InsertStmt:
+		return "INSERT"
+	case *pg.Node_UpdateStmt:
+		return "UPDATE"
+	case *pg.Node_DeleteStmt:
+		return "DELETE"
+	case *pg.Node_MergeStmt:
+		return "MERGE"
+	}
+	return "SELECT"
+}
+
+// quickVerb recognizes, without parsing, a text that can only be a
+// governed statement: it starts with SELECT, INSERT, UPDATE or DELETE and
+// names nothing the front answers itself (no pg_ or information_schema
+// relation, no harbormaster_wait, no parameter). Anything else is parsed
+// (classify). Either way the statement path parses it for its decision;
+// this spares the front a second parse of the common case.
+func quickVerb(sql string) (string, bool) {
+	i := 0
+	for i < len(sql) && (sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r') {
+		i++
+	}
+	j := i
+	for j < len(sql) && (sql[j] >= 'a' && sql[j] <= 'z' || sql[j] >= 'A' && sql[j] <= 'Z') {
+		j++
+	}
+	if j == len(sql) || j == i || sql[j] != ' ' && sql[j] != '\t' && sql[j] != '\n' && sql[j] != '\r' {
+		return "", false
+	}
+	verb := strings.ToUpper(sql[i:j])
+	switch verb {
+	case "SELECT", "INSERT", "UPDATE", "DELETE":
+	default:
+		return "", false
+	}
+	lower := strings.ToLower(sql)
+	if strings.Contains(lower, "pg_") || strings.Contains(lower, "information_schema") || strings.Contains(lower, "harbormaster_wait") ||
+		strings.Contains(lower, "harbormaster.wait") || strings.ContainsRune(sql, '$') {
+		return "", false
+	}
+	return verb, true
+}
+
+// commandTag is the CommandComplete tag of a statement that ran.
+func commandTag(verb string, rows int64) string {
+	if verb == "INSERT" {
+		return fmt.Sprintf("INSERT 0 %d", rows)
+	}
+	return fmt.Sprintf("%s %d", verb, rows)
+}

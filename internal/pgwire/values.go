@@ -1,0 +1,273 @@
+package pgwire
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The Pilot answers rows as JSON-ready values (pilot.jsonValue: numbers,
+// strings, RFC 3339 times, raw JSON for numerics, bytes), in this process
+// or decoded from JSON from a remote Pilot. textValue renders one in
+// PostgreSQL's text output format for its column's type; binary formats
+// are made from that text by pgtype's codecs.
+
+const (
+	tsLayout   = "2006-01-02 15:04:05.999999"
+	tstzLayout = "2006-01-02 15:04:05.999999-07"
+)
+
+// textValue renders v as PostgreSQL's text output of type oid; ok false
+// for NULL.
+func textValue(oid uint32, v any) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	if t, ok := paramTypes[oid]; ok && t.array {
+		if l, ok := v.([]any); ok {
+			return arrayText(t.elem, l), true
+		}
+	}
+	if oid == oidInterval || oid == oidTime {
+		// pilot.jsonValue carries these as pgtype's structs in JSON.
+		if s, ok := pgtypeText(oid, v); ok {
+			return s, true
+		}
+	}
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return "t", true
+		}
+		return "f", true
+	case int16:
+		return strconv.FormatInt(int64(x), 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case float32:
+		return floatText(float64(x), 32), true
+	case float64:
+		switch oid {
+		case oidInt2, oidInt4, oidInt8:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+				return strconv.FormatInt(int64(x), 10), true
+			}
+		case oidFloat4:
+			return floatText(x, 32), true
+		case oidNumeric:
+			return strconv.FormatFloat(x, 'f', -1, 64), true
+		}
+		return floatText(x, 64), true
+	case json.Number:
+		return x.String(), true
+	case json.RawMessage:
+		var s string
+		if len(x) > 0 && x[0] == '"' && json.Unmarshal(x, &s) == nil {
+			return s, true
+		}
+		return string(x), true
+	case time.Time:
+		return timeText(oid, x), true
+	case []byte:
+		if oid == oidBytea {
+			return `\x` + hex.EncodeToString(x), true
+		}
+		return string(x), true
+	case string:
+		switch oid {
+		case oidBytea:
+			// From a remote Pilot: JSON carried the bytes as base64.
+			if b, err := base64.StdEncoding.DecodeString(x); err == nil {
+				return `\x` + hex.EncodeToString(b), true
+			}
+		case oidTimestamptz, oidTimestamp, oidDate:
+			if t, err := time.Parse(time.RFC3339Nano, x); err == nil {
+				return timeText(oid, t), true
+			}
+		case oidJSON, oidJSONB:
+			// pgx decodes a JSON string scalar to a Go string.
+			b, _ := json.Marshal(x)
+			return string(b), true
+		}
+		return x, true
+	case map[string]any, []any:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x), true
+		}
+		return string(b), true
+	}
+	return fmt.Sprint(v), true
+}
+
+// pgtypeText renders an interval or a time that arrives as the JSON of
+// pgtype's struct (raw, or decoded from a remote Pilot's answer).
+func pgtypeText(oid uint32, v any) (string, bool) {
+	var raw []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		raw = x
+	case map[string]any:
+		raw, _ = json.Marshal(x)
+	default:
+		return "", false
+	}
+	if oid == oidInterval {
+		var iv pgtype.Interval
+		if json.Unmarshal(raw, &iv) != nil || !iv.Valid {
+			return "", false
+		}
+		return intervalText(iv), true
+	}
+	var tm pgtype.Time
+	if json.Unmarshal(raw, &tm) != nil || !tm.Valid {
+		return "", false
+	}
+	return clockText(tm.Microseconds), true
+}
+
+// intervalText is PostgreSQL's interval output (IntervalStyle postgres).
+func intervalText(iv pgtype.Interval) string {
+	var parts []string
+	unit := func(n int64, one string) {
+		if n == 0 {
+			return
+		}
+		s := fmt.Sprintf("%d %s", n, one)
+		if n != 1 && n != -1 {
+			s += "s"
+		}
+		parts = append(parts, s)
+	}
+	unit(int64(iv.Months/12), "year")
+	unit(int64(iv.Months%12), "mon")
+	unit(int64(iv.Days), "day")
+	if us := iv.Microseconds; us != 0 || len(parts) == 0 {
+		sign := ""
+		if us < 0 {
+			sign, us = "-", -us
+		}
+		parts = append(parts, sign+clockText(us))
+	}
+	return strings.Join(parts, " ")
+}
+
+// clockText is HH:MM:SS with the fraction PostgreSQL shows (none when
+// whole, else trailing zeros trimmed).
+func clockText(us int64) string {
+	s := fmt.Sprintf("%02d:%02d:%02d", us/3600000000, us/60000000%60, us/1000000%60)
+	if frac := us % 1000000; frac != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
+	}
+	return s
+}
+
+func floatText(f float64, bits int) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	case math.IsNaN(f):
+		return "NaN"
+	}
+	return strconv.FormatFloat(f, 'g', -1, bits)
+}
+
+func timeText(oid uint32, t time.Time) string {
+	switch oid {
+	case oidDate:
+		return t.Format("2006-01-02")
+	case oidTimestamp:
+		return t.Format(tsLayout)
+	}
+	// The session's TimeZone is UTC.
+	return t.UTC().Format(tstzLayout)
+}
+
+// arrayText renders a one-dimensional array literal.
+func arrayText(elem uint32, l []any) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if nested, ok := e.([]any); ok {
+			b.WriteString(arrayText(elem, nested))
+			continue
+		}
+		s, ok := textValue(elem, e)
+		if !ok {
+			b.WriteString("NULL")
+			continue
+		}
+		if s == "" || strings.EqualFold(s, "null") || strings.ContainsAny(s, "{},\"\\ \t\n\r") {
+			s = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+		}
+		b.WriteString(s)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// binaryValue turns a value's text form into its binary form with
+// pgtype's codec for oid; ok false when pgtype has no binary codec for it.
+func binaryValue(m *pgtype.Map, oid uint32, text string) ([]byte, bool) {
+	t, ok := m.TypeForOID(oid)
+	if !ok {
+		return nil, false
+	}
+	v, err := t.Codec.DecodeValue(m, oid, pgtype.TextFormatCode, []byte(text))
+	if err != nil {
+		return nil, false
+	}
+	b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
+	if err != nil || b == nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// canBinary reports whether a column of type oid can be sent in binary.
+func canBinary(m *pgtype.Map, oid uint32) bool {
+	t, ok := m.TypeForOID(oid)
+	return ok && t.Codec.FormatSupported(pgtype.BinaryFormatCode)
+}
+
+// paramText reads a bound parameter as text: as sent in text format, or
+// decoded from binary with pgtype's codec for its declared type.
+func paramText(m *pgtype.Map, i int, oid uint32, format int16, raw []byte) (string, *wireError) {
+	if format == pgtype.TextFormatCode {
+		s := string(raw)
+		return s, checkText(i, s)
+	}
+	if oid == 0 {
+		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d is in binary format but has no declared type: declare its type in Parse, or send it as text", i+1))
+	}
+	t, ok := m.TypeForOID(oid)
+	if !ok {
+		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d: type OID %d cannot be read in binary format", i+1, oid))
+	}
+	v, err := t.Codec.DecodeValue(m, oid, pgtype.BinaryFormatCode, raw)
+	if err != nil {
+		return "", errorf(stateInvalidText, fmt.Sprintf("parameter $%d is not a valid binary %s: %v", i+1, paramTypes[oid].name, err))
+	}
+	b, err := m.Encode(oid, pgtype.TextFormatCode, v, nil)
+	if err != nil {
+		return "", errorf(stateInvalidText, fmt.Sprintf("parameter $%d cannot be rendered as text: %v", i+1, err))
+	}
+	s := string(b)
+	return s, checkText(i, s)
+}
