@@ -227,7 +227,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	var cfgPath string
 	if kept != nil {
 		inf = *kept
-		inf.TargetDSN, inf.tokenHash = dsn, config.HashToken(inf.AgentToken)
+		inf.TargetDSN, inf.tokenHash, inf.scram = dsn, config.HashToken(inf.AgentToken), pgwire.NewVerifier(inf.AgentToken)
 		if err := writeDemoConfig(inf.Config, inf, sv, "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
 			return err
 		}
@@ -256,6 +256,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		if pln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "harbormaster demo: %s is not free; the wire front serves on %s instead\n", pgListen, pln.Addr())
 	}
 	defer pln.Close()
 	cfg.ListenPG = pln.Addr().String()
