@@ -4,7 +4,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test deps fmt vet unit unit-postgres fuzz bench build demo faults-long
+.PHONY: test deps fmt vet unit unit-postgres fuzz fuzz-wire bench build demo faults-long
 
 test: deps fmt vet unit unit-postgres fuzz
 
@@ -34,6 +34,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzShape$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bound/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./internal/marque/
+
+# The wire front's fuzz target, not in test: its instrumented build takes in
+# the whole control plane and the model SDKs (over ten minutes with a cold
+# build cache on 2 cores). Its seeds run as unit tests in every test run.
+fuzz-wire:
 	$(GO) test -run '^$$' -fuzz '^FuzzSession$$' -fuzztime $(FUZZTIME) ./internal/pgwire/
 
 # The long fault-injection suite (docs/faults.md); not part of test.

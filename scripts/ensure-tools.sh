@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ensure-tools.sh: install what the tests need that Go modules do not bring:
-# the PostgreSQL server binaries and OpenSSH's ssh-keygen (signature interop).
+# the PostgreSQL server binaries, OpenSSH's ssh-keygen (signature interop),
+# node and npm, and Chromium (the console's browser tests).
 # Quiet when everything is present. Under CI a missing tool is a failure.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,6 +32,21 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade nodejs npm >/dev/null
 	fi
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "ensure-tools: error: node and npm not found (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+fi
+# chromium runs the console's browser tests (chromedp drives it headless).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing chromium" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade chromium >/dev/null
+	fi
+	if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+		if [[ "${CI:-}" == "true" ]]; then
+			echo "ensure-tools: error: chromium not found (Debian: apt-get install chromium)" >&2
+			exit 1
+		fi
+		echo "ensure-tools: warning: chromium not found; the console's browser tests will skip (Debian: apt-get install chromium)" >&2
+	fi
 fi
 # The deployment and monitoring checks: promtool (the alert rules' unit
 # tests and the /metrics lint), docker compose (compose.yaml), systemd-analyze

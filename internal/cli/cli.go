@@ -55,6 +55,7 @@ func commands() []command {
 		{"switch", "switch Tier B on or off", runSwitch},
 		{"surveyor", "the Tier B panel: regression gate, enablement, reinstatement", runSurveyor},
 		{"audit", "review sampled Surveyor judgments", runAudit},
+		{"console", "log in to the web console with your SSH key", runConsole},
 		{"bench", "measure what a running node adds to a single-row UPDATE", runBench},
 		{"cover", "CoVer: measure a panel (study), its cost, label a corpus, run the gate corpus", runCover},
 		{"version", "print the version, commit, Go, compiler, checker and prompt-bundle versions", runVersion},

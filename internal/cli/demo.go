@@ -20,6 +20,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/examples"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
@@ -38,6 +39,7 @@ const demoCheckpointEvery = 100
 // demoInfo is what --info writes once the demo is ready.
 type demoInfo struct {
 	APIURL     string `json:"api_url"`
+	ConsoleURL string `json:"console_url"`
 	AgentToken string `json:"agent_token"`
 	// PGURL is the wire front's connection URL, with the agent's token.
 	PGURL        string `json:"pg_url"`
@@ -99,9 +101,9 @@ var demoTour = []tourStep{
 	{"set a status the check does not allow: referred by check",
 		"UPDATE orders SET status = 'shipped' WHERE id = 4",
 		"referred", "check"},
-	{"smuggle a second statement: referred",
+	{"smuggle a second statement: refused at once (no human could approve it)",
 		"UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders",
-		"referred", "statements"},
+		"rejected", "statements"},
 	{"fix a typo in an EU name (Tier B, needs the Surveyor): referred",
 		"UPDATE customers SET name = 'John Smith' WHERE id = 3",
 		"referred", "Tier B"},
@@ -284,6 +286,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	defer func() { stop(); <-pgServed }()
 	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
 	inf.PGURL = demoPGURL(inf.Agent, inf.AgentToken, pln.Addr().String(), inf.Target)
+	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
@@ -297,6 +300,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
 	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
+	printConsole(out, inf)
 	if sv.tierB {
 		if err := demoTierB(sys, inf); err != nil {
 			return fmt.Errorf("switching Tier B on: %w", err)
@@ -306,7 +310,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
 	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
 	failed = append(failed, wireTour(ctx, out, inf.PGURL)...)
-	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
+	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
 	fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
 	if once {
@@ -428,6 +432,19 @@ func wireTour(ctx context.Context, out io.Writer, pgURL string) []string {
 	}
 	fmt.Fprintf(out, "    -> executed on the compiled path: order %d is %s\n", id, status)
 	return nil
+}
+
+// printConsole prints the console's URL and a one-time login link for the
+// grantor (alice), and how to get another for bob.
+func printConsole(out io.Writer, inf demoInfo) {
+	fmt.Fprintf(out, "  console:        %s\n", inf.ConsoleURL)
+	link, err := consoleLoginLink(inf.APIURL, inf.GrantorKey)
+	if err != nil {
+		fmt.Fprintf(out, "  console login:  (no link: %v)\n", err)
+		return
+	}
+	fmt.Fprintf(out, "  console login:  harbormaster console login --server %s --key %s (bob: --key %s)\n", inf.APIURL, inf.GrantorKey, inf.ApproverKey)
+	fmt.Fprintf(out, "  alice's login link (one use, 5 minutes):\n    %s\n", link)
 }
 
 func loadShop(ctx context.Context, dsn string) error {
@@ -638,9 +655,16 @@ func runTour(ctx context.Context, out io.Writer, apis []string, token string, ti
 			Rows         []map[string]any `json:"rows"`
 			Reasons      []string         `json:"reasons"`
 			Path         string           `json:"path"`
+			Error        struct {
+				Code, Message string
+				RequestID     string `json:"request_id"`
+			} `json:"error"`
 		}
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&r)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnprocessableEntity && r.Error.RequestID != "" {
+			r.Outcome, r.RequestID, r.Reasons = "rejected", r.Error.RequestID, []string{r.Error.Message + " [" + r.Error.Code + "]"}
+		}
 		switch r.Outcome {
 		case "executed":
 			if len(r.Rows) > 0 {
@@ -648,6 +672,8 @@ func runTour(ctx context.Context, out io.Writer, apis []string, token string, ti
 			} else {
 				fmt.Fprintf(out, "   -> executed on the %s path: %d row(s) affected, request %s\n", r.Path, r.RowsAffected, r.RequestID)
 			}
+		case "rejected":
+			fmt.Fprintf(out, "   -> refused at once, HTTP %d, request %s:\n      - %s\n", resp.StatusCode, r.RequestID, strings.Join(r.Reasons, "; "))
 		case "referred":
 			fmt.Fprintf(out, "   -> referred to a human, request %s:\n", r.RequestID)
 			for _, why := range r.Reasons {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
@@ -113,6 +114,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 		inf.Nodes = append(inf.Nodes, nd)
 	}
 	inf.APIURL, inf.PID, inf.Config = inf.Nodes[0].APIURL, inf.Nodes[0].PID, inf.Nodes[0].Config
+	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
 		if err := os.WriteFile(infoPath, append(b, '\n'), 0o600); err != nil {
@@ -130,13 +132,14 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	fmt.Fprintf(out, "  target shop:    %s\n", dsn)
 	fmt.Fprintf(out, "  agent:          %s, token %s\n", inf.Agent, inf.AgentToken)
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
+	printConsole(out, inf)
 
 	fmt.Fprintf(out, "\nThe scripted agent's tour, round robin across the nodes:\n")
 	failed := runTour(ctx, out, apis, inf.AgentToken, false)
 	fmt.Fprintf(out, "\nWhat several nodes share:\n")
 	failed = append(failed, demoNodeSteps(ctx, out, inf)...)
 
-	fmt.Fprintf(out, "\nTry it yourself (any node answers):\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", apis[n-1], inf.AgentToken)
+	fmt.Fprintf(out, "\nTry it yourself (any node answers):\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", apis[n-1], inf.AgentToken)
 	fmt.Fprintf(out, "  kill -9 %d   # a node dies; the others keep serving, and the store keeps every decision\n", inf.Nodes[n-1].PID)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store '%s' --vkey '%s' --checkpoint-every %d\n", storeURL, inf.VerifierKey, demoCheckpointEvery)
 	if once {

@@ -63,6 +63,13 @@ func TestDemoOnce(t *testing.T) {
 	if u, _ := m["pg_url"].(string); !strings.HasPrefix(u, "postgres://agent%3Ademo:") || strings.Contains(u, ":0/") {
 		t.Errorf("pg_url %q is not the wire front actually served, with the agent's token", u)
 	}
+	if c, _ := m["console_url"].(string); c != m["api_url"].(string)+"/console/" {
+		t.Errorf("console_url %q is not the console on the served address", c)
+	}
+	if c, _ := m["console_url"].(string); !strings.Contains(out.String(), "  console:        "+c+"\n") ||
+		!strings.Contains(out.String(), c+"login/link?c=") {
+		t.Errorf("the demo does not print the console and a login link:\n%s", out.String())
+	}
 	// The tour printed each step with its outcome, the wire front's too.
 	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human", "-> executed on the compiled path: order 3 is"} {
 		if !strings.Contains(out.String(), want) {

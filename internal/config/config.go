@@ -89,6 +89,10 @@ type Config struct {
 	SwitchPoll Duration `yaml:"switch_poll"`
 	// Services tunes the node's background services.
 	Services Services `yaml:"services"`
+	// Console tunes the web console's sessions.
+	Console Console `yaml:"console"`
+	// MCP guards the /mcp endpoint against DNS rebinding.
+	MCP MCP `yaml:"mcp"`
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
@@ -100,6 +104,33 @@ type TLS struct {
 	Cert string `yaml:"cert"`
 	// Key is the PEM private key file of that certificate. Required.
 	Key string `yaml:"key"`
+}
+
+// Console tunes the web console (docs/console.md).
+type Console struct {
+	// SecureCookies marks the session cookie Secure on plain HTTP too: set
+	// it when a proxy terminates TLS in front of the node. Over TLS the
+	// cookie always is.
+	SecureCookies bool `yaml:"secure_cookies"`
+	// SessionTTL is how long a console session lasts. Defaults to 8h; at
+	// most 24h.
+	SessionTTL Duration `yaml:"session_ttl"`
+	// AuditAlert is the audit-queue age the console shows in red. Defaults
+	// to 24h, the shipped alert rule's threshold.
+	AuditAlert Duration `yaml:"audit_alert"`
+}
+
+// MCP lists the names under which /mcp may be reached, as the MCP
+// specification asks of a server (DNS rebinding). Loopback names and IP
+// addresses are always allowed.
+type MCP struct {
+	// AllowedHosts are the host names (no port) clients reach this node
+	// under, e.g. the name of a reverse proxy: a request whose Host is
+	// another name is refused with 403.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call /mcp besides loopback ones and those of AllowedHosts.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Target is one database.
@@ -413,6 +444,12 @@ func (c Config) WithDefaults() Config {
 	if c.SwitchPoll == 0 {
 		c.SwitchPoll = Duration(time.Second)
 	}
+	if c.Console.SessionTTL == 0 {
+		c.Console.SessionTTL = Duration(8 * time.Hour)
+	}
+	if c.Console.AuditAlert == 0 {
+		c.Console.AuditAlert = Duration(24 * time.Hour)
+	}
 	if c.Logbook.CheckpointEvery == 0 {
 		c.Logbook.CheckpointEvery = 1000
 	}
@@ -518,6 +555,12 @@ func (c *Config) Validate(getenv func(string) string) error {
 	}
 	if c.SwitchPoll.D() <= 0 || c.SwitchPoll.D() > time.Second {
 		bad("switch_poll", "must be between 1ms and 1s")
+	}
+	if c.Console.SessionTTL.D() < time.Minute || c.Console.SessionTTL.D() > 24*time.Hour {
+		bad("console.session_ttl", "must be between 1m and 24h")
+	}
+	if c.Console.AuditAlert.D() < time.Minute {
+		bad("console.audit_alert", "must be at least 1m")
 	}
 	if c.Queue.TTL.D() < time.Minute {
 		bad("queue.ttl", "must be at least 1m")

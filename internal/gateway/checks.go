@@ -116,7 +116,7 @@ func (g *Gateway) analyze(sql string, cat *sqlcheck.Catalog) (*sqlcheck.Analysis
 // rememberText remembers a statement without a template by its text.
 func (g *Gateway) rememberText(sql string, cat *sqlcheck.Catalog, a *sqlcheck.Analysis) analysisKey {
 	k := keyOf(cat, "text", sql)
-	g.checks.analyses.Put(k, &sqlcheck.Analysis{Facts: a.Facts, Reasons: a.Reasons, Canonical: a.Canonical})
+	g.checks.analyses.Put(k, &sqlcheck.Analysis{Facts: a.Facts, Reasons: a.Reasons, Canonical: a.Canonical, NotApprovable: a.NotApprovable})
 	return k
 }
 

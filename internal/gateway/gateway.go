@@ -154,7 +154,8 @@ var (
 )
 
 // SQLError is a statement that cannot be decided at all (it does not parse,
-// or is too large or deep to parse). The request is still recorded.
+// or is too large or deep to parse), or that no human could approve
+// (sqlcheck.Analysis.Unapprovable). The request is still recorded.
 type SQLError struct {
 	RequestID string
 	Code      string
@@ -162,6 +163,18 @@ type SQLError struct {
 }
 
 func (e *SQLError) Error() string { return e.Message }
+
+// Unapprovable reports whether the statement was refused because no human
+// could approve it (several statements, DDL, a placeholder, ...), rather
+// than because it could not be parsed.
+func (e *SQLError) Unapprovable() bool {
+	switch e.Code {
+	case sqlcheck.CodeMultipleStatements, sqlcheck.CodeStatementNotAllow, sqlcheck.CodeSelectInto,
+		sqlcheck.CodeLockingClause, sqlcheck.CodeParamNotAllowed:
+		return true
+	}
+	return false
+}
 
 // Gateway is the control plane's statement path (DESIGN.md section 3): it
 // decides every statement, records the decision durably, mints marques for
@@ -317,6 +330,16 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 			return nil, err
 		}
 		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: r.Message}
+	}
+	// A statement no human could approve (several statements, DDL, a
+	// placeholder: known from the text alone) is answered as an error at
+	// once rather than queued for a human who could only deny it.
+	if r, ok := a.Unapprovable(); ok {
+		req.Outcome, req.Reasons = OutcomeRejected, []string{r.String()}
+		if err := g.decide(ctx, req, nil, nil); err != nil {
+			return nil, err
+		}
+		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: r.Message + "; it was not queued, since no human could approve it"}
 	}
 
 	// 3 static check against each active delegation of (principal, target).

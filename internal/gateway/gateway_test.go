@@ -133,7 +133,7 @@ func TestDecisionBeforeExecution(t *testing.T) {
 		{gatewaytest.Agent, "UPDATE orders SET status = 'shipped' WHERE id = 6", want{gateway.OutcomeReferred, "refused"}},
 		{gatewaytest.Agent, "UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", want{gateway.OutcomeReferred, "refused"}},
 		{gatewaytest.Agent, "DELETE FROM orders WHERE id = 7", want{gateway.OutcomeReferred, ""}},
-		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id = 8; DROP TABLE orders", want{gateway.OutcomeReferred, ""}},
+		{gatewaytest.Agent, "UPDATE orders SET status = 'failed' WHERE id = 8; DROP TABLE orders", want{gateway.OutcomeRejected, ""}},
 		{gatewaytest.Agent, "UPDATE customers SET name = 'John Smith' WHERE id = 3", want{gateway.OutcomeReferred, ""}},
 		{gatewaytest.Agent, "SELECT id, name FROM customers WHERE region = 'EU'", want{gateway.OutcomeExecuted, "executed"}},
 		{gatewaytest.Other, "SELECT id FROM orders", want{gateway.OutcomeReferred, ""}},

@@ -60,6 +60,13 @@ type Config struct {
 	// request replayed through another node is refused there too. Without
 	// it, the replay memory is this node's alone.
 	ClaimRequest func(ctx context.Context, digest string, until time.Time) (bool, error)
+	// Idempotency keeps Idempotency-Keys and their answers (store.Store):
+	// in the control store every node knows them. Defaults to a memory of
+	// this process alone.
+	Idempotency IdempotencyStore
+	// IdempotencyTTL is how long a key and its answer are kept. Defaults
+	// to DefaultIdempotencyTTL (24 hours).
+	IdempotencyTTL time.Duration
 }
 
 // Server is the HTTP API.
@@ -71,25 +78,36 @@ type Server struct {
 	agents   map[[32]byte]string
 	log      *slog.Logger
 	mux      *http.ServeMux
+	routes   []string
+	idem     IdempotencyStore
+	idemTTL  time.Duration
 }
 
 // New builds the API over a gateway.
 func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
-	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux(), signers: cfg.Signers, switches: cfg.Switches, claim: cfg.ClaimRequest}
+	s := &Server{gw: gw, agents: map[[32]byte]string{}, log: cfg.Logger, mux: http.NewServeMux(), signers: cfg.Signers, switches: cfg.Switches, claim: cfg.ClaimRequest,
+		idem: cfg.Idempotency, idemTTL: cfg.IdempotencyTTL}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = slog.New(requestIDHandler{s.log.Handler()})
+	if s.idem == nil {
+		s.idem = newMemIdempotency()
+	}
+	if s.idemTTL <= 0 {
+		s.idemTTL = DefaultIdempotencyTTL
 	}
 	for _, a := range cfg.Agents {
 		raw, err := hex.DecodeString(a.TokenSHA256)
 		if err != nil || len(raw) != 32 {
-			return nil, errors.New("httpapi: agent " + a.Principal + ": token_sha256 must be 64 hex characters")
+			return nil, errors.New("agent " + a.Principal + ": token_sha256 must be 64 hex characters")
 		}
 		var k [32]byte
 		copy(k[:], raw)
 		s.agents[k] = a.Principal
 	}
-	s.mux.HandleFunc("POST /v1/statements", s.agent(s.postStatement))
-	s.mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+	s.HandleFunc("POST /v1/statements", s.agent(s.agentOnce(s.postStatement)))
+	s.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Authorization"), signing.RequestScheme+" ") {
 			s.requestForHuman(w, r)
 			return
@@ -98,34 +116,52 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 	})
 	s.registerHumanRoutes()
 	s.registerSurveyorRoutes()
-	s.mux.HandleFunc("GET /v1/delegations", s.agent(s.getDelegations))
-	s.mux.HandleFunc("POST /v1/delegations", s.postDelegation)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	s.HandleFunc("GET /v1/delegations", s.agent(s.getDelegations))
+	s.HandleFunc("POST /v1/delegations", s.actOnce(s.postDelegation))
+	s.HandleFunc("GET /v1/openapi.json", s.getOpenAPI)
+	RegisterTables(s)
+	s.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	s.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		if err := gw.Ready(ctx); err != nil {
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+		s.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
 }
 
-// Handler returns the root handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the root handler: every route, each answer with its
+// X-Request-Id, 404 for an unknown path and 405 for a method its routes
+// do not accept.
+func (s *Server) Handler() http.Handler { return s }
 
-// Mux lets other packages add routes (metrics, MCP, console).
+// Handle adds a route (a ServeMux pattern "METHOD /path"); other packages
+// add theirs (MCP, console) here so that Routes lists every one.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.routes = append(s.routes, pattern)
+	s.mux.Handle(pattern, h)
+}
+
+// Mux is the routes' mux. Add routes with Handle instead, so that Routes
+// lists them.
 func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+// HandleFunc is Handle for a function.
+func (s *Server) HandleFunc(pattern string, h http.HandlerFunc) { s.Handle(pattern, h) }
+
+// Routes returns the patterns of every route, in the order they were
+// added (the OpenAPI description's test compares them with its paths).
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 
 type principalKey struct{}
 
@@ -174,7 +210,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 func writeErrorReq(w http.ResponseWriter, status int, code, msg, requestID string) {
 	var b errorBody
-	b.Error.Code, b.Error.Message, b.Error.RequestID = code, msg, requestID
+	b.Error.Code, b.Error.Message, b.Error.RequestID = code, publicMessage(msg), requestID
 	writeJSON(w, status, b)
 }
 
@@ -189,6 +225,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decode reads a capped JSON body into v, refusing unknown fields.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !jsonContent(r) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be JSON (Content-Type: application/json), not "+r.Header.Get("Content-Type"))
+		return false
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -225,16 +265,16 @@ func (s *Server) postStatement(w http.ResponseWriter, r *http.Request, principal
 	start := time.Now()
 	resp, err := s.gw.Submit(r.Context(), principal, body.Target, body.SQL)
 	if err != nil {
-		s.statementError(w, err)
+		s.statementError(w, r, err)
 		return
 	}
-	s.log.Info("statement", "request", resp.RequestID, "principal", principal, "target", body.Target,
+	s.log.InfoContext(r.Context(), "statement", "request", resp.RequestID, "principal", principal, "target", body.Target,
 		"outcome", resp.Outcome, "path", resp.Path, "rows", resp.RowsAffected, "ms", time.Since(start).Milliseconds())
 	writeJSON(w, http.StatusOK, resp)
 }
 
 // StatementError maps a Submit error to an HTTP error.
-func (s *Server) statementError(w http.ResponseWriter, err error) {
+func (s *Server) statementError(w http.ResponseWriter, r *http.Request, err error) {
 	var sqlErr *gateway.SQLError
 	var flood *gateway.FloodError
 	switch {
@@ -247,10 +287,10 @@ func (s *Server) statementError(w http.ResponseWriter, err error) {
 	case errors.Is(err, gateway.ErrUnknownTarget):
 		writeError(w, http.StatusNotFound, "unknown_target", err.Error())
 	case errors.Is(err, gateway.ErrLogUnavailable):
-		s.log.Error("logbook unavailable", "err", err)
+		s.log.ErrorContext(r.Context(), "logbook unavailable", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the decision could not be recorded, so nothing ran; try again later")
 	default:
-		s.log.Error("statement failed", "err", err)
+		s.log.ErrorContext(r.Context(), "statement failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the statement could not be decided or executed; nothing ran unless the request shows otherwise")
 	}
 }
@@ -274,7 +314,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, principal st
 		return
 	}
 	if err != nil {
-		s.log.Error("request lookup", "err", err)
+		s.log.ErrorContext(r.Context(), "request lookup", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
 		return
 	}
@@ -315,13 +355,33 @@ func ViewDelegation(d *gateway.Delegation, now time.Time) DelegationView {
 	return v
 }
 
+// DelegationsPage is GET /v1/delegations: the caller's delegations,
+// oldest first.
+type DelegationsPage struct {
+	Delegations []DelegationView `json:"delegations"`
+	NextCursor  string           `json:"next_cursor,omitempty"`
+}
+
 func (s *Server) getDelegations(w http.ResponseWriter, r *http.Request, principal string) {
-	now := time.Now()
-	out := []DelegationView{}
-	for _, d := range s.gw.Delegations(principal) {
-		out = append(out, ViewDelegation(d, now))
+	pg, ok := readPage(w, r)
+	if !ok {
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"delegations": out})
+	now := time.Now()
+	type item struct {
+		key string
+		v   DelegationView
+	}
+	var all []item
+	for _, d := range s.gw.Delegations(principal) {
+		all = append(all, item{timeKey(d.Created, d.ID), ViewDelegation(d, now)})
+	}
+	items, next := paginate(all, func(i item) string { return i.key }, pg)
+	out := DelegationsPage{Delegations: []DelegationView{}, NextCursor: next}
+	for _, i := range items {
+		out.Delegations = append(out.Delegations, i.v)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 type delegationBody struct {
@@ -344,8 +404,10 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 	var de *gateway.DelegationError
 	switch {
 	case errors.As(err, &de):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{
-			"code": "delegation_refused", "message": de.Error(), "problems": de.Problems}, "report": rep})
+		var refusal DelegationRefusal
+		refusal.Error.Code, refusal.Error.Message, refusal.Error.Problems = "delegation_refused", publicMessage(de.Error()), de.Problems
+		refusal.Report = rep
+		writeJSON(w, http.StatusUnprocessableEntity, refusal)
 		return
 	case errors.Is(err, gateway.ErrLogUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the delegation could not be recorded; try again later")
@@ -354,9 +416,27 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "delegation_revoked", err.Error())
 		return
 	case err != nil:
-		s.log.Error("add delegation", "err", err)
+		s.log.ErrorContext(r.Context(), "add delegation", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the delegation could not be stored")
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"delegation": ViewDelegation(d, time.Now()), "report": rep})
+	writeJSON(w, http.StatusCreated, DelegationAnswer{Delegation: ViewDelegation(d, time.Now()), Report: rep})
+}
+
+// DelegationAnswer is what POST /v1/delegations (with the compilation
+// report) and POST /v1/delegations/{id}/revoke (without) answer.
+type DelegationAnswer struct {
+	Delegation DelegationView `json:"delegation"`
+	Report     *bound.Report  `json:"report,omitempty"`
+}
+
+// DelegationRefusal is the 422 answer to a delegation that was refused:
+// the error with every problem, and the compilation report.
+type DelegationRefusal struct {
+	Error struct {
+		Code     string   `json:"code"`
+		Message  string   `json:"message"`
+		Problems []string `json:"problems"`
+	} `json:"error"`
+	Report *bound.Report `json:"report"`
 }

@@ -191,7 +191,6 @@ func TestStatementsEndToEnd(t *testing.T) {
 		{"fence", "UPDATE orders SET status = 'failed' WHERE id = 45", "fence"},
 		{"row cap", "UPDATE orders SET status = 'retrying' WHERE status = 'pending' AND created_at < now() - interval '1 day'", "max_rows"},
 		{"check", "UPDATE orders SET status = 'shipped' WHERE id = 5", "check"},
-		{"multi-statement", "UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders", "statements"},
 		{"tier B", "UPDATE customers SET name = 'John Smith' WHERE id = 3", "Tier B"},
 	}
 	ids := map[string]statementResponse{"select": sel, "update": upd}
@@ -219,6 +218,34 @@ func TestStatementsEndToEnd(t *testing.T) {
 	rejectedID, _ := e["request_id"].(string)
 	if rejectedID == "" {
 		t.Fatalf("a statement that does not parse still gets a request id: %s", body)
+	}
+
+	// What no human could approve is answered as an error at once, not
+	// queued: several statements, DDL, a placeholder, a locking clause.
+	for sql, code := range map[string]string{
+		"UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders": "sql_multiple_statements",
+		"DROP TABLE orders":                             "sql_statement_not_allowed",
+		"SELECT id FROM orders WHERE id = $1":           "sql_parameter_not_allowed",
+		"SELECT id FROM orders WHERE id = 3 FOR UPDATE": "sql_locking_clause",
+	} {
+		ob := gatewaytest.Snapshot(t, f.dsn, "orders")
+		st, body := f.do(t, http.MethodPost, "/v1/statements", tok, map[string]string{"target": "shop", "sql": sql})
+		e := apiError(t, st, body, http.StatusUnprocessableEntity, code)
+		if id, _ := e["request_id"].(string); id == "" || !strings.Contains(e["message"].(string), "not queued") {
+			t.Errorf("%q: %s", sql, body)
+		}
+		if gatewaytest.Snapshot(t, f.dsn, "orders") != ob {
+			t.Errorf("%q changed the target", sql)
+		}
+	}
+	if q, err := f.sys.Gateway.Queue(t.Context(), []string{gatewaytest.Target}); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, v := range q {
+			if strings.Contains(v.SQL, "DROP") || strings.Contains(v.SQL, "$1") || strings.Contains(v.SQL, "FOR UPDATE") {
+				t.Errorf("queued although no human could approve it: %s", v.SQL)
+			}
+		}
 	}
 
 	// GET /v1/requests/{id} for each: its own agent sees it, another gets 404.
@@ -287,7 +314,7 @@ func TestStatementErrors(t *testing.T) {
 		{"body over 1 MiB", "POST", "/v1/statements", tok, big, 413, "body_too_large"},
 		{"unknown endpoint", "GET", "/v1/nothing", tok, nil, 404, "not_found"},
 		{"unknown endpoint without a token", "POST", "/admin", "", nil, 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/statements", tok, nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/statements", tok, nil, 405, "method_not_allowed"},
 	}
 	receipts := gatewaytest.Receipts(t, f.dsn)
 	for _, c := range cases {

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -23,13 +21,13 @@ import (
 // over the act is the authority.
 
 func (s *Server) registerHumanRoutes() {
-	s.mux.HandleFunc("GET /v1/queue", s.getQueue)
-	s.mux.HandleFunc("GET /v1/requests/{id}/approval", s.getApproval)
-	s.mux.HandleFunc("POST /v1/requests/{id}/approve", s.postApprove)
-	s.mux.HandleFunc("POST /v1/requests/{id}/deny", s.postDeny)
-	s.mux.HandleFunc("POST /v1/delegations/{id}/revoke", s.postRevoke)
-	s.mux.HandleFunc("GET /v1/switches", s.getSwitches)
-	s.mux.HandleFunc("POST /v1/switches", s.postSwitch)
+	s.HandleFunc("GET /v1/queue", s.getQueue)
+	s.HandleFunc("GET /v1/requests/{id}/approval", s.getApproval)
+	s.HandleFunc("POST /v1/requests/{id}/approve", s.actOnce(s.postApprove))
+	s.HandleFunc("POST /v1/requests/{id}/deny", s.actOnce(s.postDeny))
+	s.HandleFunc("POST /v1/delegations/{id}/revoke", s.actOnce(s.postRevoke))
+	s.HandleFunc("GET /v1/switches", s.getSwitches)
+	s.HandleFunc("POST /v1/switches", s.postSwitch)
 }
 
 // humanTargets verifies a signed request and returns the targets (of those
@@ -74,7 +72,7 @@ func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, ta
 		id := signing.RequestID(namespace, who.Fingerprint, r.Method, r.URL.RequestURI(), p.Unix, body)
 		first, err := s.claim(r.Context(), id, time.Unix(p.Unix, 0).Add(signing.MaxRequestAge))
 		if err != nil {
-			s.log.Error("signed request replay check", "err", err)
+			s.log.ErrorContext(r.Context(), "signed request replay check", "err", err)
 			return signing.Signer{}, nil, errors.New("the request could not be checked against replays; try again")
 		}
 		if !first {
@@ -90,7 +88,19 @@ func (s *Server) unauthorizedHuman(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusUnauthorized, "unauthorized", "sign the request with an allowed SSH key ("+signing.RequestScheme+"): "+err.Error())
 }
 
+// QueuePage is GET /v1/queue: the requests waiting for a human on the
+// viewer's targets, oldest first.
+type QueuePage struct {
+	Requests   []*gateway.RequestView `json:"requests"`
+	Viewer     string                 `json:"viewer"`
+	NextCursor string                 `json:"next_cursor,omitempty"`
+}
+
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+	pg, ok := readPage(w, r)
+	if !ok {
+		return
+	}
 	who, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
 	if err != nil {
 		s.unauthorizedHuman(w, err)
@@ -98,14 +108,12 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := s.gw.Queue(r.Context(), targets)
 	if err != nil {
-		s.log.Error("queue", "err", err)
+		s.log.ErrorContext(r.Context(), "queue", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the queue could not be read")
 		return
 	}
-	if q == nil {
-		q = []*gateway.RequestView{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"requests": q, "viewer": who.Name})
+	q, next := paginate(q, func(v *gateway.RequestView) string { return timeKey(v.Created, v.ID) }, pg)
+	writeJSON(w, http.StatusOK, QueuePage{Requests: q, Viewer: who.Name, NextCursor: next})
 }
 
 // requestForHuman serves GET /v1/requests/{id} to a human: everything,
@@ -117,6 +125,7 @@ func (s *Server) requestForHuman(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
+		s.log.ErrorContext(r.Context(), "request lookup", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the request could not be read")
 		return
 	}
@@ -131,7 +140,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	v, err := s.gw.Request(r.Context(), id, "")
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
 	if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
@@ -140,15 +149,15 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	ap, err := s.gw.ProposeApproval(r.Context(), id)
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
 	// Proposing may have rehearsed it just now: show what the approval signs.
 	if v, err = s.gw.Request(r.Context(), id, ""); err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approval": string(ap), "request": v})
+	writeJSON(w, http.StatusOK, ApprovalProposal{Approval: string(ap), Request: v})
 }
 
 type actBody struct {
@@ -168,7 +177,7 @@ func (s *Server) readAct(w http.ResponseWriter, r *http.Request) (actBody, bool)
 	return b, true
 }
 
-func (s *Server) actError(w http.ResponseWriter, err error) {
+func (s *Server) actError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, gateway.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
@@ -181,7 +190,7 @@ func (s *Server) actError(w http.ResponseWriter, err error) {
 	case errors.Is(err, gateway.ErrLogUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the act could not be recorded, so nothing happened; try again")
 	default:
-		s.log.Error("act", "err", err)
+		s.log.ErrorContext(r.Context(), "act", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the act could not be carried out")
 	}
 }
@@ -193,7 +202,7 @@ func (s *Server) postApprove(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.gw.Approve(r.Context(), r.PathValue("id"), []byte(b.Act), []byte(b.Signature))
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -206,7 +215,7 @@ func (s *Server) postDeny(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.gw.Deny(r.Context(), r.PathValue("id"), []byte(b.Act), []byte(b.Signature))
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -223,15 +232,15 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := s.gw.Revoke(r.Context(), []byte(b.Act), []byte(b.Signature))
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"delegation": ViewDelegation(d, time.Now())})
+	writeJSON(w, http.StatusOK, DelegationAnswer{Delegation: ViewDelegation(d, time.Now())})
 }
 
 func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {
 	if s.switches == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"switches": []switches.State{}, "tier_b": map[string]bool{}})
+		writeJSON(w, http.StatusOK, SwitchesView{Switches: []switches.State{}, TierB: map[string]bool{}, WhyOff: map[string]string{}})
 		return
 	}
 	tierB := map[string]bool{}
@@ -243,8 +252,8 @@ func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {
 			reasons[t] = why
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"switches": s.switches.Snapshot(), "tier_b": tierB, "why_off": reasons,
-		"staleness_ms": s.switches.Staleness().Milliseconds()})
+	writeJSON(w, http.StatusOK, SwitchesView{Switches: s.switches.Snapshot(), TierB: tierB, WhyOff: reasons,
+		StalenessMS: s.switches.Staleness().Milliseconds()})
 }
 
 type switchBody struct {
@@ -257,12 +266,10 @@ type switchBody struct {
 // namespace, logged. The deployment switch needs a signer allowed for
 // every target.
 func (s *Server) postSwitch(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	if err != nil || len(body) > MaxBodyBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over 1 MiB")
+	body, ok := s.bufferBody(w, r)
+	if !ok {
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var b switchBody
 	if !decode(w, r, &b) {
 		return
@@ -279,17 +286,46 @@ func (s *Server) postSwitch(w http.ResponseWriter, r *http.Request) {
 		}
 		scope, targets = switches.TargetScope(b.Target), []string{b.Target}
 	}
-	who, ok, err := s.humanTargets(r, body, signing.NamespaceSwitch, targets)
-	if err != nil || len(ok) != len(targets) {
+	who, allowed, err := s.humanTargets(r, body, signing.NamespaceSwitch, targets)
+	if err != nil || len(allowed) != len(targets) {
 		if err == nil {
 			err = errors.New("the deployment switch needs a signer allowed for every target (" + strings.Join(targets, ", ") + ")")
 		}
 		s.unauthorizedHuman(w, err)
 		return
 	}
-	if err := s.gw.SetSwitch(r.Context(), switches.Key{Name: b.Name, Scope: scope}, b.On, who.Name); err != nil {
-		s.actError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": b.Name, "scope": scope, "on": b.On, "by": who.Name})
+	// The signed request is authenticated (and claimed) first: a retry is
+	// signed afresh, and its key is the signer's.
+	s.once(w, r, "signer:"+who.Fingerprint, body, func(w http.ResponseWriter) {
+		if err := s.gw.SetSwitch(r.Context(), switches.Key{Name: b.Name, Scope: scope}, b.On, who.Name); err != nil {
+			s.actError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, SwitchAnswer{Name: b.Name, Scope: scope, On: b.On, By: who.Name})
+	})
+}
+
+// SwitchAnswer is what POST /v1/switches answers.
+type SwitchAnswer struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+	On    bool   `json:"on"`
+	By    string `json:"by"`
+}
+
+// ApprovalProposal is GET /v1/requests/{id}/approval: the canonical
+// approval to sign, and the request it approves (its rehearsal included).
+type ApprovalProposal struct {
+	Approval string               `json:"approval"`
+	Request  *gateway.RequestView `json:"request"`
+}
+
+// SwitchesView is GET /v1/switches: every switch, whether Tier B is on
+// for each target and, where it is off, why, and how old this node's view
+// of the switches is.
+type SwitchesView struct {
+	Switches    []switches.State  `json:"switches"`
+	TierB       map[string]bool   `json:"tier_b"`
+	WhyOff      map[string]string `json:"why_off"`
+	StalenessMS int64             `json:"staleness_ms"`
 }

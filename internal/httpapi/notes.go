@@ -15,7 +15,7 @@ import (
 // (harbormaster-session). Agents are refused before anything is looked
 // up. The note's text is model output, JSON-escaped like every response.
 func RegisterNotes(s *Server, notes *leadsman.Reader) {
-	s.mux.HandleFunc("GET /v1/requests/{id}/note", func(w http.ResponseWriter, r *http.Request) {
+	s.HandleFunc("GET /v1/requests/{id}/note", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.Header.Get("Authorization"), signing.RequestScheme+" ") {
 			s.unauthorizedHuman(w, errors.New("notes are for humans"))
 			return
@@ -39,7 +39,7 @@ func RegisterNotes(s *Server, notes *leadsman.Reader) {
 		case errors.Is(err, leadsman.ErrNoNote):
 			writeError(w, http.StatusNotFound, "no_note", "the Leadsman has written no note on request "+id)
 		case err != nil:
-			s.log.Error("leadsman note", "err", err)
+			s.log.ErrorContext(r.Context(), "leadsman note", "err", err)
 			writeError(w, http.StatusInternalServerError, "internal", "the note could not be read")
 		default:
 			writeJSON(w, http.StatusOK, n)

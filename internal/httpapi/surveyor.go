@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -13,22 +14,22 @@ import (
 // judgment (harbormaster-review), enabling the Surveyor for a rule and
 // reinstating a suspended delegation (harbormaster-enable).
 func (s *Server) registerSurveyorRoutes() {
-	s.mux.HandleFunc("GET /v1/audit", s.getAudits)
-	s.mux.HandleFunc("GET /v1/audit/{id}", s.getAudit)
-	s.mux.HandleFunc("POST /v1/audit/{id}/review", s.postReview)
-	s.mux.HandleFunc("POST /v1/delegations/{id}/auditable", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "marked auditable"}, s.gw.MarkAuditable(r.Context(), act, sig)
+	s.HandleFunc("GET /v1/audit", s.getAudits)
+	s.HandleFunc("GET /v1/audit/{id}", s.getAudit)
+	s.HandleFunc("POST /v1/audit/{id}/review", s.actOnce(s.postReview))
+	s.HandleFunc("POST /v1/delegations/{id}/auditable", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return StatusAnswer{Status: "marked auditable"}, s.gw.MarkAuditable(r.Context(), act, sig)
 	}))
-	s.mux.HandleFunc("POST /v1/delegations/{id}/surveyor", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "recorded"}, s.gw.EnableSurveyor(r.Context(), act, sig)
+	s.HandleFunc("POST /v1/delegations/{id}/surveyor", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return StatusAnswer{Status: "recorded"}, s.gw.EnableSurveyor(r.Context(), act, sig)
 	}))
-	s.mux.HandleFunc("POST /v1/delegations/{id}/reinstate", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
-		return map[string]string{"status": "reinstated"}, s.gw.Reinstate(r.Context(), act, sig)
+	s.HandleFunc("POST /v1/delegations/{id}/reinstate", s.postAct(func(r *http.Request, act, sig []byte) (any, error) {
+		return StatusAnswer{Status: "reinstated"}, s.gw.Reinstate(r.Context(), act, sig)
 	}))
 }
 
 func (s *Server) postAct(do func(r *http.Request, act, sig []byte) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return s.actOnce(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.readAct(w, r)
 		if !ok {
 			return
@@ -43,14 +44,25 @@ func (s *Server) postAct(do func(r *http.Request, act, sig []byte) (any, error))
 		}
 		out, err := do(r, []byte(b.Act), []byte(b.Signature))
 		if err != nil {
-			s.actError(w, err)
+			s.actError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
-	}
+	})
+}
+
+// AuditsPage is GET /v1/audit: the sampled audits of the viewer's
+// targets, oldest first.
+type AuditsPage struct {
+	Audits     []audit.Audit `json:"audits"`
+	NextCursor string        `json:"next_cursor,omitempty"`
 }
 
 func (s *Server) getAudits(w http.ResponseWriter, r *http.Request) {
+	pg, ok := readPage(w, r)
+	if !ok {
+		return
+	}
 	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
 	if err != nil {
 		s.unauthorizedHuman(w, err)
@@ -58,10 +70,11 @@ func (s *Server) getAudits(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := s.gw.Audits(r.Context(), r.URL.Query().Get("status"), targets)
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"audits": list})
+	list, next := paginate(list, func(a audit.Audit) string { return timeKey(a.Created, a.ID) }, pg)
+	writeJSON(w, http.StatusOK, AuditsPage{Audits: list, NextCursor: next})
 }
 
 func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +85,7 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := s.gw.Audits(r.Context(), "", targets)
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
 	for _, a := range list {
@@ -91,8 +104,19 @@ func (s *Server) postReview(w http.ResponseWriter, r *http.Request) {
 	}
 	suspended, err := s.gw.ReviewAudit(r.Context(), []byte(b.Act), []byte(b.Signature))
 	if err != nil {
-		s.actError(w, err)
+		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "reviewed", "delegation_suspended": suspended})
+	writeJSON(w, http.StatusOK, ReviewAnswer{Status: "reviewed", DelegationSuspended: suspended})
+}
+
+// ReviewAnswer is what POST /v1/audit/{id}/review answers.
+type ReviewAnswer struct {
+	Status              string `json:"status"`
+	DelegationSuspended bool   `json:"delegation_suspended"`
+}
+
+// StatusAnswer is what the Tier B acts on a delegation answer.
+type StatusAnswer struct {
+	Status string `json:"status"`
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
@@ -18,6 +19,8 @@ import (
 // accept on the caller's own authority.
 type TablesView struct {
 	Tables []TableView `json:"tables"`
+	// NextCursor is set over HTTP when more tables follow (pages.go).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // TableView is one table in scope.
@@ -74,11 +77,11 @@ type ScopeRule struct {
 // unknown target is gateway.ErrUnknownTarget.
 func DescribeTables(gw *gateway.Gateway, principal, target string, now time.Time) (*TablesView, error) {
 	if principal == "" {
-		return nil, errors.New("httpapi: describe tables: no principal")
+		return nil, errors.New("describe tables: no principal")
 	}
 	if target != "" {
 		if _, ok := gw.Pilot(target); !ok {
-			return nil, fmt.Errorf("httpapi: describe tables: %w: %q", gateway.ErrUnknownTarget, target)
+			return nil, fmt.Errorf("%w: %q", gateway.ErrUnknownTarget, target)
 		}
 	}
 	type key struct{ target, table string }
@@ -152,18 +155,29 @@ func (t *TableView) column(name string) *ColumnView {
 }
 
 // RegisterTables adds GET /v1/tables[?target=NAME] to the API: the caller's
-// tables in scope (TablesView).
+// tables in scope (TablesView). New registers it; a second call does
+// nothing.
 func RegisterTables(s *Server) {
-	s.mux.HandleFunc("GET /v1/tables", s.agent(func(w http.ResponseWriter, r *http.Request, principal string) {
+	if slices.Contains(s.routes, tablesRoute) {
+		return
+	}
+	s.HandleFunc(tablesRoute, s.agent(func(w http.ResponseWriter, r *http.Request, principal string) {
+		pg, ok := readPage(w, r)
+		if !ok {
+			return
+		}
 		v, err := DescribeTables(s.gw, principal, r.URL.Query().Get("target"), time.Now())
 		switch {
 		case errors.Is(err, gateway.ErrUnknownTarget):
 			writeError(w, http.StatusNotFound, "unknown_target", err.Error())
 		case err != nil:
-			s.log.Error("describe tables", "err", err)
+			s.log.ErrorContext(r.Context(), "describe tables", "err", err)
 			writeError(w, http.StatusInternalServerError, "internal", "the tables could not be described")
 		default:
+			v.Tables, v.NextCursor = paginate(v.Tables, func(t TableView) string { return t.Target + "\x00" + t.Table }, pg)
 			writeJSON(w, http.StatusOK, v)
 		}
 	}))
 }
+
+const tablesRoute = "GET /v1/tables"

@@ -347,13 +347,15 @@ func TestOneNotePerRequest(t *testing.T) {
 	gatewaytest.LoadShop(t, dsn)
 	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: storetest.New(t, store.SQLite, &shared).Path, Keys: gatewaytest.NewKeys(t)})
 	sys.AddExamples(t)
-	// Two statements: not rehearsable, so no rehearsal ever comes.
-	resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, "UPDATE orders SET status = 'failed' WHERE id = 5; DROP TABLE orders")
+	// An unknown column: referred, not rehearsable, so no rehearsal ever
+	// comes. (Several statements are refused at once: no human could
+	// approve them.)
+	resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, "UPDATE orders SET nosuch = 'failed' WHERE id = 5")
 	if err != nil || resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%+v, %v", resp, err)
 	}
 	newLeadsman := func(wait time.Duration) (*leadsman.Leadsman, *llmtest.Server) {
-		srv := llmtest.NewOpenAI(t, llmtest.Text("Two statements; the second drops a table."))
+		srv := llmtest.NewOpenAI(t, llmtest.Text("The statement sets a column the table does not have."))
 		w, err := llm.NewWriter(llm.ProviderConfig{Name: "scripted", Kind: llm.KindOpenAI, BaseURL: srv.URL, Model: "m"}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -28,6 +33,14 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps an MCP request body. Defaults to 1 MiB, as /v1.
 	MaxBodyBytes int64
+	// AllowedHosts are the host names (no port) besides loopback names and
+	// IP addresses that a request's Host may be: anything else is refused
+	// with 403 before authentication (DNS rebinding).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call, besides loopback origins and those whose host is in
+	// AllowedHosts. A request without Origin (not a browser) passes.
+	AllowedOrigins []string
 }
 
 // WithDefaults fills unset fields.
@@ -44,10 +57,23 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Router is where Register adds the endpoint (*http.ServeMux, or
+// *httpapi.Server, which lists its routes).
+type Router interface {
+	Handle(pattern string, h http.Handler)
+}
+
 // Register serves the MCP endpoint at Path on mux. auth returns the agent
 // principal of a request's bearer token, or "" (httpapi.Server.Authenticate).
-func Register(mux *http.ServeMux, gw *gateway.Gateway, auth func(*http.Request) string, logger *slog.Logger) {
-	mux.Handle(Path, NewHandler(gw, auth, Config{Logger: logger}))
+func Register(mux Router, gw *gateway.Gateway, auth func(*http.Request) string, logger *slog.Logger) {
+	RegisterWith(mux, gw, auth, Config{Logger: logger})
+}
+
+// RegisterWith is Register with a Config: the endpoint at Path and its
+// protected-resource metadata (RFC 9728) at MetadataPath.
+func RegisterWith(mux Router, gw *gateway.Gateway, auth func(*http.Request) string, cfg Config) {
+	mux.Handle(Path, NewHandler(gw, auth, cfg))
+	mux.Handle("GET "+MetadataPath, metadataHandler(cfg.WithDefaults()))
 }
 
 type principalKey struct{}
@@ -67,11 +93,9 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 	}, log)
 	// Stateless: each HTTP request carries its own token, so no session
 	// outlives the credential that opened it, and any node can answer.
-	// The SDK's DNS-rebinding guard (403 for a loopback listener reached
-	// under another Host name) is off: it exists for unauthenticated local
-	// servers, every request here needs a bearer token a rebinding page
-	// cannot have, and the guard would refuse a reverse proxy on the same
-	// host.
+	// The SDK's DNS-rebinding guard (loopback listeners only) is off: the
+	// guard below checks Host and Origin on every listener, and lets the
+	// names of a reverse proxy through when configured.
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLogger(log), MaxRequestBodyBytes: cfg.MaxBodyBytes,
 			DisableLocalhostProtection: true})
@@ -85,17 +109,124 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 		return &auth.TokenInfo{UserID: p}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, msg := cfg.refuseRebinding(r); code != "" {
+			log.WarnContext(r.Context(), "mcp request refused", "code", code, "host", r.Host, "origin", r.Header.Get("Origin"))
+			writeError(w, http.StatusForbidden, code, msg)
+			return
+		}
 		p := authenticate(r)
 		if p == "" {
 			log.Warn("unauthorized", "front", "mcp", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", "no valid agent token")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="harbormaster"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(http.StatusUnauthorized)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
-				"code": "unauthorized", "message": "a valid agent token is required: Authorization: Bearer <token>"}})
+			// RFC 6750 and 9728: the token is refused, and the metadata says
+			// this resource takes a bearer token in the header and names no
+			// authorization server: there is no OAuth flow to start.
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="harbormaster", error="invalid_token", `+
+				`error_description="a Harbormaster agent token is required; it is not an OAuth token", resource_metadata=%q`, metadataURL(r)))
+			writeError(w, http.StatusUnauthorized, "unauthorized",
+				"a valid agent token is required: Authorization: Bearer <token>. Harbormaster agent tokens come from the operator "+
+					"(agents in the server's config); there is no OAuth sign-in")
 			return
 		}
 		verified.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// MetadataPath is where the endpoint's protected-resource metadata (RFC
+// 9728) is served.
+const MetadataPath = "/.well-known/oauth-protected-resource" + Path
+
+func metadataURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + MetadataPath
+}
+
+// metadataHandler serves RFC 9728 metadata: the resource, a bearer token
+// in the Authorization header, and no authorization servers.
+func metadataHandler(cfg Config) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, msg := cfg.refuseRebinding(r); code != "" {
+			writeError(w, http.StatusForbidden, code, msg)
+			return
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"resource":                 scheme + "://" + r.Host + Path,
+			"resource_name":            "Harbormaster MCP",
+			"bearer_methods_supported": []string{"header"},
+			"authorization_servers":    []string{},
+			"resource_documentation":   "https://github.com/harbormaster-dev/harbormaster/blob/main/docs/api.md#mcp",
+		})
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// refuseRebinding checks Host and Origin (MCP transports, "Security
+// Warning"): a page that rebinds its own name to this server's address
+// sends its own name in both. It returns an error code and message, or "".
+func (c Config) refuseRebinding(r *http.Request) (string, string) {
+	host := hostOnly(r.Host)
+	if !c.hostAllowed(host) {
+		return "host_not_allowed", fmt.Sprintf("this server is not reached under the name %q; "+
+			"an operator can allow it (mcp.allowed_hosts)", clip(host))
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return "", ""
+	}
+	if slices.Contains(c.AllowedOrigins, origin) {
+		return "", ""
+	}
+	u, err := url.Parse(origin)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		h := u.Hostname()
+		if isLoopback(h) || slices.ContainsFunc(c.AllowedHosts, func(a string) bool { return strings.EqualFold(a, h) }) {
+			return "", ""
+		}
+	}
+	return "origin_not_allowed", fmt.Sprintf("requests from the origin %q are not allowed; "+
+		"an operator can allow it (mcp.allowed_origins)", clip(origin))
+}
+
+func (c Config) hostAllowed(host string) bool {
+	if isLoopback(host) || net.ParseIP(host) != nil {
+		return true
+	}
+	return slices.ContainsFunc(c.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostOnly drops the port and IPv6 brackets of a Host header.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+}
+
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
 }

@@ -19,17 +19,54 @@ func arrayOf(items schema, desc string) schema {
 	return schema{"type": []string{"array", "null"}, "items": items, "description": desc}
 }
 
-// requestStatusInputSchema adds wait_seconds' range, which struct tags
-// cannot say.
+// The input schemas are written out for what struct tags cannot say:
+// wait_seconds' range, and examples of every argument (JSON Schema
+// "examples"), which models copy from.
+
+func example(s schema, examples ...any) schema {
+	s["examples"] = examples
+	return s
+}
+
+var runSQLInputSchema = schema{
+	"type": "object",
+	"properties": schema{
+		"target": example(str("the target database, as named in your delegations"), "shop"),
+		"sql": example(str("exactly one PostgreSQL SELECT, INSERT, UPDATE or DELETE, with literal values (no $1 placeholders)"),
+			"SELECT id, status FROM orders WHERE id = 3",
+			"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3 RETURNING id, status"),
+	},
+	"required":             []string{"target", "sql"},
+	"additionalProperties": false,
+	"examples":             []any{schema{"target": "shop", "sql": "SELECT id, status FROM orders WHERE id = 3"}},
+}
+
 var requestStatusInputSchema = schema{
 	"type": "object",
 	"properties": schema{
-		"request_id": str("the request_id run_sql returned"),
-		"wait_seconds": schema{"type": "integer", "minimum": 0, "maximum": int(MaxWait / time.Second),
-			"description": "how long to wait, 0 to 60 seconds, for a waiting request to be decided; 0 (the default) answers at once"},
+		"request_id": example(str("the request_id run_sql returned"), "req_xszqwrtpkk5k4iil4cdwqkef"),
+		"wait_seconds": example(schema{"type": "integer", "minimum": 0, "maximum": int(MaxWait / time.Second),
+			"description": "how long to wait, 0 to 60 seconds, for a waiting request to be decided; 0 (the default) answers at once"}, 30),
 	},
 	"required":             []string{"request_id"},
 	"additionalProperties": false,
+	"examples":             []any{schema{"request_id": "req_xszqwrtpkk5k4iil4cdwqkef", "wait_seconds": 30}},
+}
+
+var noInputSchema = schema{
+	"type":                 "object",
+	"properties":           schema{},
+	"additionalProperties": false,
+	"examples":             []any{schema{}},
+}
+
+var describeTablesInputSchema = schema{
+	"type": "object",
+	"properties": schema{
+		"target": example(str("only this target database; all targets when absent"), "shop"),
+	},
+	"additionalProperties": false,
+	"examples":             []any{schema{"target": "shop"}, schema{}},
 }
 
 var runSQLOutputSchema = obj([]string{"outcome", "request_id"}, schema{

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,16 @@ type apiBackend struct {
 // do sends one API request and decodes a 200 answer into out. Error bodies
 // become the gateway's errors, so both backends read alike.
 func (b *apiBackend) do(ctx context.Context, method, path string, body, out any) error {
+	return b.doKey(ctx, method, path, "", body, out)
+}
+
+// errTransport marks a request whose answer never arrived.
+type errTransport struct{ error }
+
+func (e errTransport) Unwrap() error { return e.error }
+
+// doKey is do with an Idempotency-Key ("" for none).
+func (b *apiBackend) doKey(ctx context.Context, method, path, key string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		j, err := json.Marshal(body)
@@ -136,12 +148,15 @@ func (b *apiBackend) do(ctx context.Context, method, path string, body, out any)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if key != "" {
+		req.Header.Set(httpapi.IdempotencyKeyHeader, key)
+	}
 	resp, err := b.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("cannot reach the Harbormaster server at %s: %w", b.cfg.Server, err)
+		return errTransport{fmt.Errorf("cannot reach the Harbormaster server at %s: %w", b.cfg.Server, err)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
@@ -189,12 +204,44 @@ func (b *apiBackend) do(ctx context.Context, method, path string, body, out any)
 	return &apiError{Status: resp.StatusCode, Code: code, Message: msg}
 }
 
+// Submit sends the statement under a fresh Idempotency-Key and, when the
+// answer is lost on the way (the connection broke), sends it again under
+// the same key: the server runs it once and answers the retry with the
+// first answer, or says it is still running.
 func (b *apiBackend) Submit(ctx context.Context, target, sql string) (*gateway.Response, error) {
+	var k [16]byte
+	_, _ = rand.Read(k[:])
+	key := "mcp-" + hex.EncodeToString(k[:])
+	body := map[string]string{"target": target, "sql": sql}
 	var r gateway.Response
-	if err := b.do(ctx, http.MethodPost, "/v1/statements", map[string]string{"target": target, "sql": sql}, &r); err != nil {
+	err := b.doKey(ctx, http.MethodPost, "/v1/statements", key, body, &r)
+	for i := 0; i < submitRetries && retryable(err); i++ {
+		b.cfg.Logger.Warn("run_sql: retrying under the same Idempotency-Key", "err", err)
+		t := time.NewTimer(time.Duration(i+1) * 500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		r = gateway.Response{}
+		err = b.doKey(ctx, http.MethodPost, "/v1/statements", key, body, &r)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// submitRetries bounds Submit's retries of a lost answer.
+const submitRetries = 4
+
+// retryable: the answer was lost, or the first request under the key is
+// still running.
+func retryable(err error) bool {
+	var tr errTransport
+	var api *apiError
+	return errors.As(err, &tr) || errors.As(err, &api) && api.Code == "idempotency_in_progress"
 }
 
 // pollEvery is how often WaitRequest asks again when the server answers a
@@ -229,30 +276,52 @@ func (b *apiBackend) WaitRequest(ctx context.Context, id string, wait time.Durat
 	}
 }
 
+// maxPages bounds how many pages of a list the stdio server follows.
+const maxPages = 100
+
 func (b *apiBackend) Delegations(ctx context.Context) ([]httpapi.DelegationView, error) {
-	var body struct {
-		Delegations []httpapi.DelegationView `json:"delegations"`
-	}
-	if err := b.do(ctx, http.MethodGet, "/v1/delegations", nil, &body); err != nil {
-		return nil, err
-	}
 	out := []httpapi.DelegationView{}
-	for _, d := range body.Delegations {
-		if d.Active {
-			out = append(out, d)
+	cursor := ""
+	for range maxPages {
+		var body httpapi.DelegationsPage
+		path := "/v1/delegations?limit=" + strconv.Itoa(httpapi.MaxPageLimit)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := b.do(ctx, http.MethodGet, path, nil, &body); err != nil {
+			return nil, err
+		}
+		for _, d := range body.Delegations {
+			if d.Active {
+				out = append(out, d)
+			}
+		}
+		if cursor = body.NextCursor; cursor == "" {
+			break
 		}
 	}
 	return out, nil
 }
 
 func (b *apiBackend) Tables(ctx context.Context, target string) (*httpapi.TablesView, error) {
-	path := "/v1/tables"
-	if target != "" {
-		path += "?target=" + url.QueryEscape(target)
+	out := &httpapi.TablesView{Tables: []httpapi.TableView{}}
+	cursor := ""
+	for range maxPages {
+		q := url.Values{"limit": {strconv.Itoa(httpapi.MaxPageLimit)}}
+		if target != "" {
+			q.Set("target", target)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var v httpapi.TablesView
+		if err := b.do(ctx, http.MethodGet, "/v1/tables?"+q.Encode(), nil, &v); err != nil {
+			return nil, err
+		}
+		out.Tables = append(out.Tables, v.Tables...)
+		if cursor = v.NextCursor; cursor == "" {
+			break
+		}
 	}
-	var v httpapi.TablesView
-	if err := b.do(ctx, http.MethodGet, path, nil, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return out, nil
 }

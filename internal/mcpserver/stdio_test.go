@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,13 +117,18 @@ func TestCommand(t *testing.T) {
 			code int
 			want string
 		}{
-			{[]string{"mcp"}, 2, "--server is required"},
-			{[]string{"mcp", "--server", f.srv.URL}, 2, "--token-file is required"},
+			{[]string{"mcp"}, 2, "--server (or $HARBORMASTER_SERVER) is required"},
+			{[]string{"mcp", "--server", f.srv.URL}, 2, "a token is required: --token-file FILE, or the token in $HARBORMASTER_TOKEN"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", write("empty", "\n")}, 2, "is empty"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", filepath.Join(dir, "missing")}, 2, "token file"},
 			{[]string{"mcp", "--server", f.srv.URL, "--token-file", write("wrong", "hm_wrong")}, 1, "hint:"},
 		} {
 			cmd := harbormaster(tc.args...)
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "HARBORMASTER_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
 			var stderr bytes.Buffer
 			cmd.Stdin, cmd.Stderr = strings.NewReader(""), &stderr
 			err := cmd.Run()
@@ -156,5 +164,49 @@ func TestCommand(t *testing.T) {
 	}
 	if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
 		t.Errorf("harbormaster mcp did not exit cleanly when its stdin closed: %v; stderr: %s", cmd.ProcessState, stderr.String())
+	}
+}
+
+// TestStdioRetriesLostAnswer: when the answer to run_sql is lost after the
+// server ran it (the connection breaks), the stdio server sends it again
+// under the same Idempotency-Key and gets the first answer: one request,
+// queued once.
+func TestStdioRetriesLostAnswer(t *testing.T) {
+	f := newFixture(t)
+	api := f.srv.Config.Handler
+	var dropped atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/statements" && dropped.Add(1) == 1 {
+			api.ServeHTTP(httptest.NewRecorder(), r) // it runs; its answer is lost
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(flaky.Close)
+	orig := f.srv
+	f.srv = flaky
+	cs := f.stdio(t, f.token)
+	f.srv = orig
+	sql := "DELETE FROM orders WHERE id = 7"
+	r := call[gateway.Response](t, cs, mcpserver.ToolRunSQL, map[string]any{"target": "shop", "sql": sql})
+	if r.isError || r.structured.Outcome != gateway.OutcomeReferred || dropped.Load() != 2 {
+		t.Fatalf("run_sql after a lost answer: %+v (%d statement requests)", r, dropped.Load())
+	}
+	q, err := f.gw.Queue(t.Context(), []string{"shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, v := range q {
+		if v.SQL == sql {
+			ids = append(ids, v.ID)
+		}
+	}
+	if len(ids) != 1 || ids[0] != r.structured.RequestID {
+		t.Fatalf("queued %v, answered %s: want the one request, once", ids, r.structured.RequestID)
 	}
 }

@@ -39,7 +39,7 @@ Harbormaster checks the statement against the delegations a human signed for you
 - Inside them, it runs at once. The result has outcome "executed", rows (for SELECT or RETURNING), rows_affected, and truncated (true when a SELECT matched more rows than its rule's max_rows, so only the first max_rows rows are returned).
 - Outside them, it does NOT fail: it is referred to a human approver and has not run (yet). The result has outcome "referred", the reasons (which column, rule, fence or row cap it exceeded) and a request_id. To learn what the human decided, call request_status with that request_id and wait_seconds (up to 60), again while its status is still "waiting". Or rewrite the statement to stay inside your scope.
 
-Send exactly one statement per call. A statement that does not parse is an error, and nothing runs.`
+Send exactly one statement per call, with literal values. A statement that does not parse is an error, and nothing runs. So is one that no human could approve, which is answered as an error at once instead of being referred: several statements in one call, anything but SELECT, INSERT, UPDATE or DELETE (DDL, SET, COPY, transactions), SELECT INTO, FOR UPDATE, or a $1 placeholder.`
 
 const requestStatusDescription = `Read the status of a request you made with run_sql, usually one that was referred to a human.
 
@@ -93,14 +93,14 @@ func newServer(version string, backend backendFunc, log *slog.Logger) *mcp.Serve
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
 	t := &tools{backend: backend, log: log}
 	closedWorld := ptr(false)
-	mcp.AddTool(s, &mcp.Tool{Name: ToolRunSQL, Title: "Run SQL", Description: runSQLDescription, OutputSchema: runSQLOutputSchema,
+	mcp.AddTool(s, &mcp.Tool{Name: ToolRunSQL, Title: "Run SQL", Description: runSQLDescription, InputSchema: runSQLInputSchema, OutputSchema: runSQLOutputSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Run SQL", DestructiveHint: ptr(true), OpenWorldHint: closedWorld}}, t.runSQL)
 	mcp.AddTool(s, &mcp.Tool{Name: ToolRequestStatus, Title: "Request status", Description: requestStatusDescription,
 		InputSchema: requestStatusInputSchema, OutputSchema: requestStatusOutputSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Request status", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld}}, t.requestStatus)
-	mcp.AddTool(s, &mcp.Tool{Name: ToolMyDelegations, Title: "My delegations", Description: myDelegationsDescription, OutputSchema: delegationsOutputSchema,
+	mcp.AddTool(s, &mcp.Tool{Name: ToolMyDelegations, Title: "My delegations", Description: myDelegationsDescription, InputSchema: noInputSchema, OutputSchema: delegationsOutputSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "My delegations", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld}}, t.myDelegations)
-	mcp.AddTool(s, &mcp.Tool{Name: ToolDescribeTables, Title: "Describe tables", Description: describeTablesDescription, OutputSchema: tablesOutputSchema,
+	mcp.AddTool(s, &mcp.Tool{Name: ToolDescribeTables, Title: "Describe tables", Description: describeTablesDescription, InputSchema: describeTablesInputSchema, OutputSchema: tablesOutputSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Describe tables", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld}}, t.describeTables)
 	return s
 }
@@ -186,6 +186,10 @@ func (t *tools) toolError(tool, subject string, err error) error {
 	case errors.As(err, &flood):
 		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", flood.Code, flood.Message, flood.RequestID)
 	case errors.As(err, &sqlErr):
+		if sqlErr.Unapprovable() {
+			return fmt.Errorf("the statement cannot run here and no human could approve it, so nothing ran and it was not queued (%s): %s. Request %s records it; send one SELECT, INSERT, UPDATE or DELETE with literal values",
+				sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
+		}
 		return fmt.Errorf("the statement cannot be checked, so nothing ran (%s): %s. Request %s records it; fix the SQL and send it again",
 			sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
 	case errors.Is(err, gateway.ErrUnknownTarget):

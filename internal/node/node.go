@@ -22,6 +22,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/buildinfo"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
@@ -197,17 +198,30 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
 	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics,
-		ClaimRequest: ClaimRequest(s.store)}); err != nil {
+		ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
 	httpapi.RegisterNotes(s.api, s.notes)
-	mcpserver.Register(s.api.Mux(), s.gateway, s.api.Authenticate, log)
+	mcpserver.RegisterWith(s.api, s.gateway, s.api.Authenticate, mcpserver.Config{Logger: log,
+		AllowedHosts: cfg.MCP.AllowedHosts, AllowedOrigins: cfg.MCP.AllowedOrigins})
 	if cfg.ListenPG != "" {
 		if s.pg, err = newPGFront(cfg, s.gateway, log); err != nil {
 			return nil, err
 		}
 	}
+	cpVerifier, err := logbook.NewCheckpointVerifier(cfg.Name, PublicKey(key))
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
+		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Surveyor: panel, Claim: ClaimRequest(s.store), Logger: log,
+		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D(),
+		Notes: console.LeadsmanNotes(s.notes)})
+	if err != nil {
+		return nil, err
+	}
+	con.Register(s.api.Mux())
 	return s, nil
 }
 

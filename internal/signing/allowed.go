@@ -640,3 +640,33 @@ func AllowedSignersLine(principals []string, namespaces []string, pubLine []byte
 	}
 	return line, nil
 }
+
+// SignerKey returns the public key inside an armored signature, unverified:
+// call it only after Verify accepted the signature, to ask Authorize what
+// else the same key may do.
+func SignerKey(armoredSig []byte) (ssh.PublicKey, error) {
+	sig, err := parseArmored(armoredSig)
+	if err != nil {
+		return nil, fmt.Errorf("signing: signer key: %w: %w", ErrBadSignature, err)
+	}
+	return sig.PublicKey, nil
+}
+
+// Authorize says who the file allows pub to sign as in namespace for
+// target at now, with no signature at hand: what a console session (one
+// verified login signature) may show its holder. It is never authority
+// for an act; each act carries its own signature, checked with Verify.
+// Errors wrap ErrUnknownSigner.
+func (a *AllowedSigners) Authorize(pub ssh.PublicKey, namespace, target string, now time.Time) (Signer, error) {
+	if err := checkNamespace(namespace); err != nil {
+		return Signer{}, fmt.Errorf("signing: authorize: %w: %w", ErrUnknownSigner, err)
+	}
+	if err := checkKey(pub); err != nil {
+		return Signer{}, fmt.Errorf("signing: authorize: %w: %w", ErrUnknownSigner, err)
+	}
+	s, err := a.authorize(pub, namespace, target, now)
+	if err != nil {
+		return Signer{}, fmt.Errorf("signing: authorize: %w", err)
+	}
+	return s, nil
+}

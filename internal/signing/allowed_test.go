@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -266,5 +267,57 @@ func TestAllowedSignersLine(t *testing.T) {
 		if l, err := AllowedSignersLine(tc.principals, tc.namespaces, []byte(tc.pub)); err == nil {
 			t.Errorf("%s: accepted as %q", tc.name, l)
 		}
+	}
+}
+
+// Authorize answers for a key what Verify answers for its signatures, and
+// SignerKey gives back the key inside a signature.
+func TestAuthorizeAndSignerKey(t *testing.T) {
+	t.Parallel()
+	priv, pub, err := GenerateEd25519("alice@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParsePrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := AllowedSignersLine([]string{"alice@shop"}, []string{NamespaceSession, NamespaceSwitch}, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ParseAllowedSigners([]byte(line + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		ns, target string
+		ok         bool
+	}{
+		{NamespaceSession, "shop", true},
+		{NamespaceSwitch, "shop", true},
+		{NamespaceApproval, "shop", false},
+		{NamespaceSession, "other", false},
+		{"git", "shop", false},
+	} {
+		s, err := a.Authorize(k.PublicKey(), tc.ns, tc.target, now)
+		if tc.ok != (err == nil) || (tc.ok && s.Name != "alice") {
+			t.Errorf("Authorize(%s, %s) = %+v, %v; want ok %v", tc.ns, tc.target, s, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrUnknownSigner) {
+			t.Errorf("Authorize(%s, %s): %v does not wrap ErrUnknownSigner", tc.ns, tc.target, err)
+		}
+	}
+	sig, err := k.Sign("harbormaster-x", []byte("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := SignerKey(sig)
+	if err != nil || !bytes.Equal(got.Marshal(), k.PublicKey().Marshal()) {
+		t.Errorf("SignerKey: %v", err)
+	}
+	if _, err := SignerKey([]byte("not a signature")); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("SignerKey of garbage: %v", err)
 	}
 }

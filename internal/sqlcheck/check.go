@@ -147,6 +147,9 @@ type Analysis struct {
 	Facts     *Facts
 	Reasons   []Reason
 	Canonical string
+	// NotApprovable is set when no human could approve the statement,
+	// known from its text alone (Unapprovable).
+	NotApprovable *Reason
 }
 
 // Unparseable reports whether the statement could not be parsed at all
@@ -204,6 +207,7 @@ func Analyze(sql string, cat *Catalog, lim Limits) (a *Analysis) {
 	case 1:
 	default:
 		a.Reasons = []Reason{reasonf(CodeMultipleStatements, "%d statements were sent: send exactly one", len(tree.Stmts))}
+		a.NotApprovable = &a.Reasons[0]
 		return a
 	}
 	a.Tree = tree
@@ -218,6 +222,9 @@ func Analyze(sql string, cat *Catalog, lim Limits) (a *Analysis) {
 		a.Reasons = append(a.Reasons, reasonf(CodeInternal, "the statement cannot be deparsed: %v", err))
 	} else {
 		a.Canonical = canon
+	}
+	if r, ok := notApprovable(a); ok {
+		a.NotApprovable = &r
 	}
 	return a
 }

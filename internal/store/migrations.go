@@ -266,4 +266,22 @@ CREATE TABLE leadsman_notes (
 );
 `,
 	},
+	{
+		Version: 10,
+		Name:    "idempotency keys",
+		SQL: `
+CREATE TABLE idempotency_keys (
+	scope       TEXT    NOT NULL,
+	key         TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL,
+	status      INTEGER NOT NULL DEFAULT 0,
+	body        TEXT    NOT NULL DEFAULT '',
+	created_ns  INTEGER NOT NULL,
+	expires_ns  INTEGER NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ns);
+`,
+	},
 }

@@ -242,4 +242,22 @@ CREATE TABLE leadsman_notes (
 );
 `,
 	},
+	{
+		Version: 10,
+		Name:    "idempotency keys",
+		SQL: `
+CREATE TABLE idempotency_keys (
+	scope       TEXT    NOT NULL,
+	key         TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL,
+	status      BIGINT NOT NULL DEFAULT 0,
+	body        TEXT    NOT NULL DEFAULT '',
+	created_ns  BIGINT NOT NULL,
+	expires_ns  BIGINT NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ns);
+`,
+	},
 }

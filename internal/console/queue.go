@@ -1,0 +1,247 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+
+	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+)
+
+// actFailure says why an act was refused, and with which status, as the
+// API does for the same errors.
+func (c *Console) actFailure(err error) (int, string) {
+	switch {
+	case errors.Is(err, gateway.ErrNotFound):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked), errors.Is(err, audit.ErrReviewed):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, gateway.ErrNotRehearsed):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, gateway.ErrActRefused):
+		return http.StatusForbidden, err.Error()
+	case errors.Is(err, gateway.ErrLogUnavailable):
+		return http.StatusServiceUnavailable, "The act could not be recorded, so nothing happened; try again."
+	}
+	c.cfg.Logger.Error("console: act", "err", err)
+	return http.StatusInternalServerError, "The act could not be carried out."
+}
+
+func (c *Console) getQueue(w http.ResponseWriter, r *http.Request, s *Session) {
+	q, err := c.cfg.Gateway.Queue(r.Context(), s.Targets)
+	if err != nil {
+		c.cfg.Logger.Error("console: queue", "err", err)
+		c.fail(w, r, s, http.StatusInternalServerError, "Queue", "The queue could not be read.")
+		return
+	}
+	c.render(w, r, http.StatusOK, "queue", s, page{Title: "Queue", Nav: "queue", Data: q})
+}
+
+// diffRow is one row of a rehearsal's before/after table.
+type diffRow struct {
+	Cells []diffCell
+}
+
+type diffCell struct {
+	Before, After string
+	Changed       bool
+	HasBefore     bool
+	HasAfter      bool
+}
+
+type diffTable struct {
+	Kind        string
+	RowsReached int64
+	Columns     []string
+	Rows        []diffRow
+	Truncated   bool
+}
+
+// diff pairs before and after images by id where both have one, else by
+// position, and marks the cells that change.
+func diff(rep *pilot.Rehearsal) *diffTable {
+	t := &diffTable{Kind: rep.Kind, RowsReached: rep.RowsReached, Truncated: rep.ImagesTruncated}
+	cols := map[string]bool{}
+	for _, set := range [][]map[string]any{rep.Before, rep.After} {
+		for _, row := range set {
+			for k := range row {
+				cols[k] = true
+			}
+		}
+	}
+	for k := range cols {
+		t.Columns = append(t.Columns, k)
+	}
+	sort.Slice(t.Columns, func(i, j int) bool {
+		if (t.Columns[i] == "id") != (t.Columns[j] == "id") {
+			return t.Columns[i] == "id"
+		}
+		return t.Columns[i] < t.Columns[j]
+	})
+	key := func(row map[string]any) string {
+		if v, ok := row["id"]; ok {
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+		return ""
+	}
+	after := map[string]map[string]any{}
+	for _, a := range rep.After {
+		if k := key(a); k != "" {
+			after[k] = a
+		}
+	}
+	used := map[string]bool{}
+	pair := func(b, a map[string]any) {
+		var row diffRow
+		for _, col := range t.Columns {
+			var cell diffCell
+			if b != nil {
+				v, ok := b[col]
+				cell.Before, cell.HasBefore = cellText(v), ok
+			}
+			if a != nil {
+				v, ok := a[col]
+				cell.After, cell.HasAfter = cellText(v), ok
+			}
+			cell.Changed = b != nil && a != nil && cell.Before != cell.After
+			row.Cells = append(row.Cells, cell)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	for i, b := range rep.Before {
+		var a map[string]any
+		if k := key(b); k != "" {
+			a = after[k]
+			used[k] = a != nil
+		} else if i < len(rep.After) && key(rep.After[i]) == "" {
+			a = rep.After[i]
+		}
+		pair(b, a)
+	}
+	for i, a := range rep.After {
+		if k := key(a); k != "" && used[k] {
+			continue
+		} else if k == "" && i < len(rep.Before) {
+			continue
+		}
+		pair(nil, a)
+	}
+	return t
+}
+
+type requestPage struct {
+	V          *gateway.RequestView
+	Diff       *diffTable
+	RehearsalE string
+	Note       *Note
+	Approval   string
+	ApproveCmd string
+	ApprovalE  string
+	CanApprove bool
+	Deny       string // the denial's canonical bytes, once a reason is given
+	DenyCmd    string
+	Reason     string
+}
+
+func (c *Console) requestPage(r *http.Request, s *Session, id string) (*requestPage, int, string) {
+	v, err := c.cfg.Gateway.Request(r.Context(), id, "")
+	if err != nil || !s.Sees(v.Target) {
+		return nil, http.StatusNotFound, "There is no request " + id + " on your targets."
+	}
+	p := &requestPage{V: v, CanApprove: s.Has(RoleApprover, v.Target)}
+	if c.cfg.Notes != nil {
+		if n, err := c.cfg.Notes(r.Context(), id); err == nil {
+			p.Note = n
+		}
+	}
+	if v.Status == gateway.StatusWaiting && p.CanApprove {
+		ap, err := c.cfg.Gateway.ProposeApproval(r.Context(), id)
+		if err != nil {
+			_, p.ApprovalE = c.actFailure(err)
+		} else {
+			p.Approval = string(ap)
+			p.ApproveCmd = "ssh-keygen -Y sign -n " + signing.NamespaceApproval + " -f ~/.ssh/id_ed25519 approval.json"
+			if v, err = c.cfg.Gateway.Request(r.Context(), id, ""); err == nil { // proposing may have rehearsed it
+				p.V = v
+			}
+		}
+	}
+	if len(p.V.Rehearsal) > 0 {
+		var rep pilot.Rehearsal
+		if err := json.Unmarshal(p.V.Rehearsal, &rep); err != nil {
+			p.RehearsalE = "The rehearsal report is unreadable."
+		} else {
+			p.Diff = diff(&rep)
+		}
+	}
+	return p, http.StatusOK, ""
+}
+
+func (c *Console) getRequest(w http.ResponseWriter, r *http.Request, s *Session) {
+	p, status, msg := c.requestPage(r, s, r.PathValue("id"))
+	if p == nil {
+		c.fail(w, r, s, status, "Not found", msg)
+		return
+	}
+	c.render(w, r, http.StatusOK, "request", s, page{Title: "Request " + p.V.ID, Nav: "queue", Data: p})
+}
+
+func (c *Console) postApprove(w http.ResponseWriter, r *http.Request, s *Session) {
+	id := r.PathValue("id")
+	act, sig := formText(r, "act"), normalizeSig(r.PostFormValue("signature"))
+	// The same call as POST /v1/requests/{id}/approve.
+	_, err := c.cfg.Gateway.Approve(r.Context(), id, []byte(act), []byte(sig))
+	c.afterAct(w, r, s, id, err, "Approved.")
+}
+
+func (c *Console) afterAct(w http.ResponseWriter, r *http.Request, s *Session, id string, err error, ok string) {
+	p, status, msg := c.requestPage(r, s, id)
+	if p == nil {
+		c.fail(w, r, s, status, "Not found", msg)
+		return
+	}
+	pg := page{Title: "Request " + id, Nav: "queue", Data: p}
+	status = http.StatusOK
+	if err != nil {
+		status, pg.Error = c.actFailure(err)
+	} else {
+		pg.Notice = ok + " The request is now " + string(p.V.Status) + "."
+	}
+	c.render(w, r, status, "request", s, pg)
+}
+
+func (c *Console) postDenyPrepare(w http.ResponseWriter, r *http.Request, s *Session) {
+	id := r.PathValue("id")
+	p, status, msg := c.requestPage(r, s, id)
+	if p == nil {
+		c.fail(w, r, s, status, "Not found", msg)
+		return
+	}
+	p.Reason = r.PostFormValue("reason")
+	if p.Reason == "" {
+		c.render(w, r, http.StatusBadRequest, "request", s, page{Title: "Request " + id, Nav: "queue", Data: p, Error: "A denial needs a reason."})
+		return
+	}
+	act, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: p.V.ID, Target: p.V.Target,
+		StatementSHA256: marque.StatementHash(p.V.CanonicalSQL), Reason: p.Reason})
+	if err != nil {
+		c.fail(w, r, s, http.StatusInternalServerError, "Deny", err.Error())
+		return
+	}
+	p.Deny = string(act)
+	p.DenyCmd = "ssh-keygen -Y sign -n " + signing.NamespaceDenial + " -f ~/.ssh/id_ed25519 denial.json"
+	c.render(w, r, http.StatusOK, "request", s, page{Title: "Request " + id, Nav: "queue", Data: p})
+}
+
+func (c *Console) postDeny(w http.ResponseWriter, r *http.Request, s *Session) {
+	id := r.PathValue("id")
+	_, err := c.cfg.Gateway.Deny(r.Context(), id, []byte(formText(r, "act")), []byte(normalizeSig(r.PostFormValue("signature"))))
+	c.afterAct(w, r, s, id, err, "Denied.")
+}
