@@ -18,6 +18,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/cli"
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -305,5 +306,41 @@ func TestSessionsAcrossNodes(t *testing.T) {
 	alice.Jar.SetCookies(u2, alice.Jar.Cookies(u1))
 	if code, body := do(t, alice, "GET", srv2.URL+console.Prefix+"switches", nil); code != http.StatusOK || !strings.Contains(body, "alice") {
 		t.Errorf("node 1's session on node 2: %d", code)
+	}
+}
+
+// TestCorrelatedPanelMark: a Tier B delegation one of whose judgments had
+// a correlated panel is marked so in the list, and only then.
+func TestCorrelatedPanelMark(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ds := f.sys.AddExamples(t)
+	d := ds[gatewaytest.Customers]
+	alice := client(t)
+	if code, _ := do(t, alice, "GET", f.loginLink(t, f.keys.Grantor), nil); code != http.StatusOK {
+		t.Fatal("login")
+	}
+	const mark = "correlated panel"
+	if _, body := do(t, alice, "GET", f.srv.URL+console.Prefix, nil); strings.Contains(body, mark) {
+		t.Fatal("a delegation without a judgment is marked correlated")
+	}
+	judge := func(correlated bool) {
+		if _, err := f.sys.Logbook.Append(t.Context(), logbook.Record{Kind: logbook.KindJudgment,
+			Subjects: map[string]string{"judgment": "jdg_test", "delegation": d.ID},
+			Payload:  map[string]any{"correlated": correlated, "jurors": []any{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	judge(false)
+	if _, body := do(t, alice, "GET", f.srv.URL+console.Prefix, nil); strings.Contains(body, mark) {
+		t.Fatal("a delegation whose panels were diverse is marked correlated")
+	}
+	judge(true)
+	_, body := do(t, alice, "GET", f.srv.URL+console.Prefix, nil)
+	if strings.Count(body, mark) != 1 {
+		t.Fatalf("the Tier B delegation with a correlated judgment is not marked once (%d marks)", strings.Count(body, mark))
+	}
+	if _, page := do(t, alice, "GET", f.srv.URL+console.Prefix+"delegations/"+d.ID, nil); !strings.Contains(page, mark) {
+		t.Error("the delegation's page does not show the correlated panel")
 	}
 }

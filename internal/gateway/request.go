@@ -555,14 +555,15 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 	return resolved, nil
 }
 
-// WaitRequest returns the request once it has left the waiting state
-// (referred), or when wait has passed, whichever is first. A principal
-// other than "" may only see its own requests.
+// WaitRequest returns the request once it is settled (neither waiting for
+// a human nor running: an approved statement is waited for until the Pilot
+// has done with it), or when wait has passed, whichever is first. A
+// principal other than "" may only see its own requests.
 func (g *Gateway) WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*RequestView, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		v, err := g.Request(ctx, id, principal)
-		if err != nil || v.Status != StatusWaiting || wait <= 0 || !time.Now().Before(deadline) {
+		if err != nil || (v.Status != StatusWaiting && v.Status != StatusRunning) || wait <= 0 || !time.Now().Before(deadline) {
 			return v, err
 		}
 		ch := g.changed(id)

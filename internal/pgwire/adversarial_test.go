@@ -369,7 +369,8 @@ func TestAuthRateLimit(t *testing.T) {
 }
 
 // TestStackedStatements: several statements in one simple query are
-// referred as a whole, as over HTTP; none of them runs.
+// refused as a whole, as over HTTP (no human could approve them, so they
+// are not queued); none of them runs.
 func TestStackedStatements(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -377,9 +378,9 @@ func TestStackedStatements(t *testing.T) {
 	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
 	before := gatewaytest.Snapshot(t, f.dsn, "orders")
 	_, err := c.Exec(ctx, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 10; DELETE FROM orders", pgx.QueryExecModeSimpleProtocol)
-	pe := pgErr(t, err, "HM001")
-	if !strings.Contains(pe.Detail, "multiple_statements") {
-		t.Fatalf("referral %q does not say why", pe.Detail)
+	pe := pgErr(t, err, "0A000")
+	if !strings.Contains(pe.Detail, "multiple_statements") || !strings.HasPrefix(pe.Where, "req_") {
+		t.Fatalf("refusal %q (request %q) does not say why, or has no request id", pe.Detail, pe.Where)
 	}
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != before {
 		t.Fatal("a stacked statement ran")

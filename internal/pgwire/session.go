@@ -402,7 +402,12 @@ func (c *session) submitError(err error, canceled bool) *wireError {
 	switch {
 	case errors.As(err, &sqlErr):
 		code := stateSyntax
-		if strings.Contains(sqlErr.Code, "too_large") || strings.Contains(sqlErr.Code, "too_deep") {
+		switch {
+		case sqlErr.Unapprovable():
+			// Several statements, DDL, a locking clause...: no human
+			// could approve it, so it was recorded and not queued.
+			code = stateFeature
+		case strings.Contains(sqlErr.Code, "too_large") || strings.Contains(sqlErr.Code, "too_deep"):
 			code = stateProgramLimit
 		}
 		return &wireError{Code: code, Message: sqlErr.Message, Where: sqlErr.RequestID, Detail: "request " + sqlErr.RequestID + ": " + sqlErr.Code}
