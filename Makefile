@@ -50,8 +50,14 @@ faults-long:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sqlcheck/ ./internal/logbook/ ./internal/gateway/
 
+# One build, to bin/, which demo then runs. -buildvcs=auto records the
+# commit for harbormaster version even where GOFLAGS turns stamping off.
 build:
-	$(GO) build -o bin/harbormaster ./cmd/harbormaster
+	@echo "make: building bin/harbormaster. The first build compiles the PostgreSQL parser (pg_query_go, C through cgo):"
+	@echo "make: about 6 minutes with no output after the downloads. Later builds take seconds."
+	$(GO) build -buildvcs=auto -o bin/harbormaster ./cmd/harbormaster
 
-demo:
-	$(GO) run ./cmd/harbormaster demo
+# make demo DEMO_FLAGS="--dir /tmp/hm-demo" keeps its files across starts.
+DEMO_FLAGS ?=
+demo: build
+	./bin/harbormaster demo $(DEMO_FLAGS)

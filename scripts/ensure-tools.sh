@@ -48,3 +48,21 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 		echo "ensure-tools: warning: chromium not found; the console's browser tests will skip (Debian: apt-get install chromium)" >&2
 	fi
 fi
+# The deployment and monitoring checks: promtool (the alert rules' unit
+# tests and the /metrics lint), docker compose (compose.yaml), systemd-analyze
+# (the unit) and zsh (the completion script).
+need_pkg() { # need_pkg COMMAND PACKAGE
+	command -v "$1" >/dev/null 2>&1 && return 0
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing $2 for $1" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade --no-install-recommends "$2" >/dev/null
+	fi
+	command -v "$1" >/dev/null 2>&1 || { echo "ensure-tools: error: $1 not found (Debian: apt-get install $2)" >&2; exit 1; }
+}
+need_pkg promtool prometheus
+need_pkg systemd-analyze systemd
+need_pkg zsh zsh
+if ! docker compose version >/dev/null 2>&1; then
+	need_pkg docker-compose docker-compose
+fi

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -315,12 +316,14 @@ func Compile(d *Delegation, cat *sqlcheck.Catalog, opt Options) (*Bound, *Report
 			b.Quota = &Quota{Count: n, Per: m[2]}
 		}
 	}
+	fences := map[int][]string{} // allow index -> the columns its fence reads
 	for i, rs := range d.Allow {
 		field := fmt.Sprintf("allow[%d]", i)
-		r, ok := compileRule(rs, field, cat, prob, lint)
+		r, fenceCols, ok := compileRule(rs, field, cat, prob, lint)
 		if !ok {
 			continue
 		}
+		fences[i] = fenceCols
 		b.Rules = append(b.Rules, r)
 		route := "compiled"
 		if r.Residual != "" {
@@ -332,6 +335,7 @@ func Compile(d *Delegation, cat *sqlcheck.Catalog, opt Options) (*Bound, *Report
 		}
 		rep.Rules = append(rep.Rules, rr)
 	}
+	lintUnreadableFences(b.Rules, rep.Rules, fences, lint)
 	dupes := map[string]int{}
 	for i, r := range b.Rules {
 		key := string(r.Op) + " " + r.Table
@@ -357,29 +361,72 @@ func Compile(d *Delegation, cat *sqlcheck.Catalog, opt Options) (*Bound, *Report
 	return b, rep
 }
 
-func compileRule(rs RuleSpec, field string, cat *sqlcheck.Catalog, prob, lint func(string, string, ...any)) (Rule, bool) {
+// lintUnreadableFences flags a write rule's fence column that no select
+// rule on its table lets the grantee read. A write that reaches a row
+// outside its fence is rolled back, so an agent stays inside by filtering
+// on the fence's own columns (WHERE status = 'pending'), and a read of a
+// column no select rule lists is referred: such a delegation refers the
+// very statements it was written for.
+func lintUnreadableFences(rules []Rule, reports []RuleReport, fences map[int][]string, lint func(string, string, ...any)) {
+	readable := map[string]map[string]bool{}
+	for _, r := range rules {
+		if r.Op != sqlcheck.OpSelect {
+			continue
+		}
+		if readable[r.Table] == nil {
+			readable[r.Table] = map[string]bool{}
+		}
+		for _, c := range r.Columns {
+			readable[r.Table][c] = true
+		}
+	}
+	for k, r := range rules {
+		if r.Op == sqlcheck.OpSelect {
+			// A read's fence is applied for the agent (a security-barrier
+			// view): it need not filter on it. A write's fence is a guard the
+			// agent's WHERE must stay inside.
+			continue
+		}
+		i := reports[k].Index
+		var missing []string
+		for _, c := range fences[i] {
+			if !readable[r.Table][c] && !slices.Contains(missing, c) {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		sort.Strings(missing)
+		lint(fmt.Sprintf("allow[%d].fence", i), "the fence reads %s, which no select rule on %s lets the grantee read: "+
+			"a statement that filters on it, as agents commonly do to reach the fenced rows, is referred (column_not_readable); "+
+			"add it to a select rule's columns", strings.Join(missing, ", "), r.Table)
+	}
+}
+
+func compileRule(rs RuleSpec, field string, cat *sqlcheck.Catalog, prob, lint func(string, string, ...any)) (Rule, []string, bool) {
 	op, ok := sqlcheck.ParseOp(rs.Op)
 	if !ok {
 		prob(field+".op", "must be select, insert, update or delete, got %q", rs.Op)
-		return Rule{}, false
+		return Rule{}, nil, false
 	}
 	schema, name, err := sqlcheck.ParseRelationName(rs.Table)
 	if err != nil {
 		prob(field+".table", "not a table name: %q", rs.Table)
-		return Rule{}, false
+		return Rule{}, nil, false
 	}
 	if sqlcheck.IsReservedSchema(schema) || schema == "" && strings.HasPrefix(name, "pg_") {
 		prob(field+".table", "%s is in a reserved schema and can never be granted", rs.Table)
-		return Rule{}, false
+		return Rule{}, nil, false
 	}
 	t, ok := cat.Resolve(schema, name)
 	if !ok {
 		prob(field+".table", "table %s is not in the target catalog", rs.Table)
-		return Rule{}, false
+		return Rule{}, nil, false
 	}
 	if sqlcheck.IsReservedSchema(t.Name.Schema) {
 		prob(field+".table", "%s is in a reserved schema and can never be granted", t.Name)
-		return Rule{}, false
+		return Rule{}, nil, false
 	}
 	r := Rule{Op: op, Table: t.Name.String(), Columns: []string{}, Residual: rs.Residual}
 	seen := map[string]bool{}
@@ -463,7 +510,7 @@ func compileRule(rs RuleSpec, field string, cat *sqlcheck.Catalog, prob, lint fu
 	if op == sqlcheck.OpUpdate && r.Fence == "" {
 		lint(field+".fence", "an update rule without a fence may reach any row of %s (up to max_rows per statement)", t.Name)
 	}
-	return r, true
+	return r, fenceCols, true
 }
 
 func joinReasons(rs []sqlcheck.Reason) string {

@@ -27,18 +27,21 @@ type checkOutput struct {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := e.flags("harbormaster check --delegation FILE --sql SQL (--schema FILE | --target DSN) [--json]",
+	fs := e.flags("harbormaster check --delegation FILE --sql SQL (--schema FILE | --target DSN) [--json] [--exit-code]",
 		"Decides one statement against a delegation with the static check, offline:\n"+
 			"  conforms  inside a rule without a residual clause (runs at once)\n"+
 			"  survey    inside the bound only through a rule with a residual clause\n"+
 			"            (the Surveyor would judge it)\n"+
 			"  refer     anything else (a human decides)\n"+
-			"Exit 0 for a decision of any kind; 2 for bad usage or bad input.")
+			"Exit 0 for a decision of any kind; 2 for bad usage or bad input.\n"+
+			"With --exit-code the exit status is the decision: 0 conforms, 3 survey, 4 refer\n"+
+			"(2 still bad usage), so a script or CI job can test a statement with no parsing.")
 	var cf catalogFlags
 	cf.register(fs)
 	dfile := fs.String("delegation", "", "the delegation YAML `FILE`")
 	sql := fs.String("sql", "", "the statement (`SQL`); - reads it from stdin")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	exitCode := fs.Bool("exit-code", false, "exit with the decision: 0 conforms, 3 survey, 4 refer")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -90,9 +93,13 @@ func runCheck(e *env, args []string) int {
 	if out.Reasons == nil {
 		out.Reasons = []string{}
 	}
+	done := exitOK
+	if *exitCode {
+		done = decisionExit(d.Outcome)
+	}
 	if *asJSON {
 		writeJSON(e, out)
-		return exitOK
+		return done
 	}
 	fmt.Fprintf(e.stdout, "decision: %s (tier %s delegation)\n", d.Outcome, out.Tier)
 	if d.Rule != nil {
@@ -105,7 +112,25 @@ func runCheck(e *env, args []string) int {
 	for _, r := range out.Reasons {
 		fmt.Fprintf(e.stdout, "  - %s\n", r)
 	}
-	return exitOK
+	return done
+}
+
+// The exit codes of check --exit-code, past 1 (failure) and 2 (usage).
+const (
+	exitSurvey = 3
+	exitRefer  = 4
+)
+
+// decisionExit is check --exit-code's status: anything not certainly
+// conforms or survey is refer.
+func decisionExit(o sqlcheck.Outcome) int {
+	switch o {
+	case sqlcheck.Conforms:
+		return exitOK
+	case sqlcheck.Survey:
+		return exitSurvey
+	}
+	return exitRefer
 }
 
 // hasRuleProblems reports problems that change what the rules mean (as
@@ -226,12 +251,13 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 }
 
 func runToken(e *env, args []string) int {
-	fs := e.flags("harbormaster token --principal agent:NAME",
+	fs := e.flags("harbormaster token --principal agent:NAME [--json]",
 		"Makes a random bearer token for an agent and prints it with the agents: entry for the\n"+
 			"serve config, which stores only its SHA-256 and, for the wire front, a SCRAM\n"+
 			"verifier derived from it. Give the token to the agent; it is not\n"+
 			"stored anywhere.")
 	principal := fs.String("principal", "", "the agent `PRINCIPAL` (agent:NAME)")
+	asJSON := fs.Bool("json", false, "print the principal, token and token_sha256 as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -239,6 +265,10 @@ func runToken(e *env, args []string) int {
 		return e.usageErr(fs, "--principal is required")
 	}
 	tok, sum := config.NewAgentToken()
+	if *asJSON {
+		writeJSON(e, map[string]string{"principal": *principal, "token": tok, "token_sha256": sum, "pg_scram": pgwire.NewVerifier(tok)})
+		return exitOK
+	}
 	fmt.Fprintf(e.stdout, "token: %s\n\nagents:\n  - principal: %s\n    token_sha256: %s\n    pg_scram: %s\n", tok, *principal, sum, pgwire.NewVerifier(tok))
 	return exitOK
 }

@@ -58,6 +58,8 @@ func commands() []command {
 		{"console", "log in to the web console with your SSH key", runConsole},
 		{"bench", "measure what a running node adds to a single-row UPDATE", runBench},
 		{"cover", "CoVer: measure a panel (study), its cost, label a corpus, run the gate corpus", runCover},
+		{"version", "print the version, commit, Go, compiler, checker and prompt-bundle versions", runVersion},
+		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 	}
 }
 
@@ -66,15 +68,20 @@ func Do(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return runVersion(e, args[1:])
+	}
 	return e.dispatch("harbormaster", commands(), args)
 }
 
 func (e *env) dispatch(prefix string, cmds []command, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		e.usage(prefix, cmds)
-		if len(args) == 0 {
-			return exitUsage
-		}
+	if len(args) == 0 {
+		// Bad usage: the usage goes to stderr, stdout stays for output.
+		e.usage(e.stderr, prefix, cmds)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		e.usage(e.stdout, prefix, cmds)
 		return exitOK
 	}
 	for _, c := range cmds {
@@ -87,14 +94,14 @@ func (e *env) dispatch(prefix string, cmds []command, args []string) int {
 	return exitUsage
 }
 
-func (e *env) usage(prefix string, cmds []command) {
-	fmt.Fprintf(e.stdout, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+func (e *env) usage(w io.Writer, prefix string, cmds []command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
 	sorted := append([]command(nil), cmds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 	for _, c := range sorted {
-		fmt.Fprintf(e.stdout, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(e.stdout, "\nrun '%s <command> --help' for a command's flags\n", prefix)
+	fmt.Fprintf(w, "\nrun '%s <command> --help' for a command's flags\n", prefix)
 }
 
 func (e *env) errorf(format string, args ...any) {
@@ -123,6 +130,11 @@ func (e *env) flags(name, synopsis string) *flag.FlagSet {
 //
 // Flags may come before or after positional arguments (FILE --schema x).
 func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
+	// The flag package calls Usage on any error: the usage (stdout) is
+	// printed for --help only, an error gets its error line (stderr).
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	var positional []string
 	var err error
 	for {
@@ -143,7 +155,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		// The flag package has already printed the usage.
+		usage()
 		return exitOK, false
 	case err != nil:
 		e.errorf("%s: %v", cmdName(fs.Name()), err)

@@ -409,10 +409,10 @@ func TestDoInProcess(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"--help"}, 0, "usage: harbormaster <command> [flags]", ""},
-		{nil, 2, "usage: harbormaster <command> [flags]", ""},
+		{nil, 2, "", "usage: harbormaster <command> [flags]"}, // bad usage: the usage on stderr
 		{[]string{"frobnicate"}, 2, "", "harbormaster: error: unknown command \"harbormaster frobnicate\"\nharbormaster: hint: run 'harbormaster --help' for the list of commands\n"},
 		{[]string{"delegation", "frobnicate"}, 2, "", "harbormaster: error: unknown command \"harbormaster delegation frobnicate\"\n"},
-		{[]string{"check", "--no-such-flag"}, 2, "usage: harbormaster check", "harbormaster: error: "},
+		{[]string{"check", "--no-such-flag"}, 2, "", "harbormaster: error: "}, // flag errors on stderr, nothing on stdout
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer

@@ -136,6 +136,10 @@ func runDemo(e *env, args []string) int {
 	if sv.tierB && (sv.url == "" || sv.model == "") {
 		return e.usageErr(fs, "--tier-b needs --surveyor-url and --surveyor-model")
 	}
+	if host, _, err := net.SplitHostPort(*listen); err != nil || !config.LoopbackHost(host) {
+		// The demo serves plain HTTP with a printed agent token and demo keys.
+		return e.usageErr(fs, "--listen %s: the demo serves plain HTTP, so only on a loopback address such as 127.0.0.1:8080", *listen)
+	}
 	if *nodes < 1 || *nodes > 9 {
 		return e.usageErr(fs, "--nodes must be between 1 and 9")
 	}
@@ -177,7 +181,11 @@ func (t *tourError) Error() string {
 // temporary one that cleanup removes.
 func demoDir(dir string) (string, func(), error) {
 	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o700)
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", nil, err
+		}
+		return abs, func() {}, os.MkdirAll(abs, 0o700)
 	}
 	d, err := os.MkdirTemp("", "harbormaster-demo-")
 	if err != nil {
@@ -195,6 +203,16 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		return err
 	}
 	defer cleanup()
+	var kept *demoInfo
+	var inf demoInfo
+	if keep {
+		if kept, err = keptDemo(dir); err != nil {
+			return err
+		}
+		if kept != nil {
+			fmt.Fprintf(out, "harbormaster demo: reusing the keys, delegations, agent token and store kept in %s (the target is a new throwaway database)\n", dir)
+		}
+	}
 	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL...\n")
 	pg, err := pgtmp.Start(ctx, pgtmp.Config{StartTimeout: 2 * time.Minute})
 	if err != nil {
@@ -208,9 +226,23 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	if err := loadShop(ctx, dsn); err != nil {
 		return err
 	}
-	cfgPath, inf, err := writeDemoFiles(ctx, dir, dsn, sv)
-	if err != nil {
-		return err
+	var cfgPath string
+	if kept != nil {
+		inf = *kept
+		inf.TargetDSN, inf.tokenHash, inf.scram = dsn, config.HashToken(inf.AgentToken), pgwire.NewVerifier(inf.AgentToken)
+		if err := writeDemoConfig(inf.Config, inf, sv, "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
+			return err
+		}
+		cfgPath = inf.Config
+	} else {
+		if cfgPath, inf, err = writeDemoFiles(ctx, dir, dsn, sv); err != nil {
+			return err
+		}
+		if keep {
+			if err := saveDemoState(dir, inf); err != nil {
+				return err
+			}
+		}
 	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
@@ -226,11 +258,12 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		if pln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "harbormaster demo: %s is not free; the wire front serves on %s instead\n", pgListen, pln.Addr())
 	}
 	defer pln.Close()
 	cfg.ListenPG = pln.Addr().String()
 	logPath := filepath.Join(dir, "harbormaster.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // a kept demo's log grows
 	if err != nil {
 		return err
 	}
@@ -240,12 +273,9 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		return err
 	}
 	defer sys.Close()
-	ln, err := net.Listen("tcp", listen)
+	ln, err := listenOrFree(out, listen)
 	if err != nil {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
+		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -307,6 +337,71 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	}
 	fmt.Fprintf(out, "\nstopped; the throwaway database is gone.\n")
 	return nil
+}
+
+// listenOrFree listens on addr, or, when it is taken, on a free port of
+// 127.0.0.1, saying so.
+func listenOrFree(out io.Writer, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	ln, ferr := net.Listen("tcp", "127.0.0.1:0")
+	if ferr != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "harbormaster demo: %s is not free (%v); serving on %s instead (--listen picks the address)\n", addr, errors.Unwrap(err), ln.Addr())
+	return ln, nil
+}
+
+// demoStateFile, in a --dir, records what the first start made (the
+// agent token, the keys' and files' paths, the logbook verifier key) so a
+// second start reuses them with the store they signed.
+const demoStateFile = "demo.json"
+
+func saveDemoState(dir string, inf demoInfo) error {
+	b, err := json.MarshalIndent(inf, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, demoStateFile), append(b, '\n'), 0o600)
+}
+
+// keptDemo reads the demo an earlier start kept in dir: the same keys,
+// signers file, signed delegations, agent token and store are then reused,
+// with the config pointed at this start's throwaway target. It returns nil
+// for a new (empty) dir, and refuses a directory it cannot reuse whole.
+func keptDemo(dir string) (*demoInfo, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, demoStateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		entries, rerr := os.ReadDir(dir)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if len(entries) > 0 {
+			return nil, fmt.Errorf("--dir %s is not empty and holds no demo kept by harbormaster demo (no %s): "+
+				"give an empty or new directory, or remove this one to start afresh", dir, demoStateFile)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var inf demoInfo
+	if err := json.Unmarshal(raw, &inf); err != nil || inf.AgentToken == "" {
+		return nil, fmt.Errorf("--dir %s: %s is unreadable (%v): remove the directory to start afresh", dir, demoStateFile, err)
+	}
+	if filepath.Clean(inf.Dir) != filepath.Clean(dir) {
+		return nil, fmt.Errorf("--dir %s holds a demo made in %s: a kept demo cannot be moved; remove it to start afresh", dir, inf.Dir)
+	}
+	for _, f := range []string{inf.ControlPlane, inf.GrantorKey, inf.ApproverKey, inf.Signers, filepath.Join(inf.Dir, "delegations"), inf.Store} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("--dir %s holds a demo from an earlier start, but %v: "+
+				"remove the directory to start afresh (its logbook cannot be verified without the keys it was signed with)", dir, err)
+		}
+	}
+	inf.APIURL, inf.PID, inf.Nodes, inf.PilotURL, inf.PilotPID = "", 0, nil, "", 0
+	return &inf, nil
 }
 
 // demoPGURL is the wire front's connection URL for the agent. Its token
@@ -455,10 +550,17 @@ func writeDemoKeys(ctx context.Context, dir, dsn string) (demoInfo, error) {
 		if err != nil {
 			return inf, err
 		}
-		// The demo's delegations expire a week from now.
-		exp := time.Now().UTC().Add(7 * 24 * time.Hour).Truncate(time.Hour)
-		d.Expires = &exp
-		y = bytes.Replace(y, []byte("expires: 2027-12-31T00:00:00Z"), []byte("expires: "+exp.Format(time.RFC3339)), 1)
+		// The demo signs the examples as they are, so their ids are the ones
+		// harbormaster delegation compile prints for examples/ (the id is the
+		// hash of the signed bytes). Only once the examples' expiry is past
+		// do they expire a year from now instead, and the ids differ.
+		if d.Expires == nil || !d.Expires.After(time.Now().Add(24*time.Hour)) {
+			exp := time.Now().UTC().AddDate(1, 0, 0).Truncate(time.Hour)
+			if d.Expires != nil {
+				y = bytes.Replace(y, []byte("expires: "+d.Expires.UTC().Format(time.RFC3339)), []byte("expires: "+exp.Format(time.RFC3339)), 1)
+			}
+			d.Expires = &exp
+		}
 		b, rep := bound.Compile(d, cat, bound.Options{})
 		if !rep.Signable {
 			return inf, fmt.Errorf("demo delegation %s is not signable: %v", f, rep.Problems)

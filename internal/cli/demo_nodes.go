@@ -49,6 +49,10 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(filepath.Join(dir, demoStateFile)); keep && err == nil {
+		return fmt.Errorf("--dir %s holds a one-node demo with its own store; with --nodes or --postgres the store is a throwaway PostgreSQL "+
+			"and the keys are made anew: give another --dir", dir)
+	}
 	defer cleanup()
 	fmt.Fprintf(out, "harbormaster demo: starting a throwaway PostgreSQL (the target shop, and the control store the %d nodes share)...\n", n)
 	pg, err := pgtmp.Start(ctx, pgtmp.Config{StartTimeout: 2 * time.Minute}) // durable: the store refuses fsync=off
@@ -97,7 +101,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("node-%d", i)
 		nd := demoNode{Name: name, Config: filepath.Join(dir, name+".yaml"), Log: filepath.Join(dir, name+".log")}
-		if err := writeDemoConfig(nd.Config, inf, sv, demoNodeListen(listen, i), target); err != nil {
+		if err := writeDemoConfig(nd.Config, inf, sv, demoNodeListen(out, listen, i), target); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "harbormaster demo: starting %s (harbormaster serve --config %s)...\n", name, nd.Config)
@@ -164,7 +168,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 
 // demoNodeListen is node i's address: the demo's --listen for node 1 and
 // the next ports for the others, each if free; a free port otherwise.
-func demoNodeListen(listen string, i int) string {
+func demoNodeListen(out io.Writer, listen string, i int) string {
 	host, port, err := net.SplitHostPort(listen)
 	p, perr := strconv.Atoi(port)
 	if err != nil || perr != nil || p == 0 {
@@ -173,6 +177,7 @@ func demoNodeListen(listen string, i int) string {
 	addr := net.JoinHostPort(host, strconv.Itoa(p+i-1))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		fmt.Fprintf(out, "harbormaster demo: %s is not free; node-%d serves on a free port instead (--listen picks the address)\n", addr, i)
 		return "127.0.0.1:0"
 	}
 	ln.Close()

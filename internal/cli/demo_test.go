@@ -154,3 +154,82 @@ func TestDemoNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoRestartSameDir starts the demo twice on one --dir, as a user who
+// stops it and starts it again: the second start reuses the keys, the
+// agent token and the store, so the logbook verify command the demo prints
+// passes over both starts' entries and the delegations signed at the first
+// still load. Their ids are the ones delegation compile prints for the
+// examples. A directory that holds something else is refused.
+func TestDemoRestartSameDir(t *testing.T) {
+	t.Parallel()
+	needPostgres(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	start := func(n int) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := cli.Do([]string{"demo", "--once", "--dir", dir, "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), "Every outcome was as expected") {
+			t.Fatalf("start %d: demo --once --dir: exit %d\nstdout:\n%s\nstderr:\n%s", n, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	first := start(1)
+	alice1, err := os.ReadFile(filepath.Join(dir, "keys", "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := start(2)
+	if !strings.Contains(second, "reusing the keys, delegations, agent token and store kept in "+dir) {
+		t.Errorf("the second start does not say it reuses %s:\n%s", dir, second)
+	}
+	alice2, _ := os.ReadFile(filepath.Join(dir, "keys", "alice"))
+	if !bytes.Equal(alice1, alice2) {
+		t.Error("the second start made a new grantor key")
+	}
+	verifyLine := func(out string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if i := strings.Index(l, "harbormaster logbook verify "); i >= 0 {
+				return strings.Fields(strings.ReplaceAll(l[i+len("harbormaster "):], "'", ""))
+			}
+		}
+		t.Fatalf("no logbook verify line in:\n%s", out)
+		return nil
+	}
+	if v1, v2 := strings.Join(verifyLine(first), " "), strings.Join(verifyLine(second), " "); v1 != v2 {
+		t.Errorf("the printed verify commands differ between starts:\n%s\n%s", v1, v2)
+	}
+	var out, errb bytes.Buffer
+	if code := cli.Do(verifyLine(second), strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("the printed %q after a restart: exit %d\n%s%s", verifyLine(second), code, out.String(), errb.String())
+	}
+	// Both starts loaded the delegations; their ids are the examples'.
+	log, err := os.ReadFile(filepath.Join(dir, "harbormaster.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := exampleDir(t)
+	for _, f := range []string{"unstick-orders.yaml", "fix-name-typos.yaml"} {
+		stdout, stderr, code := run(t, ex, nil, "delegation", "compile", f, "--schema", "shop.sql", "--json")
+		var rep struct {
+			ID string `json:"delegation_id"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.ID == "" {
+			t.Fatalf("delegation compile %s: exit %d, %v\n%s", f, code, err, stderr)
+		}
+		if n := strings.Count(string(log), `"delegation loaded","id":"`+rep.ID+`"`); n != 2 {
+			t.Errorf("%s (%s) was loaded %d times over two starts, want 2: the demo's id differs from the example's", f, rep.ID, n)
+		}
+	}
+	// A directory holding something else is refused before anything starts.
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := cli.Do([]string{"demo", "--once", "--dir", other}, strings.NewReader(""), &out, &errb); code == 0 ||
+		!strings.Contains(errb.String(), "is not empty and holds no demo kept by harbormaster demo") {
+		t.Errorf("demo --dir on a foreign directory: exit %d\n%s", code, errb.String())
+	}
+}

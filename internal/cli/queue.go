@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -321,18 +323,26 @@ func printImages(e *env, label string, rows []map[string]any) {
 }
 
 func runQueueApprove(e *env, args []string) int {
-	fs := e.flags("harbormaster queue approve ID --server URL --key KEY",
+	fs := e.flags("harbormaster queue approve ID --server URL --key KEY [--yes] [--json]",
 		"Approves a waiting request: fetches the canonical approval (request, target,\n"+
-			"statement hash, rehearsal digest, row guard, expiry), shows what it would do,\n"+
-			"signs it with your SSH key (namespace harbormaster-approval) and sends it. The\n"+
-			"statement then runs with no more rows than its rehearsal reached.")
+			"statement hash, rehearsal digest, row guard, expiry), shows the request and the\n"+
+			"exact approval it would sign, asks you to confirm, signs it with your SSH key\n"+
+			"(namespace harbormaster-approval) and sends it. The statement then runs with no\n"+
+			"more rows than its rehearsal reached.\n\n"+
+			"Without a terminal on stdin it signs only with --yes. Exit 0 when the statement\n"+
+			"ran, 1 when it did not (or you declined), 2 for bad usage.")
 	var sf serverFlags
 	sf.register(e, fs)
+	yes := fs.Bool("yes", false, "sign without asking (for scripts)")
+	asJSON := fs.Bool("json", false, "print the request after the approval as JSON (what is shown before goes to stderr)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "expected one request ID")
+	}
+	if !*yes && !e.interactive() {
+		return e.usageErr(fs, "stdin is not a terminal, so there is no one to confirm: pass --yes to sign without asking")
 	}
 	c, code, ok := sf.client(e, fs)
 	if !ok {
@@ -346,12 +356,22 @@ func runQueueApprove(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	printRequest(e, &prop.Request)
 	// Check the proposal against what we were shown before signing it.
 	ap, err := queue.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
 		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) {
 		e.errorf("the server's approval does not match the request it showed; not signing")
+		return exitFail
+	}
+	shown := e
+	if *asJSON {
+		shown = &env{ctx: e.ctx, stdin: e.stdin, stdout: e.stderr, stderr: e.stderr, getenv: e.getenv}
+	}
+	printRequest(shown, &prop.Request)
+	fmt.Fprintf(shown.stdout, "\nyou sign (namespace %s, key %s):\n  %s\n", signing.NamespaceApproval, c.key.Fingerprint(), oneLine(prop.Approval, 4000))
+	fmt.Fprintf(shown.stdout, "it lets the statement run once, reaching at most %d row(s), until %s\n", ap.MaxRows, ap.Expires)
+	if !*yes && !e.confirm("Sign and send this approval? [y/N] ") {
+		fmt.Fprintln(e.stderr, "not approved: nothing was signed")
 		return exitFail
 	}
 	sig, err := c.key.Sign(signing.NamespaceApproval, []byte(prop.Approval))
@@ -362,6 +382,13 @@ func runQueueApprove(e *env, args []string) int {
 	var v gateway.RequestView
 	if err := c.do(http.MethodPost, "/v1/requests/"+ap.RequestID+"/approve", "", map[string]string{"act": prop.Approval, "signature": string(sig)}, &v); err != nil {
 		e.errorf("%v", err)
+		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, v)
+		if v.Status == gateway.StatusExecuted {
+			return exitOK
+		}
 		return exitFail
 	}
 	fmt.Fprintf(e.stdout, "\napproved (guard: at most %d row(s), signed by key %s): request %s is %s", ap.MaxRows, c.key.Fingerprint(), v.ID, v.Status)
@@ -376,12 +403,36 @@ func runQueueApprove(e *env, args []string) int {
 	return exitFail
 }
 
+// interactive reports whether stdin is a terminal, someone who can answer
+// a confirmation.
+func (e *env) interactive() bool {
+	f, ok := e.stdin.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// confirm asks a yes/no question on stderr and reads the answer from
+// stdin: only y or yes is yes.
+func (e *env) confirm(question string) bool {
+	fmt.Fprint(e.stderr, question)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
 func runQueueDeny(e *env, args []string) int {
-	fs := e.flags("harbormaster queue deny ID --server URL --key KEY --reason TEXT",
+	fs := e.flags("harbormaster queue deny ID --server URL --key KEY --reason TEXT [--json]",
 		"Denies a waiting request: signs the denial (namespace harbormaster-denial) with\nyour SSH key and sends it. The agent sees the request denied, with your reason.")
 	var sf serverFlags
 	sf.register(e, fs)
 	reason := fs.String("reason", "", "why (shown to the agent and kept in the logbook)")
+	asJSON := fs.Bool("json", false, "print the request after the denial as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -403,12 +454,16 @@ func runQueueDeny(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
+	if *asJSON {
+		writeJSON(e, out)
+		return exitOK
+	}
 	fmt.Fprintf(e.stdout, "denied: request %s is %s\n", out.ID, out.Status)
 	return exitOK
 }
 
 func runSwitch(e *env, args []string) int {
-	fs := e.flags("harbormaster switch tier-b on|off [--target NAME] --server URL --key KEY",
+	fs := e.flags("harbormaster switch tier-b on|off [--target NAME] --server URL --key KEY [--json]",
 		"Switches Tier B (the Surveyor's fast path) on or off for the deployment, or for one\n"+
 			"target. An operator act: signed with your SSH key (namespace harbormaster-switch)\n"+
 			"and logged. Tier B runs for a target only when both its switch and the\n"+
@@ -416,6 +471,7 @@ func runSwitch(e *env, args []string) int {
 	var sf serverFlags
 	sf.register(e, fs)
 	target := fs.String("target", "", "the target `NAME` (default: the deployment switch)")
+	asJSON := fs.Bool("json", false, "print the server's answer as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -432,12 +488,16 @@ func runSwitch(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
+	if *asJSON {
+		writeJSON(e, out)
+		return exitOK
+	}
 	fmt.Fprintf(e.stdout, "tier_b is %s for %v (by %v)\n", fs.Arg(1), out["scope"], out["by"])
 	return exitOK
 }
 
 func runDelegationRevoke(e *env, args []string) int {
-	fs := e.flags("harbormaster delegation revoke ID --target NAME --server URL --key KEY --reason TEXT",
+	fs := e.flags("harbormaster delegation revoke ID --target NAME --server URL --key KEY --reason TEXT [--json]",
 		"Revokes a delegation at once on every path: signs a revocation (namespace\n"+
 			"harbormaster-revocation) with your SSH key, as a grantor or operator allowed for\n"+
 			"the target, and sends it. Revocation is logged and cannot be undone: sign a new\n"+
@@ -446,6 +506,7 @@ func runDelegationRevoke(e *env, args []string) int {
 	sf.register(e, fs)
 	target := fs.String("target", "", "the delegation's target `NAME`")
 	reason := fs.String("reason", "", "why")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -460,6 +521,10 @@ func runDelegationRevoke(e *env, args []string) int {
 		Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target, Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, map[string]any{"delegation_id": fs.Arg(0), "target": *target, "revoked": true})
+		return exitOK
 	}
 	fmt.Fprintf(e.stdout, "revoked %s\n", fs.Arg(0))
 	return exitOK

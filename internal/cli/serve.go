@@ -46,7 +46,14 @@ func runServe(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "targets", sys.Gateway().Targets())
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Listen); cfg.TLS == nil && !config.LoopbackHost(host) {
+		log.Warn("serving plain HTTP on an address other than loopback (allow_insecure_listen): only a TLS proxy must reach it", "addr", cfg.Listen)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
 	pgDone := make(chan error, 1)
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
@@ -90,7 +97,14 @@ func runConfig(e *env, args []string) int {
 				e.errorf("%v", err)
 				return exitUsage
 			}
-			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen)
+			how := "plain HTTP"
+			switch host, _, _ := net.SplitHostPort(cfg.Listen); {
+			case cfg.TLS != nil:
+				how = "HTTPS"
+			case !config.LoopbackHost(host):
+				how = "plain HTTP behind a TLS proxy (allow_insecure_listen)"
+			}
+			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s (%s)\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen, how)
 			return exitOK
 		}},
 	}, args)

@@ -247,13 +247,14 @@ func runAuditShow(e *env, args []string) int {
 }
 
 func runAuditReview(e *env, args []string) int {
-	fs := e.flags("harbormaster audit review ID right|wrong --server URL --key KEY [--note TEXT]",
+	fs := e.flags("harbormaster audit review ID right|wrong --server URL --key KEY [--note TEXT] [--json]",
 		"Records your verdict on a sampled judgment, signed with your SSH key (namespace\n"+
 			"harbormaster-review). A wrong verdict writes a logbook finding, notifies the grantor\n"+
 			"and, at the threshold, suspends the delegation's fast path.")
 	var sf serverFlags
 	sf.register(e, fs)
 	note := fs.String("note", "", "what you found")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -271,6 +272,10 @@ func runAuditReview(e *env, args []string) int {
 		queue.Review{Version: 1, Kind: queue.KindReview, AuditID: fs.Arg(0), Verdict: fs.Arg(1), Note: *note}, &out); err != nil {
 		e.errorf("%v", err)
 		return exitFail
+	}
+	if *asJSON {
+		writeJSON(e, map[string]any{"audit_id": fs.Arg(0), "verdict": fs.Arg(1), "delegation_suspended": out.Suspended})
+		return exitOK
 	}
 	fmt.Fprintf(e.stdout, "reviewed %s: %s\n", fs.Arg(0), fs.Arg(1))
 	if out.Suspended {

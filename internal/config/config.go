@@ -33,8 +33,18 @@ type Config struct {
 	// Name is the control plane's name (marque issuer, checkpoint origin).
 	// Defaults to "harbormaster".
 	Name string `yaml:"name"`
-	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
+	// Listen is the HTTP address of the API and MCP. Defaults to
+	// 127.0.0.1:8080. An address other than loopback needs TLS, or
+	// AllowInsecureListen: agents' bearer tokens and humans' signed
+	// requests must not cross a network in clear text.
 	Listen string `yaml:"listen"`
+	// TLS, when set, serves the API and MCP over HTTPS with this
+	// certificate and key. Defaults to none (plain HTTP, loopback only).
+	TLS *TLS `yaml:"tls"`
+	// AllowInsecureListen permits a listen address other than loopback
+	// without TLS, for a node behind a TLS-terminating proxy on a private
+	// network. Defaults to false.
+	AllowInsecureListen bool `yaml:"allow_insecure_listen"`
 	// ListenPG, when set, is the address of the PostgreSQL wire front
 	// (docs/pgwire.md), e.g. 127.0.0.1:6432. Defaults to none: off.
 	ListenPG string `yaml:"listen_pg"`
@@ -86,6 +96,14 @@ type Config struct {
 
 	// dir is the config file's directory; relative paths resolve from it.
 	dir string
+}
+
+// TLS is the HTTPS certificate of the API and MCP.
+type TLS struct {
+	// Cert is the PEM certificate file (the chain, leaf first). Required.
+	Cert string `yaml:"cert"`
+	// Key is the PEM private key file of that certificate. Required.
+	Key string `yaml:"key"`
 }
 
 // Console tunes the web console (docs/console.md).
@@ -496,6 +514,7 @@ func (c *Config) Validate(getenv func(string) string) error {
 			bad("delegations", "must be a directory: %v", err)
 		}
 	}
+	c.validateListen(bad)
 	if c.MarqueTTL.D() <= 0 || c.MarqueTTL.D() > 5*time.Minute {
 		bad("marque_ttl", "must be between 1s and 5m")
 	}
@@ -571,6 +590,42 @@ func (c *Config) Validate(getenv func(string) string) error {
 		bad("logbook.checkpoint_every", "must be at least 1")
 	}
 	return errors.Join(errs...)
+}
+
+// validateListen refuses a listen address reachable from other machines
+// without TLS, unless allow_insecure_listen says a proxy terminates TLS.
+func (c *Config) validateListen(bad func(field, format string, args ...any)) {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil || port == "" {
+		bad("listen", "must be HOST:PORT such as 127.0.0.1:8080, got %q", c.Listen)
+		return
+	}
+	if c.TLS != nil {
+		switch {
+		case c.TLS.Cert == "" || c.TLS.Key == "":
+			bad("tls", "give both cert and key (PEM files)")
+		default:
+			if _, err := tls.LoadX509KeyPair(c.Path(c.TLS.Cert), c.Path(c.TLS.Key)); err != nil {
+				bad("tls", "the certificate and key do not load: %v", err)
+			}
+		}
+		return
+	}
+	if !LoopbackHost(host) && !c.AllowInsecureListen {
+		bad("listen", "%s is reachable from other machines and tls is not set: agents' bearer tokens would cross the network in clear text; "+
+			"set tls (cert, key), or allow_insecure_listen: true when a TLS proxy on a private network is the only way in", c.Listen)
+	}
+}
+
+// LoopbackHost reports whether a listen host is reachable from this
+// machine only: localhost, 127.0.0.0/8 or ::1 (an empty host or 0.0.0.0
+// is every interface).
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Path resolves p relative to the config file's directory.

@@ -85,6 +85,7 @@ func (g *Gateway) absorb(read []*Delegation) {
 		case !ok:
 			g.delegations = append(g.delegations, d)
 			known[d.ID] = d
+			g.cfg.Metrics.InitDelegation(d.ID)
 		case k.Revoked == nil && d.Revoked != nil:
 			k.Revoked = d.Revoked
 		}

@@ -227,6 +227,8 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if err := g.executed(context.WithoutCancel(ctx), req, pres); err != nil {
 		return nil, err
 	}
+	g.cfg.Logger.Info("approval", "request", id, "principal", v.Principal, "target", v.Target, "signer", signer.Name,
+		"status", req.Status, "rows", pres.RowsAffected, "code", pres.Code)
 	g.notify(id)
 	return g.Request(ctx, id, "")
 }
@@ -276,6 +278,8 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	if !denied {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
+	// The reason stays in the logbook and the request; the log has ids only.
+	g.cfg.Logger.Info("denial", "request", id, "principal", v.Principal, "target", v.Target, "signer", signer.Name)
 	g.notify(id)
 	return g.Request(ctx, id, "")
 }

@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Rehearsals of referred statements (DESIGN.md section 3, invariant 10).
@@ -40,6 +44,12 @@ func newRehearsals(depth int) *rehearsals {
 
 // enqueue hands a referred request to the pool without waiting.
 func (g *Gateway) enqueueRehearsal(p pilot.Executor, req *request) {
+	if req.Canonical == "" {
+		// Nothing checked to rehearse: say why in the log, by the check's
+		// reason codes (the reasons themselves may quote the statement).
+		g.cfg.Logger.Info("not rehearsed", "request", req.ID, "why", unrehearsableWhy(req.Reasons))
+		return
+	}
 	select {
 	case g.rehearsals.jobs <- rehearsalJob{pilot: p, id: req.ID, sql: req.Canonical}:
 	default:
@@ -84,4 +94,28 @@ func (g *Gateway) rehearse(ctx context.Context, p pilot.Executor, id, sql string
 	if err != nil {
 		g.cfg.Logger.Error("storing rehearsal", "request", id, "err", err)
 	}
+}
+
+var reasonCodeRE = regexp.MustCompile(`\[([a-z_]+)\]$`)
+
+// unrehearsableWhy says why a referred request has no checked statement
+// to rehearse: stacked statements, or what the check said.
+func unrehearsableWhy(reasons []string) string {
+	var codes []string
+	for _, r := range reasons {
+		if m := reasonCodeRE.FindStringSubmatch(r); m != nil && !slices.Contains(codes, m[1]) {
+			codes = append(codes, m[1])
+		}
+	}
+	switch {
+	case slices.Contains(codes, sqlcheck.CodeMultipleStatements):
+		return "the statement is stacked (several statements sent as one): it can only be denied"
+	case slices.Contains(codes, sqlcheck.CodeParseError):
+		return "the statement does not parse: it can only be denied"
+	case slices.Contains(codes, sqlcheck.CodeEmptyStatement):
+		return "the statement is empty (only comments or whitespace): it can only be denied"
+	case len(codes) > 0:
+		return "the check produced no statement to run (" + strings.Join(codes, ", ") + "): it can only be denied"
+	}
+	return "the check produced no statement to run: it can only be denied"
 }

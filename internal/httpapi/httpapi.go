@@ -25,6 +25,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/metrics"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -185,6 +186,9 @@ func (s *Server) agent(h func(w http.ResponseWriter, r *http.Request, principal 
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := s.Authenticate(r)
 		if p == "" {
+			// Never the token: which route, from where, and why.
+			s.log.Warn("unauthorized", "front", "http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
+				"why", "no valid agent token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="harbormaster"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid agent token is required: Authorization: Bearer <token>")
 			return
@@ -276,6 +280,8 @@ func (s *Server) statementError(w http.ResponseWriter, r *http.Request, err erro
 	var flood *gateway.FloodError
 	switch {
 	case errors.As(err, &sqlErr):
+		// By code, not message: a parse error's message quotes the statement.
+		s.log.InfoContext(r.Context(), "statement refused", "request", sqlErr.RequestID, "code", sqlErr.Code, "why", refusedWhy(sqlErr.Code))
 		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
 	case errors.As(err, &flood):
 		// Too many referrals: recorded, not queued, nothing ran.
@@ -290,6 +296,19 @@ func (s *Server) statementError(w http.ResponseWriter, r *http.Request, err erro
 		s.log.ErrorContext(r.Context(), "statement failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the statement could not be decided or executed; nothing ran unless the request shows otherwise")
 	}
+}
+
+// refusedWhy is the log's reason for a statement refused at once.
+func refusedWhy(code string) string {
+	switch code {
+	case sqlcheck.CodeMultipleStatements:
+		return "the statement is stacked (several statements sent as one): refused, not queued"
+	case sqlcheck.CodeParseError:
+		return "the statement does not parse"
+	case sqlcheck.CodeEmptyStatement:
+		return "the statement is empty (only comments or whitespace)"
+	}
+	return "no human could approve it (" + code + "): refused, not queued"
 }
 
 // MaxWait caps the long-poll of GET /v1/requests/{id}?wait=30s.

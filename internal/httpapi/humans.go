@@ -84,6 +84,7 @@ func (s *Server) humanTargets(r *http.Request, body []byte, namespace string, ta
 }
 
 func (s *Server) unauthorizedHuman(w http.ResponseWriter, err error) {
+	s.log.Warn("unauthorized", "front", "http", "why", "signed human request refused", "err", err)
 	w.Header().Set("WWW-Authenticate", signing.RequestScheme)
 	writeError(w, http.StatusUnauthorized, "unauthorized", "sign the request with an allowed SSH key ("+signing.RequestScheme+"): "+err.Error())
 }

@@ -39,6 +39,8 @@ var rules = []rule{
 	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
 	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/cli", "internal/node"}, "the statement path knows no front"},
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
+	{"internal/buildinfo", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/httpapi", "internal/node", "internal/cli"},
+		"what the binary is built from is read, not served"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
 	{"internal/pgwire", []string{"internal/cli", "internal/node", "internal/httpapi", "internal/mcpserver",

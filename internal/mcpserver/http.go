@@ -97,7 +97,7 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 	// guard below checks Host and Origin on every listener, and lets the
 	// names of a reverse proxy through when configured.
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: log, MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLogger(log), MaxRequestBodyBytes: cfg.MaxBodyBytes,
 			DisableLocalhostProtection: true})
 	// The SDK's bearer middleware carries the principal to the tools as
 	// TokenInfo.UserID; the principal itself was established just before.
@@ -116,6 +116,7 @@ func NewHandler(gw *gateway.Gateway, authenticate func(*http.Request) string, cf
 		}
 		p := authenticate(r)
 		if p == "" {
+			log.Warn("unauthorized", "front", "mcp", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", "no valid agent token")
 			// RFC 6750 and 9728: the token is refused, and the metadata says
 			// this resource takes a bearer token in the header and names no
 			// authorization server: there is no OAuth flow to start.

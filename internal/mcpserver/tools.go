@@ -89,7 +89,7 @@ func ptr[T any](v T) *T { return &v }
 // newServer builds the MCP server with the four tools.
 func newServer(version string, backend backendFunc, log *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "harbormaster", Title: "Harbormaster", Version: version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: log,
+		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(log),
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
 	t := &tools{backend: backend, log: log}
 	closedWorld := ptr(false)

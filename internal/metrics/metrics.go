@@ -88,7 +88,9 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 		}})
 	}
 	if sw != nil {
-		on := prometheus.NewDesc("harbormaster_switch_tier_b", "1 when Tier B is on for the target on this node.", []string{"target"}, nil)
+		// The switch's name is a label: in a metric name, tier_b's "b" reads
+		// as a unit (bytes) to promtool's lint.
+		on := prometheus.NewDesc("harbormaster_switch_enabled", "1 when the switch (tier_b) is on for the target on this node.", []string{"switch", "target"}, nil)
 		stale := prometheus.NewDesc("harbormaster_switch_poll_staleness_seconds", "Time since this node last read the switches.", nil, nil)
 		fails := prometheus.NewDesc("harbormaster_switch_poll_failures_total", "Failed switch reads on this node.", nil, nil)
 		r.MustRegister(collectorFunc{descs: []*prometheus.Desc{on, stale, fails}, collect: func(ch chan<- prometheus.Metric) {
@@ -97,7 +99,7 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 				if ok, _ := sw.TierBOn(t); ok {
 					v = 1
 				}
-				ch <- prometheus.MustNewConstMetric(on, prometheus.GaugeValue, v, t)
+				ch <- prometheus.MustNewConstMetric(on, prometheus.GaugeValue, v, "tier_b", t)
 			}
 			st := sw.Staleness()
 			if st > 24*time.Hour {
@@ -107,7 +109,85 @@ func New(targets []string, queue Queue, sw Switches) *Metrics {
 			ch <- prometheus.MustNewConstMetric(fails, prometheus.CounterValue, float64(sw.Failures()))
 		}})
 	}
+	m.initLabelSets()
 	return m
+}
+
+// The label values the metrics take, each series created at zero at start
+// so that an alert over a rate or a ratio can fire before the first event
+// and after a restart (a series that does not exist yet has no rate).
+var (
+	decisionPaths    = []string{"compiled", "surveyed", "approved", "none"}
+	decisionOutcomes = []string{"executed", "referred", "rejected"}
+	quotaKinds       = []string{"delegation", "principal"}
+	judgmentOutcomes = []string{"conforms", "refer"}
+	jurorAnswers     = []string{"conforms", "refer", "failed"}
+	bools            = []string{"false", "true"}
+)
+
+func (m *Metrics) initLabelSets() {
+	for _, p := range decisionPaths {
+		for _, o := range decisionOutcomes {
+			m.decisions.WithLabelValues(p, o)
+			m.decisionTime.WithLabelValues(p, o)
+		}
+	}
+	for _, k := range quotaKinds {
+		m.quotaRefusals.WithLabelValues(k)
+	}
+	for _, o := range judgmentOutcomes {
+		for _, d := range bools {
+			for _, c := range bools {
+				m.judgments.WithLabelValues(o, d, c)
+			}
+		}
+	}
+}
+
+// InitFramings creates the per-framing series of the Surveyor's juror
+// answers and dissent at zero, so HarbormasterFramingNeverDissents and
+// HarbormasterShapeScreenOutsideBand can fire before a framing's first
+// dissent and after a restart.
+func (m *Metrics) InitFramings(framings []string) {
+	if m == nil {
+		return
+	}
+	for _, f := range framings {
+		m.dissent.WithLabelValues(f)
+		for _, a := range jurorAnswers {
+			m.jurorVerdicts.WithLabelValues(f, a)
+		}
+	}
+}
+
+// InitDelegation creates a delegation's fast-path series at zero, so a
+// surge alert's rate starts from its first statement.
+func (m *Metrics) InitDelegation(id string) {
+	if m == nil {
+		return
+	}
+	for _, p := range []string{"compiled", "surveyed"} {
+		m.fastPath.WithLabelValues(p, id)
+	}
+}
+
+// BuildInfo is what harbormaster_build_info carries as labels.
+type BuildInfo struct {
+	Version, Commit, GoVersion, Compiler, Checker, Bundle string
+}
+
+// RegisterBuildInfo adds harbormaster_build_info, 1 with the binary's
+// version, commit, Go version, compiler and checker versions and the
+// prompt bundle in force as labels (as harbormaster version prints them).
+func (m *Metrics) RegisterBuildInfo(b BuildInfo) {
+	if m == nil {
+		return
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "harbormaster_build_info",
+		Help: "1, labelled with the binary's version, commit, Go version, compiler, checker and prompt bundle in force."},
+		[]string{"version", "commit", "goversion", "compiler", "checker", "prompt_bundle"})
+	g.WithLabelValues(b.Version, b.Commit, b.GoVersion, b.Compiler, b.Checker, b.Bundle).Set(1)
+	m.Registry.MustRegister(g)
 }
 
 type collectorFunc struct {

@@ -30,6 +30,7 @@ func newTestMetrics(t *testing.T) *Metrics {
 	m := New([]string{"shop"}, func(context.Context) (int, time.Duration, error) { return 3, time.Minute, nil }, fakeSwitches{})
 	m.RegisterAudit(func(context.Context) (int, time.Duration, float64, error) { return 1, time.Hour, 0.25, nil })
 	m.RegisterShapeBand(0.01, 0.3)
+	m.RegisterBuildInfo(BuildInfo{Version: "devel", Commit: "c", GoVersion: "go1", Compiler: "x/1", Checker: "pg", Bundle: "b/1"})
 	m.Decision("compiled", "executed", 2*time.Millisecond)
 	m.QuotaRefusal("delegation")
 	m.LogbookAppend(time.Millisecond)

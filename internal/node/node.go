@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/buildinfo"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
@@ -36,6 +37,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
+	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -141,6 +143,10 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	s.metrics.RegisterAudit(auditor.Stats)
+	s.metrics.InitFramings([]string{string(surveyor.Certify), string(surveyor.Refute), string(surveyor.Shape)})
+	bi := buildinfo.Read()
+	s.metrics.RegisterBuildInfo(metrics.BuildInfo{Version: bi.Version, Commit: bi.Commit, GoVersion: bi.GoVersion,
+		Compiler: bi.Compiler, Checker: bi.Checker, Bundle: bi.Bundle})
 	if b := cfg.Surveyor.ShapeDissentBand; len(b) == 2 {
 		s.metrics.RegisterShapeBand(b[0], b[1])
 	}
@@ -301,12 +307,23 @@ func (s *Node) loadDelegationDir(ctx context.Context, dir string) error {
 }
 
 // Serve runs the HTTP server on ln until ctx ends, then shuts down
-// gracefully.
+// gracefully. With tls in the config it serves HTTPS.
 func (s *Node) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	tlsCfg, err := serverTLS(s.cfg)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if tlsCfg != nil {
+		// ServeTLS (not a TLS listener) so HTTP/2 is set up too; the
+		// certificate comes from GetCertificate.
+		srv.TLSConfig = tlsCfg
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -314,7 +331,7 @@ func (s *Node) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

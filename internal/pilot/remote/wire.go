@@ -152,6 +152,7 @@ type wireResult struct {
 	Code         string           `json:"code"`
 	RowsAffected int64            `json:"rows_affected"`
 	Columns      []string         `json:"columns"`
+	ColumnTypes  []uint32         `json:"column_types"`
 	Rows         []map[string]any `json:"rows"`
 	Truncated    bool             `json:"truncated"`
 	TxID         string           `json:"txid"`
@@ -169,6 +170,7 @@ type receivedResult struct {
 	Code         string                       `json:"code"`
 	RowsAffected int64                        `json:"rows_affected"`
 	Columns      []string                     `json:"columns"`
+	ColumnTypes  []uint32                     `json:"column_types"`
 	Rows         []map[string]json.RawMessage `json:"rows"`
 	Truncated    bool                         `json:"truncated"`
 	TxID         string                       `json:"txid"`
@@ -201,7 +203,7 @@ func (r *receivedRehearsal) rehearsal() *pilot.Rehearsal {
 
 func encodeResult(r *pilot.Result) *wireResult {
 	return &wireResult{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		Columns: r.Columns, ColumnTypes: r.ColumnTypes, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
 		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: r.ExecutedArgs, Rehearsal: r.Rehearsal, Detail: r.Detail}
 }
 
@@ -209,7 +211,7 @@ func encodeResult(r *pilot.Result) *wireResult {
 // JSON the Pilot's own Result marshals to.
 func (r *receivedResult) result() *pilot.Result {
 	return &pilot.Result{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, Rows: rawRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		Columns: r.Columns, ColumnTypes: r.ColumnTypes, Rows: rawRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
 		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: rawValues(r.ExecutedArgs), Rehearsal: r.Rehearsal.rehearsal(), Detail: r.Detail}
 }
 
