@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"image"
 	"image/color/palette"
 	"image/draw"
@@ -57,34 +58,7 @@ const axeDir = "testdata/axe"
 // node_modules already holds the version package.json pins, and returns it.
 func axeSource(t *testing.T) string {
 	t.Helper()
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(axeDir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
-	}
-	var installed struct{ Version string }
-	if b, err := os.ReadFile(filepath.Join(axeDir, "node_modules", "axe-core", "package.json")); err == nil {
-		_ = json.Unmarshal(b, &installed)
-	}
-	if installed.Version != pkg.Dependencies["axe-core"] {
-		npm := needTool(t, "npm")
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = axeDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg := "npm ci for axe-core (it needs the npm registry): " + err.Error() + "\n" + string(out)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
+	testtools.NPMCI(t, axeDir, "axe-core")
 	src, err := os.ReadFile(filepath.Join(axeDir, "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
 		t.Fatal(err)

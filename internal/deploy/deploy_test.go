@@ -2,13 +2,13 @@ package deploy_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"math/big"
 	"os"
 	"os/exec"
@@ -273,19 +273,7 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		need(t, "node", "Debian: apt-get install nodejs", err)
 	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		need(t, "npm", "Debian: apt-get install npm", err)
-	}
-	if _, err := os.Stat(filepath.Join(lintDir, "node_modules", "dockerfile-utils", "package.json")); err != nil {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = lintDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			need(t, "dockerfile-utils", "npm ci needs the npm registry: "+string(out), err)
-		}
-	}
+	testtools.NPMCI(t, lintDir, "dockerfile-utils")
 	df := filepath.Join(root, "Dockerfile")
 	lint := func(path string) (string, error) {
 		abs, _ := filepath.Abs(path)

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,35 +21,9 @@ const lintDir = "testdata/openapi-lint"
 // recommended-strict: every warning fails. Without node and npm it fails
 // under CI=true and skips elsewhere.
 func TestOpenAPILint(t *testing.T) {
-	node, npm := lookTool(t, "node"), lookTool(t, "npm")
+	node := lookTool(t, "node")
 	const pkg = "@redocly/cli"
-	var want struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(lintDir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatal(err)
-	}
-	var installed struct{ Version string }
-	if b, err := os.ReadFile(filepath.Join(lintDir, "node_modules", pkg, "package.json")); err == nil {
-		_ = json.Unmarshal(b, &installed)
-	}
-	if installed.Version != want.Dependencies[pkg] {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = lintDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg := "npm ci (it needs the npm registry): " + err.Error() + "\n" + string(out)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
+	testtools.NPMCI(t, lintDir, pkg)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join("node_modules", pkg, "bin", "cli.js"), "lint", "--config", "redocly.yaml", "../../openapi.json")

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,34 +32,7 @@ var conformanceScenarios = []string{"server-initialize", "ping", "tools-list", "
 func installConformance(t *testing.T, npm string) string {
 	t.Helper()
 	const pkg = "@modelcontextprotocol/conformance"
-	var want struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(conformanceDir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatal(err)
-	}
-	modDir := filepath.Join(conformanceDir, "node_modules", pkg)
-	var installed struct{ Version string }
-	if b, err := os.ReadFile(filepath.Join(modDir, "package.json")); err == nil {
-		_ = json.Unmarshal(b, &installed)
-	}
-	if installed.Version != want.Dependencies[pkg] {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = conformanceDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg := "npm ci (it needs the npm registry): " + err.Error() + "\n" + string(out)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
+	testtools.NPMCI(t, conformanceDir, pkg)
 	return filepath.Join("node_modules", pkg, "dist", "index.js") // relative to conformanceDir
 }
 

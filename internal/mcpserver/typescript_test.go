@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -36,35 +36,7 @@ func needTool(t *testing.T, name string) string {
 // already holds the SDK version package.json pins.
 func installTSClient(t *testing.T, npm string) {
 	t.Helper()
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(tsClientDir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
-	}
-	want := pkg.Dependencies["@modelcontextprotocol/sdk"]
-	var installed struct{ Version string }
-	if b, err := os.ReadFile(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
-		_ = json.Unmarshal(b, &installed)
-	}
-	if installed.Version == want {
-		return
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-	cmd.Dir = tsClientDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		msg := "npm ci (it needs the npm registry): " + err.Error() + "\n" + string(out)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testtools.NPMCI(t, tsClientDir, "@modelcontextprotocol/sdk")
 }
 
 // TestTypeScriptClient connects as an agent developer would: the official

@@ -4,9 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
+	"github.com/harbormaster-dev/harbormaster/internal/testtools"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,34 +20,7 @@ const nodeClientDir = "testdata/node-client"
 // node_modules already holds the pg version package.json pins.
 func installNodeClient(t *testing.T, npm string) {
 	t.Helper()
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(nodeClientDir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
-	}
-	var installed struct{ Version string }
-	if b, err := os.ReadFile(filepath.Join(nodeClientDir, "node_modules", "pg", "package.json")); err == nil {
-		_ = json.Unmarshal(b, &installed)
-	}
-	if installed.Version == pkg.Dependencies["pg"] {
-		return
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-	cmd.Dir = nodeClientDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		msg := "npm ci (it needs the npm registry): " + err.Error() + "\n" + string(out)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testtools.NPMCI(t, nodeClientDir, "pg")
 }
 
 // TestNodePostgres connects as a Node.js agent would, with node-postgres
