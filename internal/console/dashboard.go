@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -143,7 +144,7 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 	p.Charts = append(p.Charts, outcomesChart(decisions), fastPathChart(decisions), c.panelChart(judgments),
 		queueChart(queued), auditChart(audits))
 
-	depth, oldest, qerr := c.cfg.QueueStats(ctx)
+	depth, oldest, qerr := c.queueFigures(ctx, s)
 	if qerr == nil {
 		p.Figures = append(p.Figures, figure{Label: "Queue depth", Value: fmt.Sprint(depth)},
 			figure{Label: "Oldest waiting referral", Value: roundDur(oldest)})
@@ -354,4 +355,26 @@ func (c *Console) panelChart(es []logbook.Entry) *chart {
 	}
 	ch.layout()
 	return ch
+}
+
+// queueFigures are the depth of the queue and the age of its oldest
+// referral, over the targets the session sees only: a human of one target
+// learns nothing of another's queue from the dashboard.
+func (c *Console) queueFigures(ctx context.Context, s *Session) (int, time.Duration, error) {
+	if c.cfg.Gateway == nil {
+		return c.cfg.QueueStats(ctx)
+	}
+	if s == nil || len(s.Targets) == 0 {
+		return 0, 0, nil // Queue(nil) would be every target's
+	}
+	q, err := c.cfg.Gateway.Queue(ctx, s.Targets)
+	if err != nil {
+		return 0, 0, err
+	}
+	var oldest time.Duration
+	now := time.Now()
+	for _, v := range q {
+		oldest = max(oldest, now.Sub(v.Created))
+	}
+	return len(q), oldest, nil
 }

@@ -386,12 +386,12 @@ func TestCorrelatedPanelMark(t *testing.T) {
 	ds := f.sys.AddExamples(t)
 	d := ds[gatewaytest.Customers]
 	alice := client(t)
-	if code, _ := do(t, alice, "GET", f.loginLink(t, f.keys.Grantor), nil); code != http.StatusOK {
+	if code, _, _ := useLink(t, alice, f.loginLink(t, f.keys.Grantor)); code != http.StatusOK {
 		t.Fatal("login")
 	}
 	const mark = "correlated panel"
-	if _, body := do(t, alice, "GET", f.srv.URL+console.Prefix, nil); strings.Contains(body, mark) {
-		t.Fatal("a delegation without a judgment is marked correlated")
+	if _, body := do(t, alice, "GET", f.srv.URL+console.Prefix, nil); !strings.Contains(body, d.ID) || strings.Contains(body, mark) {
+		t.Fatalf("the list does not show the delegation, or marks it correlated without a judgment:\n%s", body)
 	}
 	judge := func(correlated bool) {
 		if _, err := f.sys.Logbook.Append(t.Context(), logbook.Record{Kind: logbook.KindJudgment,

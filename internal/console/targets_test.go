@@ -58,4 +58,13 @@ func TestLogbookOtherTargets(t *testing.T) {
 			t.Errorf("logbook%s does not show alice the entry of her own target", q)
 		}
 	}
+	// The dashboard's queue figures count her target's referrals only:
+	// both statements above wait for a human, one on each target.
+	if own.Outcome != "referred" || other.Outcome != "referred" {
+		t.Fatalf("outcomes %s and %s: both should be referred", own.Outcome, other.Outcome)
+	}
+	_, body := do(t, alice, "GET", srv2.URL+console.Prefix+"dashboard", nil)
+	if !strings.Contains(body, `Queue depth</span> <span class="figure-value">1</span>`) {
+		t.Errorf("the dashboard does not count alice's one waiting referral alone:\n%s", body)
+	}
 }
