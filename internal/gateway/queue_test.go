@@ -873,3 +873,42 @@ func TestOutcomeRecordedAfterCallerLeft(t *testing.T) {
 	}
 	f.sys.Verify(t)
 }
+
+// TestOtherPrincipalsRequestNotAwaited: asking for another principal's
+// request answers not found at once, even while that request's execution
+// entry is being written; only its owner waits for the entry.
+func TestOtherPrincipalsRequestNotAwaited(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	gw, ctx := f.sys.Gateway, t.Context()
+	v := f.referred(t, "UPDATE customers SET name = 'Anna Schmidt' WHERE id = 12")
+	release := gw.HoldExecutionEntry(v.ID)
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	other := make(chan error, 1)
+	go func() { _, err := gw.Request(ctx, v.ID, gatewaytest.Other); other <- err }()
+	select {
+	case err := <-other:
+		if !errors.Is(err, gateway.ErrNotFound) {
+			t.Fatalf("another agent's request: %v, want ErrNotFound", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("another agent's lookup waited for the request's execution entry")
+	}
+	owner := make(chan error, 1)
+	go func() { _, err := gw.Request(ctx, v.ID, gatewaytest.Agent); owner <- err }()
+	select {
+	case err := <-owner:
+		t.Fatalf("the owner's lookup did not wait for the execution entry (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	released = true
+	if err := <-owner; err != nil {
+		t.Fatalf("the owner's lookup after the entry: %v", err)
+	}
+}

@@ -262,8 +262,8 @@ func (g *Gateway) isInFlight(id string) bool {
 }
 
 // settled waits until request id's execution entry, if one is being
-// written, is written (or ctx ends).
-func (g *Gateway) settled(ctx context.Context, id string) {
+// written, is written (or ctx ends); it reports whether it waited.
+func (g *Gateway) settled(ctx context.Context, id string) bool {
 	g.pendMu.Lock()
 	done, ok := g.pending[id]
 	g.pendMu.Unlock()
@@ -273,6 +273,7 @@ func (g *Gateway) settled(ctx context.Context, id string) {
 		case <-ctx.Done():
 		}
 	}
+	return ok
 }
 
 // Drain waits until every execution entry written after its answer is
@@ -410,13 +411,23 @@ type RequestView struct {
 
 // Request returns one request. A principal other than "" may only see its own.
 func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestView, error) {
-	g.settled(ctx, id)
+	// Whose it is comes first: another principal's request is not found at
+	// once, never after waiting for its execution to be recorded, so the
+	// time of the answer says nothing of it (DESIGN.md invariant 10).
 	rows, err := g.queryRequests(ctx, store.RequestFilter{ID: id})
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 || principal != "" && rows[0].Principal != principal {
 		return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
+	}
+	if g.settled(ctx, id) {
+		if rows, err = g.queryRequests(ctx, store.RequestFilter{ID: id}); err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
+		}
 	}
 	if principal != "" {
 		// What only humans see (DESIGN.md invariant 10): the rehearsal
