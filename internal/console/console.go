@@ -92,6 +92,10 @@ type Config struct {
 	// Claim uses up a login challenge on every node (store.ClaimRequest).
 	// Without it, each node remembers its own.
 	Claim func(ctx context.Context, digest string, until time.Time) (bool, error)
+	// Claimed reports whether a digest was claimed and its claim has not
+	// expired (store.Claimed): how every node learns that a session was
+	// logged out. Without it (and Claim), each node knows its own logouts.
+	Claimed func(ctx context.Context, digest string) (bool, error)
 	// Notes returns the advisory note on a request, or nil. Optional.
 	Notes func(ctx context.Context, requestID string) (*Note, error)
 	// SessionTTL defaults to 8 hours; ChallengeTTL to 5 minutes.

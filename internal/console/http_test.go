@@ -351,6 +351,8 @@ func TestSessionsAcrossNodes(t *testing.T) {
 	other, err := console.New(console.Config{Gateway: f.sys.OtherNode(t), Signers: f.keys.Signers, Logbook: f.sys.Logbook,
 		Key: console.SessionKey(f.keys.ControlPlane), Claim: func(ctx context.Context, digest string, until time.Time) (bool, error) {
 			return f.sys.Store.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
+		}, Claimed: func(ctx context.Context, digest string) (bool, error) {
+			return f.sys.Store.Claimed(ctx, digest, time.Now().UnixNano())
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -373,8 +375,26 @@ func TestSessionsAcrossNodes(t *testing.T) {
 	u1, _ := url.Parse(f.srv.URL + console.Prefix)
 	u2, _ := url.Parse(srv2.URL + console.Prefix)
 	alice.Jar.SetCookies(u2, alice.Jar.Cookies(u1))
-	if code, body := do(t, alice, "GET", srv2.URL+console.Prefix+"switches", nil); code != http.StatusOK || !strings.Contains(body, "alice") {
-		t.Errorf("node 1's session on node 2: %d", code)
+	code, body := do(t, alice, "GET", srv2.URL+console.Prefix+"switches", nil)
+	if code != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Fatalf("node 1's session on node 2: %d", code)
+	}
+	// Logged out on node 1, the session is over on both nodes, even for
+	// whoever kept a copy of its cookie.
+	old := alice.Jar.Cookies(u1)
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no CSRF token on the page")
+	}
+	if code, _ := do(t, alice, "POST", f.srv.URL+console.Prefix+"logout", url.Values{"csrf": {m[1]}}); code != http.StatusOK {
+		t.Fatalf("logout: %d", code)
+	}
+	for _, u := range []*url.URL{u1, u2} {
+		thief := client(t)
+		thief.Jar.SetCookies(u, old)
+		if code, body := do(t, thief, "GET", u.String()+"switches", nil); code != http.StatusUnauthorized || !strings.Contains(body, "logged out") {
+			t.Errorf("a logged-out session's cookie on %s: %d, want 401 (logged out)", u.Host, code)
+		}
 	}
 }
 

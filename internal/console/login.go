@@ -152,6 +152,11 @@ func (c *Console) postLoginLink(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) postLogout(w http.ResponseWriter, r *http.Request, s *Session) {
+	if err := c.logout(r, s.ID, s.Expires); err != nil {
+		c.cfg.Logger.Error("console: logout", "err", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "Log out", "The logout could not be recorded, so the session is still open; try again.")
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
 	c.renderLogin(w, r, http.StatusOK, "You are logged out.")
 }

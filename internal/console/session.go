@@ -198,7 +198,44 @@ func (c *Console) session(r *http.Request) (*Session, error) {
 		return nil, errors.New("the key of this session may no longer open a session")
 	}
 	s.ID, s.Expires, s.CSRF = cb.SID, time.Unix(cb.Exp, 0), c.csrfToken(cb.SID)
+	// A session logged out is over on every node; if that cannot be
+	// read, the session is not trusted.
+	out, err := c.loggedOut(r, cb.SID)
+	if err != nil {
+		c.cfg.Logger.Error("console: session revocations", "err", err)
+		return nil, errors.New("the session could not be checked; log in again later")
+	}
+	if out {
+		return nil, errors.New("this session was logged out; log in again")
+	}
 	return s, nil
+}
+
+func logoutDigest(sid string) string {
+	sum := sha256.Sum256([]byte("console logout\n" + sid))
+	return fmt.Sprintf("%x", sum)
+}
+
+// logout ends session sid on every node until its expiry.
+// This node remembers it too, so it holds here even without a store.
+func (c *Console) logout(r *http.Request, sid string, until time.Time) error {
+	c.used.claim(logoutDigest(sid), until, c.cfg.Clock())
+	if c.cfg.Claim != nil {
+		_, err := c.cfg.Claim(r.Context(), logoutDigest(sid), until)
+		return err
+	}
+	return nil
+}
+
+// loggedOut reports whether session sid was logged out.
+func (c *Console) loggedOut(r *http.Request, sid string) (bool, error) {
+	if c.used.seenNow(logoutDigest(sid), c.cfg.Clock()) {
+		return true, nil
+	}
+	if c.cfg.Claimed != nil {
+		return c.cfg.Claimed(r.Context(), logoutDigest(sid))
+	}
+	return false, nil
 }
 
 // rolesOf reads from the signers file what pub may see and do now; nil
@@ -332,6 +369,14 @@ func (c *Console) claim(r *http.Request, what string, until time.Time) (bool, er
 type usedChallenges struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
+}
+
+// seenNow reports whether digest is claimed and its claim not expired.
+func (u *usedChallenges) seenNow(digest string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, ok := u.seen[digest]
+	return ok && !now.After(t)
 }
 
 func (u *usedChallenges) claim(digest string, until, now time.Time) bool {

@@ -215,7 +215,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	con, err := console.New(console.Config{Gateway: s.gateway, Signers: signers, Logbook: s.logbook, Key: console.SessionKey(key),
-		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Surveyor: panel, Claim: ClaimRequest(s.store), Logger: log,
+		CheckpointVerifier: cpVerifier, Switches: s.switches, Auditor: auditor, Surveyor: panel, Claim: ClaimRequest(s.store), Claimed: Claimed(s.store), Logger: log,
 		Secure: cfg.Console.SecureCookies, SessionTTL: cfg.Console.SessionTTL.D(), AuditAlert: cfg.Console.AuditAlert.D(),
 		Notes: console.LeadsmanNotes(s.notes)})
 	if err != nil {
@@ -413,5 +413,12 @@ func sharedQuota(st *store.Store) func(ctx context.Context, now time.Time, wants
 func ClaimRequest(st *store.Store) func(ctx context.Context, digest string, until time.Time) (bool, error) {
 	return func(ctx context.Context, digest string, until time.Time) (bool, error) {
 		return st.ClaimRequest(ctx, digest, time.Now().UnixNano(), until.UnixNano())
+	}
+}
+
+// Claimed is store.Claimed at the time of the call, for the console.
+func Claimed(st *store.Store) func(ctx context.Context, digest string) (bool, error) {
+	return func(ctx context.Context, digest string) (bool, error) {
+		return st.Claimed(ctx, digest, time.Now().UnixNano())
 	}
 }

@@ -114,3 +114,14 @@ func (s *Store) ClaimRequest(ctx context.Context, digest string, nowNS, expiresN
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
+
+// Claimed reports whether digest is claimed (ClaimRequest) and its claim
+// has not expired at nowNS, without claiming it.
+func (s *Store) Claimed(ctx context.Context, digest string, nowNS int64) (bool, error) {
+	var n int
+	err := s.ops.QueryRowContext(ctx, s.SQL(`SELECT COUNT(*) FROM seen_requests WHERE digest = ? AND expires_ns >= ?`), digest, nowNS).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: seen requests: %w", err)
+	}
+	return n > 0, nil
+}

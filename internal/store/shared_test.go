@@ -138,3 +138,41 @@ func TestDriversExpiryClaimedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestDriversClaimed: Claimed sees a claim until it expires, and never
+// claims anything itself.
+func TestDriversClaimed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, &pg, func(t *testing.T, loc storetest.Location) {
+		t.Parallel()
+		ctx := context.Background()
+		s := loc.Open(t)
+		now := time.Now().UnixNano()
+		claimed := func(d string, at int64) bool {
+			t.Helper()
+			ok, err := s.Claimed(ctx, d, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if claimed("d1", now) {
+			t.Fatal("an unclaimed digest is claimed")
+		}
+		if ok, err := s.ClaimRequest(ctx, "d1", now, now+int64(time.Minute)); err != nil || !ok {
+			t.Fatalf("the first claim: %v %v", ok, err)
+		}
+		if !claimed("d1", now) || !claimed("d1", now+int64(time.Minute)) {
+			t.Error("a claim is not seen before it expires")
+		}
+		if claimed("d1", now+int64(time.Minute)+1) {
+			t.Error("an expired claim is seen")
+		}
+		if claimed("d2", now) {
+			t.Error("Claimed sees another digest's claim")
+		}
+		if ok, err := s.ClaimRequest(ctx, "d2", now, now+int64(time.Minute)); err != nil || !ok {
+			t.Errorf("Claimed took the claim it only looked at: %v %v", ok, err)
+		}
+	})
+}
