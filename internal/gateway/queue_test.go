@@ -20,6 +20,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // manualClock is a clock a test moves by hand. It starts at the real time,
@@ -882,6 +883,16 @@ func TestOtherPrincipalsRequestNotAwaited(t *testing.T) {
 	f := newFixture(t, nil)
 	gw, ctx := f.sys.Gateway, t.Context()
 	v := f.referred(t, "UPDATE customers SET name = 'Anna Schmidt' WHERE id = 12")
+	// What an approval leaves while the Pilot runs it: running, its
+	// execution entry not yet written.
+	rq, err := store.NewRequests(ctx, f.sys.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rq.Decide(ctx, v.ID, gateway.StatusWaiting, store.Decision{Status: gateway.StatusRunning, Path: "approved",
+		DecidedBy: "bob", Act: "act", ActSignature: "sig", UpdatedNS: time.Now().UnixNano()}); err != nil || !ok {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
 	release := gw.HoldExecutionEntry(v.ID)
 	released := false
 	defer func() {

@@ -262,8 +262,8 @@ func (g *Gateway) isInFlight(id string) bool {
 }
 
 // settled waits until request id's execution entry, if one is being
-// written, is written (or ctx ends); it reports whether it waited.
-func (g *Gateway) settled(ctx context.Context, id string) bool {
+// written, is written (or ctx ends).
+func (g *Gateway) settled(ctx context.Context, id string) {
 	g.pendMu.Lock()
 	done, ok := g.pending[id]
 	g.pendMu.Unlock()
@@ -273,7 +273,6 @@ func (g *Gateway) settled(ctx context.Context, id string) bool {
 		case <-ctx.Done():
 		}
 	}
-	return ok
 }
 
 // Drain waits until every execution entry written after its answer is
@@ -421,7 +420,10 @@ func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestVi
 	if len(rows) == 0 || principal != "" && rows[0].Principal != principal {
 		return nil, fmt.Errorf("gateway: request %s: %w", id, ErrNotFound)
 	}
-	if g.settled(ctx, id) {
+	// A request read as running may have its execution entry being
+	// written: wait for that, then read it again (a settled one stays so).
+	if rows[0].Status == StatusRunning {
+		g.settled(ctx, id)
 		if rows, err = g.queryRequests(ctx, store.RequestFilter{ID: id}); err != nil {
 			return nil, err
 		}
