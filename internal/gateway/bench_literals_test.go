@@ -1,27 +1,16 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/bench/benchtest"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
-
-// benchClientEnv carries the load generator's bench.Config (JSON) to the
-// child process that runs TestBenchClient.
-const benchClientEnv = "HARBORMASTER_BENCH_CLIENT"
-
-// benchResultPrefix starts the child's one line of result (JSON).
-const benchResultPrefix = "harbormaster-bench-result: "
 
 // BenchmarkHonestGovernedVsDirect is the honest benchmark (package bench)
 // over a node in this process: the demo's target and delegations plus the
@@ -46,7 +35,7 @@ func BenchmarkHonestGovernedVsDirect(b *testing.B) {
 		cfg.Duration, cfg.Warmup = 100*time.Millisecond, -1
 	}
 	b.ResetTimer()
-	res := runLoadGenerator(b, cfg)
+	res := benchtest.Run(b, cfg)
 	b.StopTimer()
 
 	b.ReportMetric(res.DirectP50Ms, "direct-p50-ms")
@@ -80,52 +69,5 @@ func benchNode(b *testing.B, run string) (*gatewaytest.System, string) {
 	return sys, dsn
 }
 
-// runLoadGenerator runs bench.Run with cfg in a child process and returns
-// its result.
-func runLoadGenerator(b *testing.B, cfg bench.Config) *bench.Result {
-	b.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^TestBenchClient$", "-test.count=1")
-	cmd.Env = append(os.Environ(), benchClientEnv+"="+string(raw))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("load generator: %v\n%s", err, out.String())
-	}
-	for line := range strings.Lines(out.String()) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), benchResultPrefix); ok {
-			var res bench.Result
-			if err := json.Unmarshal([]byte(rest), &res); err != nil {
-				b.Fatal(err)
-			}
-			return &res
-		}
-	}
-	b.Fatalf("load generator gave no result:\n%s", out.String())
-	return nil
-}
-
-// TestBenchClient is BenchmarkHonestGovernedVsDirect's load generator. It
-// runs only in the child process the benchmark starts.
-func TestBenchClient(t *testing.T) {
-	raw := os.Getenv(benchClientEnv)
-	if raw == "" {
-		t.Skip("the load generator of BenchmarkHonestGovernedVsDirect: runs only as its child process")
-	}
-	var cfg bench.Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	res, err := bench.Run(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("%s%s\n", benchResultPrefix, out)
-}
+// TestBenchClient is BenchmarkHonestGovernedVsDirect's load generator (benchtest.Run).
+func TestBenchClient(t *testing.T) { benchtest.ServeChild(t) }

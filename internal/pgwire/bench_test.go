@@ -1,32 +1,22 @@
 package pgwire_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bench"
+	"github.com/harbormaster-dev/harbormaster/internal/bench/benchtest"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 )
-
-// benchClientEnv carries the load generator's bench.Config (JSON) to the
-// child process that runs TestBenchClient.
-const benchClientEnv = "HARBORMASTER_PGWIRE_BENCH_CLIENT"
-
-const benchResultPrefix = "harbormaster-bench-result: "
 
 // BenchmarkWireGovernedVsDirect is the honest benchmark (package bench)
 // twice over one node in this process, side by side: governed over HTTP
@@ -74,10 +64,10 @@ func BenchmarkWireGovernedVsDirect(b *testing.B) {
 	b.ResetTimer()
 	httpCfg := base
 	httpCfg.API = srv.URL
-	res := map[string]*bench.Result{"http": runLoadGenerator(b, httpCfg)}
+	res := map[string]*bench.Result{"http": benchtest.Run(b, httpCfg)}
 	wireCfg := base
 	wireCfg.Wire = wireURL
-	res["wire"] = runLoadGenerator(b, wireCfg)
+	res["wire"] = benchtest.Run(b, wireCfg)
 	b.StopTimer()
 	for front, r := range res {
 		b.ReportMetric(r.DirectP50Ms, front+"-direct-p50-ms")
@@ -96,52 +86,5 @@ func BenchmarkWireGovernedVsDirect(b *testing.B) {
 	}
 }
 
-// runLoadGenerator runs bench.Run with cfg in a child process and returns
-// its result.
-func runLoadGenerator(b *testing.B, cfg bench.Config) *bench.Result {
-	b.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^TestBenchClient$", "-test.count=1")
-	cmd.Env = append(os.Environ(), benchClientEnv+"="+string(raw))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("load generator: %v\n%s", err, out.String())
-	}
-	for line := range strings.Lines(out.String()) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), benchResultPrefix); ok {
-			var res bench.Result
-			if err := json.Unmarshal([]byte(rest), &res); err != nil {
-				b.Fatal(err)
-			}
-			return &res
-		}
-	}
-	b.Fatalf("load generator gave no result:\n%s", out.String())
-	return nil
-}
-
-// TestBenchClient is BenchmarkWireGovernedVsDirect's load generator. It
-// runs only in the child process the benchmark starts.
-func TestBenchClient(t *testing.T) {
-	raw := os.Getenv(benchClientEnv)
-	if raw == "" {
-		t.Skip("the load generator of BenchmarkWireGovernedVsDirect: runs only as its child process")
-	}
-	var cfg bench.Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	res, err := bench.Run(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("%s%s\n", benchResultPrefix, out)
-}
+// TestBenchClient is BenchmarkWireGovernedVsDirect's load generator (benchtest.Run).
+func TestBenchClient(t *testing.T) { benchtest.ServeChild(t) }
