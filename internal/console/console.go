@@ -312,6 +312,21 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *Session, statu
 }
 
 var funcs = template.FuncMap{
+	// dict builds a partial's fields from name-value pairs.
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, fmt.Errorf("dict: %d arguments, not name-value pairs", len(kv))
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: name %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 	"ts": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
