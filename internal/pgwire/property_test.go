@@ -37,7 +37,9 @@ func strs(s ...string) func(r *rand.Rand) any {
 
 var templates = []template{
 	{"SELECT id, status FROM orders WHERE id = %s", ints(1, 60)},
-	{"SELECT id, status, created_at, updated_at FROM orders WHERE customer_id = %s ORDER BY id", ints(1, 60)},
+	// Not updated_at: the UPDATEs below set it to now(), which differs by
+	// the milliseconds between the two systems' runs.
+	{"SELECT id, status, created_at FROM orders WHERE customer_id = %s ORDER BY id", ints(1, 60)},
 	{"SELECT id, total_cents FROM orders WHERE id = %s", ints(1, 60)},
 	{"SELECT id, status FROM orders WHERE status = %s ORDER BY id LIMIT 3", strs("pending", "failed", "retrying", "shipped")},
 	{"SELECT count(*) FROM orders WHERE status = %s", strs("pending", "retrying")},
