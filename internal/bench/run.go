@@ -64,6 +64,11 @@ type Config struct {
 	// target (DirectMode), instead of POST /v1/statements. API is then
 	// not needed.
 	Wire string `json:"wire,omitempty"`
+	// StoreDir, when set, is the directory of the node's store, on this
+	// machine: the run measures its device's fsync first (ProbeFsync), the
+	// one durable commit a governed statement waits for and a direct one
+	// does not.
+	StoreDir string `json:"store_dir,omitempty"`
 	// HTTPClient sends the governed statements. Defaults to a client that
 	// keeps a connection per client alive.
 	HTTPClient *http.Client `json:"-"`
@@ -168,6 +173,10 @@ type Result struct {
 	// Ratio16 is GovernedTPS16 / DirectTPS16.
 	Ratio16 float64 `json:"ratio_16"`
 
+	// StoreFsync is the store device's fsync latency (Config.StoreDir),
+	// measured before the load; nil without a StoreDir.
+	StoreFsync *Fsync `json:"store_fsync,omitempty"`
+
 	// Note says what is unusual about the run, if anything.
 	Note string `json:"note,omitempty"`
 	// PIDs are the processes the CPU split reads; 0 is one not known.
@@ -187,6 +196,9 @@ type PIDs struct {
 	Others  []int `json:"others,omitempty"`
 	Clients int   `json:"clients"`
 }
+
+// fsyncSamples is how many fsyncs Run's probe of Config.StoreDir times.
+const fsyncSamples = 300
 
 // DirectMode names how the direct run sends its statements.
 const DirectMode = "pgconn ExecParams: extended protocol, unnamed statement, one round trip, no statement cache"
@@ -240,6 +252,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var fsync *Fsync
+	if cfg.StoreDir != "" {
+		// Before the load, so that nothing else is writing to the device.
+		if fsync, err = ProbeFsync(cfg.StoreDir, fsyncSamples); err != nil {
+			return nil, err
+		}
+	}
 	r := &runner{cfg: cfg, w: w}
 	defer r.close()
 	for range cfg.Clients {
@@ -277,7 +296,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
-		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self}}
+		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self},
+		StoreFsync: fsync}
 	if slices.Contains(m.node, m.self) {
 		// One process cannot be split: it is all counted as clients.
 		m.node = nil

@@ -47,12 +47,15 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	api, dsn := system(t, true)
 	res, err := bench.Run(t.Context(), bench.Config{API: api, Token: gatewaytest.AgentToken, DSN: dsn,
-		Statements: 10, Warmup: 2, Duration: 200 * time.Millisecond, Clients: 4, NodePID: os.Getpid()})
+		Statements: 10, Warmup: 2, Duration: 200 * time.Millisecond, Clients: 4, NodePID: os.Getpid(), StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, _ := json.Marshal(res)
 	t.Logf("result: %s", out)
+	if f := res.StoreFsync; f == nil || f.Samples == 0 || !(f.P50Us > 0) {
+		t.Errorf("store_fsync %+v: want the probe's figures (StoreDir was set)", f)
+	}
 	for name, v := range map[string]float64{
 		"direct_p50_ms": res.DirectP50Ms, "direct_p99_ms": res.DirectP99Ms, "governed_p50_ms": res.GovernedP50Ms,
 		"governed_p99_ms": res.GovernedP99Ms, "direct_tps_16": res.DirectTPS16, "governed_tps_16": res.GovernedTPS16, "ratio_16": res.Ratio16,

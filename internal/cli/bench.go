@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 func runBench(e *env, args []string) (code int) {
@@ -49,6 +51,7 @@ func runBench(e *env, args []string) (code int) {
 	ids := fs.String("ids", fmt.Sprintf("%d-%d", bench.DefaultFirstID, bench.DefaultLastID), "the orders the statements update, `FROM-TO`, split between the clients")
 	asJSON := fs.Bool("json", false, "print JSON")
 	wire := fs.String("wire", "", "send the governed statements over the PostgreSQL wire front at this connection `URL`\n(with --info, \"demo\" uses its pg_url) instead of POST /v1/statements")
+	storeDir := fs.String("store-dir", "", "the node's store `DIR`, on this machine: its device's fsync is measured first\n(with --info of a demo on a store file, its directory)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -79,6 +82,9 @@ func runBench(e *env, args []string) (code int) {
 		if *wire == "demo" {
 			*wire = inf.PGURL
 		}
+		if !set["store-dir"] && inf.Store != "" && !store.IsPostgresURL(inf.Store) {
+			*storeDir = filepath.Dir(inf.Store)
+		}
 		if !set["node-pid"] {
 			*nodePID = inf.PID
 		}
@@ -107,7 +113,8 @@ func runBench(e *env, args []string) (code int) {
 	}
 	apis := strings.Split(*api, ",")
 	cfg := bench.Config{API: apis[0], APIs: apis, Token: *token, Target: *target, DSN: *dsn, Statements: *statements, Duration: *duration,
-		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID, Wire: *wire}
+		Clients: *clients, FirstID: first, LastID: last, NodePID: *nodePID, OtherPIDs: otherPIDs, PostgresPID: *pgPID, Wire: *wire,
+		StoreDir: *storeDir}
 	if *wire == "demo" || *wire != "" && !strings.HasPrefix(*wire, "postgres") {
 		return e.usageErr(fs, "--wire: want a postgres:// URL (or demo, with --info of a demo that serves the wire front)")
 	}
@@ -262,6 +269,10 @@ func printBench(w io.Writer, r *bench.Result, d time.Duration) {
 	row(fmt.Sprintf("clients (%d)", r.PIDs.Clients), dc.Clients, gc.Clients)
 	row("machine", dc.Machine, gc.Machine)
 	row("other", dc.Other, gc.Other)
+	if f := r.StoreFsync; f != nil {
+		fmt.Fprintf(w, "\nstore fsync (%s, %d samples): p50 %.0f µs, p90 %.0f µs\n", f.Dir, f.Samples, f.P50Us, f.P90Us)
+		fmt.Fprintf(w, "  each governed statement waits for one durable commit of the store that a direct one does not\n")
+	}
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
 	}

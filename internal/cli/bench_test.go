@@ -79,7 +79,8 @@ func TestBenchAgainstDemo(t *testing.T) {
 	info := startDemo(t)
 	dir := t.TempDir()
 	var inf struct {
-		PID int `json:"pid"`
+		PID   int    `json:"pid"`
+		Store string `json:"store"`
 	}
 	raw, err := os.ReadFile(info)
 	if err != nil {
@@ -126,6 +127,17 @@ func TestBenchAgainstDemo(t *testing.T) {
 	if num("statements_1") != 20 || num("clients") != 4 {
 		t.Errorf("counts: %s", stdout)
 	}
+	// The demo's store is a file: its directory's fsync was measured.
+	var fs struct {
+		Fsync *struct {
+			Dir     string  `json:"dir"`
+			Samples int     `json:"samples"`
+			P50     float64 `json:"p50_us"`
+		} `json:"store_fsync"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &fs); err != nil || fs.Fsync == nil || fs.Fsync.Dir != filepath.Dir(inf.Store) || fs.Fsync.Samples == 0 || !(fs.Fsync.P50 > 0) {
+		t.Errorf("store_fsync %+v (%v): want the probe of %s", fs.Fsync, err, filepath.Dir(inf.Store))
+	}
 
 	// Three processes: the demo's node, its PostgreSQL and the bench.
 	var r struct {
@@ -155,7 +167,7 @@ func TestBenchAgainstDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"uploaded delegation dlg_", "p50 (ms)", "statements/s", "harbormaster ("} {
+	for _, want := range []string{"uploaded delegation dlg_", "p50 (ms)", "statements/s", "harbormaster (", "store fsync ("} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the table lacks %q:\n%s", want, stdout)
 		}

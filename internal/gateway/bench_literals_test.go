@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,12 +26,13 @@ import (
 //
 //	go test -run '^$' -bench HonestGovernedVsDirect -benchtime 1000x ./internal/gateway/
 func BenchmarkHonestGovernedVsDirect(b *testing.B) {
-	sys, dsn := benchNode(b, "gateway")
+	storeDir := benchtest.StoreDir(b)
+	sys, dsn := benchNodeIn(b, "gateway", filepath.Join(storeDir, "store.db"))
 	srv := httptest.NewServer(sys.API.Handler())
 	defer srv.Close()
 
 	cfg := bench.Config{API: srv.URL, Token: gatewaytest.AgentToken, Target: gatewaytest.Target, DSN: dsn,
-		Statements: b.N, Duration: 3 * time.Second, Clients: 16, NodePID: os.Getpid()}
+		Statements: b.N, Duration: 3 * time.Second, Clients: 16, NodePID: os.Getpid(), StoreDir: storeDir}
 	if b.N == 1 {
 		cfg.Duration, cfg.Warmup = 100*time.Millisecond, -1
 	}
@@ -45,6 +47,7 @@ func BenchmarkHonestGovernedVsDirect(b *testing.B) {
 	b.ReportMetric(res.DirectTPS16, "direct-16c-stmt/s")
 	b.ReportMetric(res.GovernedTPS16, "governed-16c-stmt/s")
 	b.ReportMetric(res.Ratio16, "throughput-ratio-16c")
+	benchtest.ReportFsync(b, "", res)
 	for phase, c := range map[string]bench.CPU{"direct": res.CPU.Direct, "governed": res.CPU.Governed} {
 		for part, v := range map[string]*float64{"postgres": c.Postgres, "harbormaster": c.Harbormaster, "clients": c.Clients, "machine": c.Machine} {
 			if v != nil {
@@ -58,8 +61,14 @@ func BenchmarkHonestGovernedVsDirect(b *testing.B) {
 // delegations and the honest benchmark's (bench.Delegation, for run).
 func benchNode(b *testing.B, run string) (*gatewaytest.System, string) {
 	b.Helper()
+	return benchNodeIn(b, run, storeLocation(b))
+}
+
+// benchNodeIn is benchNode with its store at storePath.
+func benchNodeIn(b *testing.B, run, storePath string) (*gatewaytest.System, string) {
+	b.Helper()
 	dsn := pgtmptestDatabase(b)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: storeLocation(b), Keys: gatewaytest.NewKeys(b)})
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: storePath, Keys: gatewaytest.NewKeys(b)})
 	sys.AddExamples(b)
 	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), run)
 	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))

@@ -92,13 +92,16 @@ func statementRecords(id int64, ins, upd *sql.Stmt) (decision, execution Record)
 	return decision, execution
 }
 
+// requestInsert is the gateway's request row, as statementRecords writes it.
+const requestInsert = `INSERT INTO requests (id, principal, target, sql, canonical, outcome,
+		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 func benchStatementPath(b *testing.B, appenders int, opt pathOptions) {
 	f := newFixture(b, opt.cfg)
 	ctx := context.Background()
 	db := f.st.DB()
-	ins, err := db.PrepareContext(ctx, `INSERT INTO requests (id, principal, target, sql, canonical, outcome,
-		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := db.PrepareContext(ctx, requestInsert)
 	if err != nil {
 		b.Fatal(err)
 	}

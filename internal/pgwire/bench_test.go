@@ -31,7 +31,8 @@ import (
 func BenchmarkWireGovernedVsDirect(b *testing.B) {
 	dsn := pgtmptest.NewDatabase(b, shared.Server(b))
 	gatewaytest.LoadShop(b, dsn)
-	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(b.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(b)})
+	storeDir := benchtest.StoreDir(b)
+	sys := gatewaytest.Start(b, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(storeDir, "store.db"), Keys: gatewaytest.NewKeys(b)})
 	sys.AddExamples(b)
 	y := bench.Delegation(gatewaytest.Agent, gatewaytest.Target, time.Now().Add(24*time.Hour), "pgwire")
 	sig := gatewaytest.Sign(b, sys.Opts.Keys.Grantor, gatewaytest.Canonical(b, y, sys.Pilot.Catalog()))
@@ -57,7 +58,7 @@ func BenchmarkWireGovernedVsDirect(b *testing.B) {
 		Path: "/" + gatewaytest.Target, RawQuery: "sslmode=disable"}).String()
 
 	base := bench.Config{Token: gatewaytest.AgentToken, Target: gatewaytest.Target, DSN: dsn,
-		Statements: b.N, Duration: 3 * time.Second, Clients: 16, NodePID: os.Getpid()}
+		Statements: b.N, Duration: 3 * time.Second, Clients: 16, NodePID: os.Getpid(), StoreDir: storeDir}
 	if b.N == 1 {
 		base.Duration, base.Warmup = 100*time.Millisecond, -1
 	}
@@ -76,6 +77,7 @@ func BenchmarkWireGovernedVsDirect(b *testing.B) {
 		b.ReportMetric(r.DirectTPS16, front+"-direct-16c-stmt/s")
 		b.ReportMetric(r.GovernedTPS16, front+"-governed-16c-stmt/s")
 		b.ReportMetric(r.Ratio16, front+"-ratio-16c")
+		benchtest.ReportFsync(b, front+"-", r)
 		for phase, c := range map[string]bench.CPU{"direct": r.CPU.Direct, "governed": r.CPU.Governed} {
 			for part, v := range map[string]*float64{"postgres": c.Postgres, "harbormaster": c.Harbormaster, "clients": c.Clients} {
 				if v != nil {

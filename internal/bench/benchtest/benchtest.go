@@ -28,6 +28,38 @@ const (
 	resultPrefix = "harbormaster-bench-result: "
 )
 
+// EnvStoreDir names a directory for a benchmark's SQLite store (StoreDir),
+// to measure the path on another device: the device's fsync is on every
+// governed statement's path (bench.ProbeFsync). A tmpfs there gives the
+// path without that fsync, a bound for apportioning the cost, never a
+// durable configuration.
+const EnvStoreDir = "HARBORMASTER_BENCH_STORE_DIR"
+
+// StoreDir is a fresh directory for a benchmark's SQLite store: under
+// EnvStoreDir if it is set, else a temporary directory of b's. It is
+// removed when b ends.
+func StoreDir(b *testing.B) string {
+	b.Helper()
+	parent := os.Getenv(EnvStoreDir)
+	if parent == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "harbormaster-bench-store-")
+	if err != nil {
+		b.Fatalf("%s: %v", EnvStoreDir, err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// ReportFsync reports a result's store fsync as the store-fsync-p50-µs
+// metric, if it has one.
+func ReportFsync(b *testing.B, prefix string, r *bench.Result) {
+	if r.StoreFsync != nil {
+		b.ReportMetric(r.StoreFsync.P50Us, prefix+"store-fsync-p50-µs")
+	}
+}
+
 // Run runs bench.Run with cfg in a child process (the test binary's
 // TestBenchClient) and returns its result.
 func Run(b *testing.B, cfg bench.Config) *bench.Result {
