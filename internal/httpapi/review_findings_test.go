@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +175,53 @@ func TestFindingForgedActsRevealRequestState(t *testing.T) {
 	}
 	if v, _ := f.sys.Gateway.Request(context.Background(), waiting.RequestID, ""); v.Status != gateway.StatusWaiting {
 		t.Fatalf("a forged act changed the request: %+v", v)
+	}
+}
+
+// TestFindingReadyzEchoesTargetError: GET /readyz needs no token, and
+// answered a failed ping with the error itself: the target's own error
+// text (its FATAL message, database and user names), which invariant 10
+// keeps for humans. The answer now names the part that does not answer;
+// the log keeps why.
+func TestFindingReadyzEchoesTargetError(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := pgx.Identifier{db}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true") })
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db); err != nil {
+		t.Fatal(err)
+	}
+	var st int
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, body = f.do(t, http.MethodGet, "/readyz", "", nil)
+		if st != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	apiError(t, st, body, http.StatusServiceUnavailable, "not_ready")
+	for _, leak := range []string{db, "accepting connections", "SQLSTATE", "FATAL", cfg.User} {
+		if leak != "" && strings.Contains(string(body), leak) {
+			t.Errorf("GET /readyz shows the target's own error text (%q): %s", leak, body)
+		}
+	}
+	if !strings.Contains(string(body), "target shop") {
+		t.Errorf("GET /readyz does not say which part does not answer: %s", body)
 	}
 }
