@@ -159,12 +159,14 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, v.Target)
 	}
 	switch {
+	case ap.RequestID != v.ID || ap.Target != v.Target:
+		// First: the signer may act on the target the approval names, not
+		// necessarily on this request's.
+		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
 	case v.Status != StatusWaiting:
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
 	case v.RehearsalSHA256 == "":
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
-	case ap.RequestID != v.ID || ap.Target != v.Target:
-		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
 	case ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
 		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
 	case ap.RehearsalSHA256 != v.RehearsalSHA256:
@@ -261,10 +263,13 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 		return nil, err
 	}
 	switch {
+	case d.RequestID != v.ID || d.Target != v.Target:
+		// First, as for an approval.
+		return nil, fmt.Errorf("gateway: %w: the denial is for another request", ErrActRefused)
 	case v.Status != StatusWaiting:
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
-	case d.RequestID != v.ID || d.Target != v.Target || d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
-		return nil, fmt.Errorf("gateway: %w: the denial is for another request or statement", ErrActRefused)
+	case d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
+		return nil, fmt.Errorf("gateway: %w: the denial is for another statement", ErrActRefused)
 	}
 	// Claim the request before logging, so a denial and an approval (or an
 	// expiry) racing for it cannot both be recorded.
