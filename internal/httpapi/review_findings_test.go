@@ -225,3 +225,61 @@ func TestFindingReadyzEchoesTargetError(t *testing.T) {
 		t.Errorf("GET /readyz does not say which part does not answer: %s", body)
 	}
 }
+
+// TestFindingUnsignedDelegationIsACatalogOracle: POST /v1/delegations
+// needs no token, and compiled the uploaded YAML against the target's
+// catalog before it checked the signature, answering 422 with the
+// compilation report and its problems whatever the signature. Anyone (an
+// agent too) learns whether a table that no rule names exists, and its
+// columns, by uploading an unsigned delegation that names it: here the
+// target before and after gaining public.payroll, which no rule names.
+//
+// Not fixed here: the report is the grantor's feedback, and a delegation
+// that does not compile has no canonical bytes a signature could be
+// checked over, so the fix is a choice of design. Proposed: answer an
+// upload whose signature does not verify (and one that does not compile)
+// with the problems only to a caller with a signed session request
+// (harbormaster-session) for the target, and otherwise with one
+// constant refusal, no report; grantors check offline with
+// "harbormaster check" or in the console.
+func TestFindingUnsignedDelegationIsACatalogOracle(t *testing.T) {
+	t.Skip("FINDING: POST /v1/delegations compiles an unsigned upload against the catalog and returns the report: an oracle on tables no rule names (invariant 10)")
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	yaml := `sentence: Read the payroll.
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.payroll
+    columns: [id, salary_cents]
+    max_rows: 10
+`
+	// A signature blob that parses but that no allowed signer made.
+	sig, err := f.sys.Opts.Keys.Stranger.Sign(signing.NamespaceDelegation, []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func() (int, []byte) {
+		return f.do(t, http.MethodPost, "/v1/delegations", "", map[string]string{"yaml": yaml, "signature": string(sig)})
+	}
+	stBefore, before := upload()
+
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.payroll (id bigint PRIMARY KEY, salary_cents bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sys.Pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stAfter, after := upload()
+	if stBefore != stAfter || string(before) != string(after) {
+		t.Fatalf("an unsigned delegation tells whether a table no rule names exists:\nwithout it: %d %s\nwith it:    %d %s", stBefore, before, stAfter, after)
+	}
+}
