@@ -283,3 +283,56 @@ allow:
 		t.Fatalf("an unsigned delegation tells whether a table no rule names exists:\nwithout it: %d %s\nwith it:    %d %s", stBefore, before, stAfter, after)
 	}
 }
+
+// TestFindingReasonsRevealSchemaOutsideTheBound: the reasons of a
+// referred statement tell the agent whether a table no rule names exists
+// ("not in the target catalog [unknown_relation]" against "no rule of
+// this delegation covers it [relation_not_covered]"), whether a column no
+// rule lists exists ([unknown_column] against [column_not_readable]), and
+// SELECT * names every column no rule lists. Invariant 10 lists "columns
+// no rule lists, tables no rule names" as outside the bound; the twins of
+// the property test share one schema, so it cannot see this channel.
+// GET /v1/tables (and describe_tables) list every catalog column of a
+// named table by design (docs/api.md); a table no rule names is not
+// listed there, but the reasons show it.
+//
+// Not fixed here (the reasons are sqlcheck's and route's, and the agent
+// and the approver read the same ones). Proposed: the agent's reasons
+// name one class for "absent or not covered" (relations and columns
+// alike), and a * that reaches columns no rule lists says so without
+// naming them; the full reasons go to humans (the queue view), as the
+// detail already does.
+func TestFindingReasonsRevealSchemaOutsideTheBound(t *testing.T) {
+	t.Skip("FINDING: a referral's reasons tell the agent which tables and columns outside its bound exist (invariant 10)")
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	probes := []string{"SELECT id FROM public.payroll", "SELECT salary_cents FROM customers WHERE id = 1", "SELECT * FROM customers WHERE id = 1"}
+	observe := func() []string {
+		var out []string
+		for _, q := range probes {
+			r := f.statement(t, gatewaytest.AgentToken, q)
+			j, _ := json.Marshal(map[string]any{"outcome": r.Outcome, "reasons": r.Reasons})
+			out = append(out, string(j))
+		}
+		return out
+	}
+	before := observe()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.payroll (id bigint PRIMARY KEY, salary_cents bigint NOT NULL); ALTER TABLE customers ADD COLUMN salary_cents bigint"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sys.Pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := observe()
+	for i := range probes {
+		if before[i] != after[i] {
+			t.Errorf("%s: the agent's answer shows the schema outside its bound:\nwithout payroll and customers.salary_cents: %s\nwith them: %s", probes[i], before[i], after[i])
+		}
+	}
+}
