@@ -176,6 +176,33 @@ func TestFindingForgedActsRevealRequestState(t *testing.T) {
 	if v, _ := f.sys.Gateway.Request(context.Background(), waiting.RequestID, ""); v.Status != gateway.StatusWaiting {
 		t.Fatalf("a forged act changed the request: %+v", v)
 	}
+
+	// A forged revocation tells nothing of the delegation it names either
+	// (whether it exists, and its target), even to another agent.
+	ds := f.sys.Gateway.Delegations(gatewaytest.Agent)
+	if len(ds) == 0 {
+		t.Fatal("setup: no delegation")
+	}
+	revoke := map[string]answerClass{}
+	for _, c := range []struct{ id, target string }{{"dlg_000000000000000000000000", "shop"}, {ds[0].ID, "shop"}, {ds[0].ID, "billing"}} {
+		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceRevocation, queue.Revocation{Version: 1, Kind: queue.KindRevocation,
+			DelegationID: c.id, Target: c.target, Reason: "probe", Time: time.Now().UTC().Format(time.RFC3339)})
+		st, body := f.do(t, http.MethodPost, "/v1/delegations/"+c.id+"/revoke", gatewaytest.OtherToken, map[string]string{"act": string(act), "signature": string(sig)})
+		revoke[c.id+" on "+c.target] = classOf(t, st, body)
+	}
+	var first answerClass
+	for k, c := range revoke {
+		if first == (answerClass{}) {
+			first = c
+		}
+		if c != first || c.Status != http.StatusForbidden {
+			t.Errorf("a forged revocation tells delegations apart: %v (%s)", revoke, k)
+			break
+		}
+	}
+	if d := f.sys.Gateway.Delegation(ds[0].ID); d == nil || d.Revoked != nil {
+		t.Fatal("a forged revocation revoked the delegation")
+	}
 }
 
 // TestFindingReadyzEchoesTargetError: GET /readyz needs no token, and
