@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,5 +103,47 @@ allow:
 	}
 	if res.Outcome == pilot.Executed && len(res.Rows) > 3 {
 		t.Fatalf("the write returned %d rows of names (truncated %v); the select rule caps a read at 3", len(res.Rows), res.Truncated)
+	}
+}
+
+// TestReviewStarAfterAColumnIsAdded: the Pilot's catalog is the one it read
+// at start, and * and whole-row references are expanded by the target when
+// the statement runs. A column added to a table afterwards (a routine
+// migration) is in no rule, yet SELECT * and to_jsonb(c) return it: on a
+// table without a fence at once, on a fenced table once its view is
+// created after the change (DESIGN.md invariant 10: columns no rule lists
+// are not observable).
+func TestReviewStarAfterAColumnIsAdded(t *testing.T) {
+	t.Skip("FINDING: * and whole-row references read a column added after the Pilot loaded its catalog; proposed fix: every table a statement reads goes through a Pilot-owned security-barrier view whose select list is the explicit column list of the catalog the statement was checked against (views keyed by table, columns and fence), or the Pilot refuses a statement whose tables' columns differ from its catalog (checked in the statement's transaction) and reloads the catalog")
+	f := newFixture(t)
+	f.addBound(t, "all-columns", []byte(`sentence: every column of customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, name, email, region, updated_at]
+    max_rows: 10
+`))
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE customers ADD COLUMN ssn text DEFAULT 'SECRET-SSN'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"SELECT * FROM customers WHERE id = 2",
+		"SELECT to_jsonb(c) AS j FROM customers c WHERE id = 3",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "all-columns", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(fmt.Sprint(res.Columns, res.Rows), "SECRET-SSN") || slices.Contains(res.Columns, "ssn") {
+			t.Errorf("%s: the agent reads a column no rule lists: %v %v", sql, res.Columns, res.Rows)
+		}
 	}
 }
