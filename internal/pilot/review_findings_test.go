@@ -69,13 +69,13 @@ func TestReviewGroupingSetPositions(t *testing.T) {
 }
 
 // TestReviewReturningIsCappedLikeARead: the rows a write returns are a
-// read of the columns its RETURNING names (they need a select rule), but
-// the select rule's max_rows does not cap them: under a select rule
-// capped at 3 rows and an update rule capped at 10, a no-op UPDATE ...
-// SET name = name ... RETURNING id, name hands the agent 8 rows of names,
-// untruncated, where SELECT id, name gets 3 and truncated.
+// read of the columns its RETURNING names (they need a select rule), so
+// the select rule's max_rows caps them too. Found in review: under a
+// select rule capped at 3 rows and an update rule capped at 10, a no-op
+// UPDATE ... SET name = name ... RETURNING id, name handed the agent 8
+// rows of names, untruncated, where SELECT id, name gets 3 and truncated.
+// Past the smaller cap the write now rolls back (max_rows_exceeded).
 func TestReviewReturningIsCappedLikeARead(t *testing.T) {
-	t.Skip("FINDING: a write's RETURNING rows are not capped by the select rule's max_rows (docs/delegations.md: a read is capped at the smallest max_rows of the select rules it uses); proposed fix: in BuildGuards, when a write has RETURNING, cap it at the smallest max_rows of the select rules it uses as well as its write rule's, past which it rolls back as max_rows_exceeded (TestPropertyGuards' max_rows oracle must learn the same)")
 	f := newFixture(t)
 	f.addBound(t, "returning", []byte(`sentence: returning
 grantee: agent:demo
@@ -103,6 +103,14 @@ allow:
 	}
 	if res.Outcome == pilot.Executed && len(res.Rows) > 3 {
 		t.Fatalf("the write returned %d rows of names (truncated %v); the select rule caps a read at 3", len(res.Rows), res.Truncated)
+	}
+	if res.Outcome != pilot.Refused || res.Code != pilot.RefusedMaxRows {
+		t.Fatalf("the write past the read's cap: %s %s, want refused %s", res.Outcome, res.Code, pilot.RefusedMaxRows)
+	}
+	// Within both caps it runs and returns its rows.
+	res, err = f.pilot.Execute(t.Context(), f.request(t, "returning", "UPDATE customers SET name = name WHERE id < 4 RETURNING id, name"))
+	if err != nil || res.Outcome != pilot.Executed || len(res.Rows) != 3 {
+		t.Fatalf("the write within both caps: %+v %v", res, err)
 	}
 }
 
