@@ -254,8 +254,9 @@ type Leadsman struct {
 	// provider. Defaults to false: the model sees the statement, the
 	// reasons, the row count and the column names.
 	ShareRows bool `yaml:"share_rows"`
-	// RehearsalWait is how long a note waits for the request's rehearsal
-	// before it is written without one. Defaults to 15s.
+	// RehearsalWait is how long after its referral every note is written,
+	// with the request's rehearsal if it has come by then, else without.
+	// Defaults to 15s.
 	RehearsalWait Duration `yaml:"rehearsal_wait"`
 	// Poll is how often the Leadsman looks for requests without a note.
 	// Defaults to 1s.

@@ -176,7 +176,7 @@ func runLeadsman(t *testing.T, sys *gatewaytest.System, sc scenario) *llmtest.Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := leadsman.New(context.Background(), leadsman.Config{Identity: "leadsman:test", Poll: 10 * time.Millisecond, ShareRows: sc.shareRows,
+	l, err := leadsman.New(context.Background(), leadsman.Config{Identity: "leadsman:test", Poll: 10 * time.Millisecond, RehearsalWait: time.Millisecond, ShareRows: sc.shareRows,
 		Metrics: sys.Metrics}, w, sys.Store, sys.Logbook)
 	if err != nil {
 		t.Fatal(err)
