@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -62,13 +63,17 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 		c.send(&pgproto3.ParseComplete{})
 		return nil
 	}
-	tree, err := pg.Parse(m.Query)
+	tree, err := parseText(m.Query)
 	if err != nil {
-		// It does not parse: the statement path records and rejects it,
-		// as it does over HTTP.
+		// It does not parse, or is past the limits: the statement path
+		// records and rejects it, as it does over HTTP.
 		_, werr := c.governed(ctx, m.Query, "SELECT")
 		if werr == nil {
-			werr = errorf(stateSyntax, err.Error())
+			code := stateSyntax
+			if errors.Is(err, errPastLimits) {
+				code = stateProgramLimit
+			}
+			werr = errorf(code, err.Error())
 		}
 		return werr
 	}
@@ -77,8 +82,9 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 	if n > 65535 {
 		return errorf(stateProgramLimit, "a statement may have at most 65535 parameters")
 	}
-	oids := make([]uint32, n)
+	oids, uses := make([]uint32, n), make([]int, n)
 	for i := range oids {
+		uses[i] = info.uses[i+1]
 		if i < len(m.ParameterOIDs) && m.ParameterOIDs[i] != oidUnknownLit {
 			oids[i] = m.ParameterOIDs[i]
 		}
@@ -86,7 +92,7 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 			oids[i] = info.casts[i+1]
 		}
 	}
-	c.stmts[m.Name] = &prepared{sql: m.Query, tree: tree, oids: oids}
+	c.stmts[m.Name] = &prepared{sql: m.Query, tree: tree, oids: oids, uses: uses}
 	c.send(&pgproto3.ParseComplete{})
 	return nil
 }
@@ -135,6 +141,18 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 				return werr
 			}
 			vals[i].text = s
+		}
+		// Each use of $n is a copy of its value in the inlined text. The
+		// statement path refuses a text past its limit, so one past it
+		// is refused here, before it is built: a value used thousands of
+		// times would otherwise make gigabytes of text from one Bind.
+		inlined := 0
+		for i, v := range vals {
+			inlined += st.uses[i] * len(v.text)
+		}
+		if inlined > limits.MaxBytes {
+			return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("the statement with its parameters inlined would be over %d bytes, the statement path's limit", limits.MaxBytes),
+				Hint: "send smaller values, or name each parameter fewer times"}
 		}
 		tree := proto.Clone(st.tree).(*pg.ParseResult)
 		if err := inline(tree, vals); err != nil {

@@ -45,6 +45,7 @@ type prepared struct {
 	sql  string
 	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
 	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
+	uses []int           // how many times the text names each $n
 }
 
 // portal is a Bind message's statement, with its result once it ran.
@@ -190,7 +191,7 @@ func (c *session) simple(ctx context.Context, sql string) {
 		c.sendResult(res, nil, false, 0, -1)
 		return
 	}
-	tree, perr := pg.Parse(sql)
+	tree, perr := parseText(sql)
 	if perr != nil {
 		tree = nil // the statement path rejects it, recorded
 	} else if classify(tree) == kindEmpty {

@@ -1,0 +1,101 @@
+package pgwire_test
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+)
+
+// Findings of the hostile review of the wire front (branch rv-wire). Each
+// test reproduces one defect.
+
+// TestReviewDeepStatementDoesNotCrash: the front parsed every text that
+// is not a plain SELECT/INSERT/UPDATE/DELETE (a leading comment is enough)
+// with the C parser before the statement path's precheck, which exists
+// because that parser crashes the process (SIGSEGV in cgo, which recover
+// cannot catch) on long chains of operators. 100,000 chained terms are
+// 200 KB, under the 1 MiB message cap: one authenticated agent took the
+// whole server down. The same text over HTTP is refused, recorded.
+func TestReviewDeepStatementDoesNotCrash(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	deep := "/* x */ SELECT " + strings.Repeat("1+", 100000) + "1"
+	for _, tc := range []struct {
+		name string
+		msgs []pgproto3.FrontendMessage
+	}{
+		{"simple query", []pgproto3.FrontendMessage{&pgproto3.Query{String: deep}}},
+		{"parse", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: deep}, &pgproto3.Sync{}}},
+		{"parse with a parameter", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: deep + "+$1"}, &pgproto3.Sync{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := f.hijack(t)
+			for _, m := range tc.msgs {
+				h.Frontend.Send(m)
+			}
+			if err := h.Frontend.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			code, msg := errorCode(receive(t, h.Frontend))
+			if code != "54000" {
+				t.Fatalf("a statement of 100,000 chained terms: %s %q, want 54000 (too deep)", code, msg)
+			}
+			h.Frontend.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
+			_ = h.Frontend.Flush()
+			if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+				t.Fatalf("after it, a read: %s %s", code, msg)
+			}
+		})
+	}
+}
+
+// TestReviewBindAmplification: a parameter used N times is inlined N
+// times, and the front built the whole inlined statement (a clone of the
+// tree, its protobuf, the deparsed text) before any limit: 20,000 uses of
+// $1 fit a 60 KB Parse, and a 1 MiB value then makes a 20 GiB statement,
+// enough to exhaust the server's memory from one Bind. The statement path
+// refuses any text over 64 KiB, so the inlined text must be refused at
+// Bind once it would pass that, before it is built.
+func TestReviewBindAmplification(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := f.hijack(t)
+	// 2,000 uses of a 100 KB value: a 200 MB statement, refused unbuilt.
+	query := "SELECT id FROM orders WHERE status IN (" + strings.TrimSuffix(strings.Repeat("$1,", 2000), ",") + ")"
+	value := []byte(strings.Repeat("x", 100<<10))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	h.Frontend.Send(&pgproto3.Parse{Query: query})
+	h.Frontend.Send(&pgproto3.Bind{Parameters: [][]byte{value}})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, h.Frontend)
+	runtime.ReadMemStats(&after)
+	code, msg := errorCode(got)
+	if code != "54000" {
+		t.Fatalf("a Bind inlining to 200 MB: %s %q (%v), want 54000 at Bind", code, msg, got)
+	}
+	for _, m := range got {
+		if _, ok := m.(*pgproto3.BindComplete); ok {
+			t.Fatalf("the Bind of a 200 MB statement completed: %v", got)
+		}
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("refusing it allocated %d MiB: the inlined statement was built", alloc>>20)
+	}
+	t.Logf("refused in %v: %s", time.Since(start), msg)
+	h.Frontend.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
+	_ = h.Frontend.Flush()
+	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+		t.Fatalf("after it, a read: %s %s", code, msg)
+	}
+	_ = gatewaytest.Agent
+}
