@@ -25,27 +25,38 @@ const (
 	maxHeldBytes = 16 << 20
 )
 
-// heldLimit refuses a new statement or portal of n bytes past the caps.
-func heldLimit[T any](held map[string]T, name string, n int, text func(T) string, what string) *wireError {
+// heldLimit refuses a new statement or portal of n bytes past the caps;
+// size is what one held weighs.
+func heldLimit[T any](held map[string]T, name string, n int, size func(T) int, what string) *wireError {
 	total := n
 	for k, v := range held {
 		if k != name {
-			total += len(text(v))
+			total += size(v)
 		}
 	}
 	_, replaces := held[name]
 	if !replaces && len(held) >= maxHeld || total > maxHeldBytes {
-		return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("this session holds the most %ss it may (%d, or %d MiB of text)", what, maxHeld, maxHeldBytes>>20),
+		return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("this session holds the most %ss it may (%d, or %d MiB of text and parse trees)", what, maxHeld, maxHeldBytes>>20),
 			Hint: "close the ones it no longer needs (Close, DEALLOCATE, DISCARD ALL)"}
 	}
 	return nil
 }
 
+// treeBytesPerMessage is about what one message of a parse tree takes in
+// memory (measured: 80 to 90 bytes). A tree can be 240 times its text (a
+// select list of plain columns), so what a session holds is weighed by
+// its trees as well as its texts.
+const treeBytesPerMessage = 96
+
+func (p *prepared) size() int { return len(p.sql) + p.treeSize }
+
+func (p *portal) size() int { return len(p.sql) + p.treeSize }
+
 func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 	if _, dup := c.stmts[m.Name]; dup && m.Name != "" {
 		return errorf(stateDuplicatePrepared, fmt.Sprintf("prepared statement %q already exists", m.Name))
 	}
-	if werr := heldLimit(c.stmts, m.Name, len(m.Query), func(p *prepared) string { return p.sql }, "prepared statement"); werr != nil {
+	if werr := heldLimit(c.stmts, m.Name, len(m.Query), (*prepared).size, "prepared statement"); werr != nil {
 		return werr
 	}
 	for i, oid := range m.ParameterOIDs {
@@ -92,7 +103,11 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 			oids[i] = info.casts[i+1]
 		}
 	}
-	c.stmts[m.Name] = &prepared{sql: m.Query, tree: tree, oids: oids, uses: uses}
+	st := &prepared{sql: m.Query, tree: tree, oids: oids, uses: uses, treeSize: info.messages * treeBytesPerMessage}
+	if werr := heldLimit(c.stmts, m.Name, st.size(), (*prepared).size, "prepared statement"); werr != nil {
+		return werr
+	}
+	c.stmts[m.Name] = st
 	c.send(&pgproto3.ParseComplete{})
 	return nil
 }
@@ -112,7 +127,7 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 	if nf > 1 && nf != len(m.Parameters) {
 		return errorf(stateProtocol, fmt.Sprintf("bind message has %d parameter formats but %d parameters", nf, len(m.Parameters)))
 	}
-	p := &portal{sql: st.sql, tree: st.tree, formats: m.ResultFormatCodes}
+	p := &portal{sql: st.sql, tree: st.tree, formats: m.ResultFormatCodes, treeSize: st.treeSize}
 	for _, f := range m.ResultFormatCodes {
 		if f != pgtype.TextFormatCode && f != pgtype.BinaryFormatCode {
 			return errorf(stateProtocol, fmt.Sprintf("unsupported format code: %d", f))
@@ -164,7 +179,7 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 		}
 		p.sql, p.tree = text, tree
 	}
-	if werr := heldLimit(c.portals, m.DestinationPortal, len(p.sql), func(p *portal) string { return p.sql }, "portal"); werr != nil {
+	if werr := heldLimit(c.portals, m.DestinationPortal, p.size(), (*portal).size, "portal"); werr != nil {
 		return werr
 	}
 	c.portals[m.DestinationPortal] = p

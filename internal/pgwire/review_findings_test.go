@@ -1,6 +1,7 @@
 package pgwire_test
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -98,4 +99,39 @@ func TestReviewBindAmplification(t *testing.T) {
 		t.Fatalf("after it, a read: %s %s", code, msg)
 	}
 	_ = gatewaytest.Agent
+}
+
+// TestReviewHeldTreesCapped: the caps on what a session holds counted the
+// prepared statements' text, but each holds its parse tree too, which is
+// up to 240 times the text (a 64 KB select list of 32,000 columns is a
+// 15 MB tree): 16 MiB of held text was near 4 GB of memory for one
+// session, of 256. The cap must weigh the trees.
+func TestReviewHeldTreesCapped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pc := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable").PgConn()
+	wide := "SELECT " + strings.Repeat("id,", 20000) + "id FROM orders WHERE id = $1::int8"
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var refused error
+	held := 0
+	for i := range 40 {
+		if _, err := pc.Prepare(t.Context(), fmt.Sprintf("w%d", i), wide, nil); err != nil {
+			refused = err
+			break
+		}
+		held++
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("held %d statements of %d bytes; the heap grew %d MiB", held, len(wide), grown>>20)
+	if refused == nil {
+		t.Fatalf("40 statements of %d bytes (trees of about 10 MB each) were all held", len(wide))
+	}
+	pgErr(t, refused, "54000")
+	if grown > 64<<20 {
+		t.Errorf("the held statements grew the heap by %d MiB, past the 16 MiB a session may hold", grown>>20)
+	}
 }

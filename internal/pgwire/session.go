@@ -46,17 +46,21 @@ type prepared struct {
 	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
 	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
 	uses []int           // how many times the text names each $n
+	// treeSize estimates the tree's memory (treeBytesPerMessage).
+	treeSize int
 }
 
 // portal is a Bind message's statement, with its result once it ran.
 type portal struct {
-	sql     string // the text with every parameter inlined
-	tree    *pg.ParseResult
-	formats []int16
-	res     *result
-	err     *wireError
-	sent    int // rows sent so far (Execute with a row limit)
-	done    bool
+	sql  string // the text with every parameter inlined
+	tree *pg.ParseResult
+	// treeSize estimates the tree's memory: the prepared statement's.
+	treeSize int
+	formats  []int16
+	res      *result
+	err      *wireError
+	sent     int // rows sent so far (Execute with a row limit)
+	done     bool
 }
 
 // column is one result column.

@@ -59,11 +59,14 @@ type paramInfo struct {
 	count int
 	casts map[int]uint32
 	uses  map[int]int // how many times the text names $n
+	// messages counts the tree's messages, for what holding it weighs.
+	messages int
 }
 
 func params(tree *pg.ParseResult) paramInfo {
 	info := paramInfo{casts: map[int]uint32{}, uses: map[int]int{}}
 	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		info.messages++
 		switch x := m.Interface().(type) {
 		case *pg.ParamRef:
 			info.count = max(info.count, int(x.Number))
