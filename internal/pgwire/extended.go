@@ -238,7 +238,11 @@ func (c *session) execute(ctx context.Context, m *pgproto3.Execute) *wireError {
 		c.send(&pgproto3.CommandComplete{CommandTag: []byte(p.res.tag)})
 		return nil
 	}
-	n, suspended := c.sendResult(p.res, p.formats, true, p.sent, int(m.MaxRows))
+	n, suspended, werr := c.sendResult(p.res, p.formats, true, p.sent, int(m.MaxRows))
+	if werr != nil {
+		p.err = werr
+		return werr
+	}
 	p.sent += n
 	p.done = !suspended
 	return nil

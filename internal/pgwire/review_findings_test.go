@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 )
@@ -98,7 +100,6 @@ func TestReviewBindAmplification(t *testing.T) {
 	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
 		t.Fatalf("after it, a read: %s %s", code, msg)
 	}
-	_ = gatewaytest.Agent
 }
 
 // TestReviewHeldTreesCapped: the caps on what a session holds counted the
@@ -133,5 +134,52 @@ func TestReviewHeldTreesCapped(t *testing.T) {
 	pgErr(t, refused, "54000")
 	if grown > 64<<20 {
 		t.Errorf("the held statements grew the heap by %d MiB, past the 16 MiB a session may hold", grown>>20)
+	}
+}
+
+// TestReviewBinaryInfinityNotNull: a date or timestamp column holding
+// 'infinity' (a common "valid until further notice") came back as NULL in
+// binary format, pgx's default for those types, while the text format
+// and HTTP show infinity: the binary encoding failed and the front sent
+// NULL in its place. A value the front cannot encode must never be sent
+// as another value.
+func TestReviewBinaryInfinityNotNull(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	direct, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = direct.Exec(ctx, `INSERT INTO public.kinds (id, day, at) VALUES (2, 'infinity', 'infinity'), (3, '-infinity', '-infinity')`)
+	direct.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, format := range []int16{pgtype.TextFormatCode, pgtype.BinaryFormatCode} {
+		res := c.PgConn().ExecParams(ctx, "SELECT id, day, at FROM kinds WHERE id >= $1::int8 ORDER BY id", [][]byte{[]byte("2")}, nil, nil, []int16{format}).Read()
+		if res.Err != nil {
+			t.Fatalf("format %d: %v", format, res.Err)
+		}
+		if len(res.Rows) != 2 {
+			t.Fatalf("format %d: %d rows, want 2", format, len(res.Rows))
+		}
+		for _, r := range res.Rows {
+			for i, v := range r {
+				if v == nil {
+					t.Errorf("format %d: column %s of row %x is NULL; the target holds an infinity", format, res.FieldDescriptions[i].Name, r[0])
+				}
+			}
+		}
+	}
+	// pgx reads them as infinities.
+	var day pgtype.Date
+	var at pgtype.Timestamptz
+	if err := c.QueryRow(ctx, "SELECT day, at FROM kinds WHERE id = $1", 2).Scan(&day, &at); err != nil {
+		t.Fatal(err)
+	}
+	if !day.Valid || day.InfinityModifier != pgtype.Infinity || !at.Valid || at.InfinityModifier != pgtype.Infinity {
+		t.Errorf("pgx read %+v and %+v, want infinity", day, at)
 	}
 }

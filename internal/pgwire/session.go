@@ -192,7 +192,9 @@ func (c *session) simple(ctx context.Context, sql string) {
 			c.send(werr.response())
 			return
 		}
-		c.sendResult(res, nil, false, 0, -1)
+		if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
+			c.send(werr.response())
+		}
 		return
 	}
 	tree, perr := parseText(sql)
@@ -207,15 +209,17 @@ func (c *session) simple(ctx context.Context, sql string) {
 		c.send(werr.response())
 		return
 	}
-	c.sendResult(res, nil, false, 0, -1)
+	if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
+		c.send(werr.response())
+	}
 }
 
 // sendResult writes a result's rows (from row sent, at most limit when
 // limit >= 0) and its completion.
-func (c *session) sendResult(res *result, formats []int16, extended bool, from, limit int) (sent int, suspended bool) {
+func (c *session) sendResult(res *result, formats []int16, extended bool, from, limit int) (sent int, suspended bool, werr *wireError) {
 	if res.empty {
 		c.send(&pgproto3.EmptyQueryResponse{})
-		return 0, false
+		return 0, false, nil
 	}
 	if !extended && res.hasRows {
 		// The simple protocol: the description goes with the rows.
@@ -234,7 +238,12 @@ func (c *session) sendResult(res *result, formats []int16, extended bool, from, 
 				continue
 			}
 			if fmts[i] == pgtype.BinaryFormatCode {
-				b, _ := binaryValue(c.types, res.cols[i].oid, s)
+				b, ok := binaryValue(c.types, res.cols[i].oid, s)
+				if !ok {
+					// Never another value (NULL) in its place.
+					c.srv.cfg.Logger.Error("pgwire: a value has no binary form", "oid", res.cols[i].oid)
+					return 0, false, errorf(stateInternal, fmt.Sprintf("column %q has a value this server cannot send in binary format: ask for it in text format", res.cols[i].name))
+				}
 				dr.Values[i] = b
 				continue
 			}
@@ -244,13 +253,13 @@ func (c *session) sendResult(res *result, formats []int16, extended bool, from, 
 	}
 	if suspended {
 		c.send(&pgproto3.PortalSuspended{})
-		return len(rows), true
+		return len(rows), true, nil
 	}
 	for _, ps := range res.statuses {
 		c.send(ps)
 	}
 	c.send(&pgproto3.CommandComplete{CommandTag: []byte(res.tag)})
-	return len(rows), false
+	return len(rows), false, nil
 }
 
 // resultFormats are the format of each column: as Bind asked (none: all

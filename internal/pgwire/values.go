@@ -233,11 +233,37 @@ func binaryValue(m *pgtype.Map, oid uint32, text string) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
+	if at, ok := paramTypes[oid]; ok && at.array {
+		if l, ok := v.([]any); ok {
+			for i := range l {
+				l[i] = infinite(at.elem, l[i])
+			}
+		}
+	}
+	b, err := m.Encode(oid, pgtype.BinaryFormatCode, infinite(oid, v), nil)
 	if err != nil || b == nil {
 		return nil, false
 	}
 	return b, true
+}
+
+// infinite makes a date's or timestamp's infinity, which the codecs
+// decode as a bare InfinityModifier they cannot encode, the value they
+// encode.
+func infinite(oid uint32, v any) any {
+	inf, ok := v.(pgtype.InfinityModifier)
+	if !ok {
+		return v
+	}
+	switch oid {
+	case oidDate:
+		return pgtype.Date{InfinityModifier: inf, Valid: true}
+	case oidTimestamp:
+		return pgtype.Timestamp{InfinityModifier: inf, Valid: true}
+	case oidTimestamptz:
+		return pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
+	}
+	return v
 }
 
 // canBinary reports whether a column of type oid can be sent in binary.
