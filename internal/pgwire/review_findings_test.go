@@ -1,7 +1,9 @@
 package pgwire_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 )
 
 // Findings of the hostile review of the wire front (branch rv-wire). Each
@@ -182,4 +186,80 @@ func TestReviewBinaryInfinityNotNull(t *testing.T) {
 	if !day.Valid || day.InfinityModifier != pgtype.Infinity || !at.Valid || at.InfinityModifier != pgtype.Infinity {
 		t.Errorf("pgx read %+v and %+v, want infinity", day, at)
 	}
+}
+
+// TestReviewUnknownUserSaltSurvivesRestart: SCRAM asks an unknown user
+// for a stand-in salt so that a login does not tell which users are
+// agents. An agent's salt is its verifier's, the same after every
+// restart; the stand-in was keyed by a secret drawn at random when the
+// front starts, so it changed at each restart: salts asked before and
+// after a restart (a deploy) told the agents, whose salt stayed, from
+// the names that are none. PostgreSQL keys its mock salt with a secret
+// that persists (pg_control's mock authentication nonce); the front now
+// derives its key from the agents' token hashes.
+func TestReviewUnknownUserSaltSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken),
+		SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}}
+	salts := func(t *testing.T) (agent, unknown string) {
+		t.Helper()
+		front, err := pgwire.New(f.sys.Gateway, cfg) // a start of the front, as after a restart
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- front.Serve(ctx, ln) }()
+		defer func() { cancel(); <-done }()
+		return scramSalt(t, ln.Addr().String(), gatewaytest.Agent), scramSalt(t, ln.Addr().String(), "agent:nobody")
+	}
+	a1, u1 := salts(t)
+	a2, u2 := salts(t)
+	if a1 != a2 {
+		t.Fatalf("the agent's salt changed across a restart: %s, %s", a1, a2)
+	}
+	if u1 != u2 {
+		t.Errorf("an unknown user's salt changed across a restart (%s, then %s) while the agent's stayed %s: a login tells agents from other names", u1, u2, a1)
+	}
+}
+
+// scramSalt is the salt the server-first-message of a SCRAM login as user
+// names.
+func scramSalt(t *testing.T, addr, user string) string {
+	t.Helper()
+	c := dial(t, addr)
+	fe := pgproto3.NewFrontend(c, c)
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": user, "database": gatewaytest.Target}})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := fe.Receive(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*pgproto3.AuthenticationSASL); !ok {
+		t.Fatalf("%s: asked with %T, want SASL", user, m)
+	}
+	fe.Send(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=rOprNGfwEbeRWgbNEkqO")})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := fe.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont, ok := m.(*pgproto3.AuthenticationSASLContinue)
+	if !ok {
+		t.Fatalf("%s: %T, want the server-first-message", user, m)
+	}
+	for _, attr := range strings.Split(string(cont.Data), ",") {
+		if s, ok := strings.CutPrefix(attr, "s="); ok {
+			return s
+		}
+	}
+	t.Fatalf("%s: no salt in %q", user, cont.Data)
+	return ""
 }

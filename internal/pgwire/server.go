@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -139,7 +141,6 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 	cfg = cfg.WithDefaults()
 	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
 		fails: newFailures(cfg.AuthFailures, cfg.Clock), sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}}
-	_, _ = rand.Read(s.mockKey[:])
 	for _, t := range targets {
 		s.targets[t] = true
 	}
@@ -166,7 +167,31 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 		}
 		s.agents[a.Principal] = ag
 	}
+	s.mockKey = mockKey(cfg.Agents)
 	return s, nil
+}
+
+// mockKey keys the stand-in salts of unknown users. An agent's salt is its
+// verifier's, the same after every restart, so an unknown user's must be
+// too, or salts asked before and after a restart tell the agents from the
+// other names. It is derived from the agents' token hashes, which only
+// the server holds: the same across restarts while the agents are the
+// same. (PostgreSQL keys its mock salt with a secret kept in pg_control;
+// a secret kept in the store would hold across changes of the agents too.)
+func mockKey(agents []Agent) [32]byte {
+	var k [32]byte
+	if len(agents) == 0 {
+		_, _ = rand.Read(k[:])
+		return k
+	}
+	sorted := slices.Clone(agents)
+	slices.SortFunc(sorted, func(a, b Agent) int { return strings.Compare(a.Principal, b.Principal) })
+	m := hmac.New(sha256.New, []byte("harbormaster pgwire stand-in SCRAM salt"))
+	for _, a := range sorted {
+		fmt.Fprintf(m, "%s\x00%s\x00", a.Principal, strings.ToLower(a.TokenSHA256))
+	}
+	copy(k[:], m.Sum(nil))
+	return k
 }
 
 // Serve accepts connections on ln until ctx ends, then closes them all
