@@ -263,3 +263,43 @@ func scramSalt(t *testing.T, addr, user string) string {
 	t.Fatalf("%s: no salt in %q", user, cont.Data)
 	return ""
 }
+
+// TestReviewPortalsEndAtSync: outside a transaction block, PostgreSQL
+// closes every portal at Sync (the implicit transaction ends). The front
+// kept named portals, each with its statement's whole result, across
+// Syncs: results no cap weighs (the held-portal cap weighs texts and
+// trees), held for the session's life.
+func TestReviewPortalsEndAtSync(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := f.hijack(t)
+	h.Frontend.Send(&pgproto3.Parse{Name: "s", Query: "SELECT id FROM orders WHERE id < $1::int8"})
+	h.Frontend.Send(&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p", Parameters: [][]byte{[]byte("5")}})
+	h.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+		t.Fatalf("the read: %s %s", code, msg)
+	}
+	h.Frontend.Send(&pgproto3.Execute{Portal: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, h.Frontend)
+	if code, _ := errorCode(got); code != "34000" {
+		t.Fatalf("the portal after Sync: %v, want 34000 (it ended with the Sync)", got)
+	}
+	// The prepared statement outlives the Sync, as in PostgreSQL.
+	h.Frontend.Send(&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p", Parameters: [][]byte{[]byte("5")}})
+	h.Frontend.Send(&pgproto3.Execute{Portal: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+		t.Fatalf("a new portal of the prepared statement: %s %s", code, msg)
+	}
+}

@@ -156,8 +156,11 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 		}
 		c.send(&pgproto3.CloseComplete{})
 	case *pgproto3.Sync:
+		// Sync ends the implicit transaction, and with it every portal,
+		// as in PostgreSQL outside a transaction block (there is none
+		// here): no result outlives its pipeline.
 		c.skip = false
-		delete(c.portals, "")
+		clear(c.portals)
 		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		return c.be.Flush() == nil
 	case *pgproto3.Flush:
