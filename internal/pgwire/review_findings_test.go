@@ -303,3 +303,29 @@ func TestReviewPortalsEndAtSync(t *testing.T) {
 		t.Fatalf("a new portal of the prepared statement: %s %s", code, msg)
 	}
 }
+
+// TestReviewDuplicateColumnNames: the statement path answers each row as
+// a map from column name to value, so two result columns of one name (a
+// join's o.id and c.id) carry one value, the last: the wire front sent it
+// in both columns, under both columns' types. A reader got the customer's
+// id as the order's, silently. The front cannot tell the values apart, so
+// it must say so rather than show one column's value as another's.
+func TestReviewDuplicateColumnNames(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		var a, b any
+		err := c.QueryRow(t.Context(), "SELECT id, i8 AS id FROM kinds WHERE id = 1", mode).Scan(&a, &b)
+		if err == nil {
+			if fmt.Sprint(a, b) != "1 7000000000" {
+				t.Errorf("%v: the columns id and i8 AS id read %v and %v, want 1 and 7000000000 (or an error)", mode, a, b)
+			}
+			continue
+		}
+		pe := pgErr(t, err, "0A000")
+		if !strings.Contains(pe.Message, `"id"`) {
+			t.Errorf("%v: %q does not name the column", mode, pe.Message)
+		}
+	}
+}

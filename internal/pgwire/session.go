@@ -387,6 +387,16 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	if resp.Outcome == gateway.OutcomeReferred {
 		return nil, referral(resp)
 	}
+	if name, ok := duplicateName(resp.Columns); ok {
+		// Each row is a map from column name to value: two columns of
+		// one name carry one value, and showing it in both would show
+		// one column's value as the other's.
+		msg := fmt.Sprintf("two result columns are both named %q, and the answer carries one value for each name: name them apart with AS", name)
+		if verb != "SELECT" {
+			msg = fmt.Sprintf("the statement ran (%s), but %s to read its rows", commandTag(verb, resp.RowsAffected), msg)
+		}
+		return nil, errorf(stateFeature, msg)
+	}
 	res := &result{cols: make([]column, len(resp.Columns))}
 	for i, name := range resp.Columns {
 		res.cols[i].name = name
@@ -410,6 +420,18 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	}
 	res.tag = commandTag(verb, n)
 	return res, nil
+}
+
+// duplicateName is a name two columns share, if any.
+func duplicateName(cols []string) (string, bool) {
+	seen := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		if seen[c] {
+			return c, true
+		}
+		seen[c] = true
+	}
+	return "", false
 }
 
 // referral is a referred statement as an error a program can handle.
