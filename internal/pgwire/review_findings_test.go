@@ -232,6 +232,13 @@ func TestReviewUnknownUserSaltSurvivesRestart(t *testing.T) {
 // names.
 func scramSalt(t *testing.T, addr, user string) string {
 	t.Helper()
+	return scramFirst(t, addr, user)["s"]
+}
+
+// scramFirst is the attributes of the server-first-message of a SCRAM
+// login as user.
+func scramFirst(t *testing.T, addr, user string) map[string]string {
+	t.Helper()
 	c := dial(t, addr)
 	fe := pgproto3.NewFrontend(c, c)
 	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": user, "database": gatewaytest.Target}})
@@ -255,13 +262,46 @@ func scramSalt(t *testing.T, addr, user string) string {
 	if !ok {
 		t.Fatalf("%s: %T, want the server-first-message", user, m)
 	}
+	attrs := map[string]string{}
 	for _, attr := range strings.Split(string(cont.Data), ",") {
-		if s, ok := strings.CutPrefix(attr, "s="); ok {
-			return s
+		if k, v, ok := strings.Cut(attr, "="); ok {
+			attrs[k] = v
 		}
 	}
-	t.Fatalf("%s: no salt in %q", user, cont.Data)
-	return ""
+	if attrs["s"] == "" || attrs["i"] == "" {
+		t.Fatalf("%s: no salt or iteration count in %q", user, cont.Data)
+	}
+	return attrs
+}
+
+// TestReviewStandInLooksLikeAgents: an unknown user's stand-in verifier
+// had 4096 iterations and a 16-byte salt whatever the agents' verifiers
+// have. A verifier taken from PostgreSQL (pg_authid, scram_iterations
+// set) has its own count: the "i=" of the server-first-message then told
+// the agents from the other names. The stand-in takes the count and salt
+// length most agents have.
+func TestReviewStandInLooksLikeAgents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	salt := make([]byte, 20)
+	v := pgwire.Verifier{Iterations: 10000, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
+	front, err := pgwire.New(f.sys.Gateway, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
+		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: v.String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	agent, unknown := scramFirst(t, ln.Addr().String(), gatewaytest.Agent), scramFirst(t, ln.Addr().String(), "agent:nobody")
+	if agent["i"] != unknown["i"] || len(agent["s"]) != len(unknown["s"]) {
+		t.Errorf("the agent is asked with i=%s and a salt of %d base64 characters, an unknown user with i=%s and %d", agent["i"], len(agent["s"]), unknown["i"], len(unknown["s"]))
+	}
 }
 
 // TestReviewPortalsEndAtSync: outside a transaction block, PostgreSQL

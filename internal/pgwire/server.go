@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -125,6 +126,10 @@ type Server struct {
 	// agents use (SCRAM, or the token in clear), so that in a deployment
 	// whose agents all log in one way an unknown user looks like them.
 	unknownSCRAM bool
+	// mockIter and mockSaltLen shape the stand-in verifier as most
+	// agents' verifiers are (a verifier taken from PostgreSQL may have
+	// another iteration count than this front's 4096).
+	mockIter, mockSaltLen int
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by BackendKeyData process id
@@ -168,6 +173,17 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 		s.agents[a.Principal] = ag
 	}
 	s.mockKey = mockKey(cfg.Agents)
+	s.mockIter, s.mockSaltLen = scramIterations, 16
+	shapes := map[[2]int]int{}
+	best := 0
+	for _, p := range slices.Sorted(maps.Keys(s.agents)) {
+		if v := s.agents[p].scram; v != nil {
+			k := [2]int{v.Iterations, len(v.Salt)}
+			if shapes[k]++; shapes[k] > best {
+				best, s.mockIter, s.mockSaltLen = shapes[k], k[0], k[1]
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -446,8 +462,11 @@ func (s *Server) scram(be *pgproto3.Backend, a *agent, principal string) (bool, 
 	if a != nil {
 		sv.v, sv.real = *a.scram, true
 	} else {
-		salt := hmacSHA256(s.mockKey[:], principal)[:16]
-		sv.v = Verifier{Iterations: scramIterations, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
+		salt := hmacSHA256(s.mockKey[:], principal)
+		for len(salt) < s.mockSaltLen {
+			salt = append(salt, hmacSHA256(s.mockKey[:], string(salt))...)
+		}
+		sv.v = Verifier{Iterations: s.mockIter, Salt: salt[:s.mockSaltLen], StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
 	}
 	be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}})
 	if err := be.Flush(); err != nil {
