@@ -18,7 +18,12 @@ import (
 //  2. freshness: an act that carries its signing time must be within
 //     queue.MaxActAge of now, so an old act cannot be replayed later;
 //  3. lookup: what the act governs (a request, a delegation, an audit),
-//     and so the target whose signers may sign it;
+//     and so the target whose signers may sign it. An approval, a denial
+//     and a revocation name their target themselves: they are verified
+//     (step 4) against it before the lookup, so an act no allowed signer
+//     signed learns nothing of what it names (whether it exists, its
+//     status, whether a rehearsal ran: DESIGN.md invariant 10), and the
+//     target of what they govern must then be the one they name;
 //  4. verify: the signature, in the act's own namespace, by a signer the
 //     signers file allows for that target;
 //  5. log: one logbook entry naming the signer, with the act's bytes and

@@ -591,17 +591,31 @@ func (g *Gateway) QueueStats(ctx context.Context) (int, time.Duration, error) {
 	return n, g.cfg.Clock().Sub(time.Unix(0, oldest)), nil
 }
 
-// Ready checks that the store answers and every target answers.
+// NotReadyError is Ready's error: which part does not answer (the store,
+// the logbook, or "target NAME"), and why. Why is the part's own error
+// text (a target's included), for the log and operators, never for an
+// unauthenticated caller (DESIGN.md invariant 10).
+type NotReadyError struct {
+	Part string
+	Err  error
+}
+
+func (e *NotReadyError) Error() string { return e.Part + ": " + e.Err.Error() }
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// Ready checks that the store answers and every target answers. Its
+// error is a *NotReadyError.
 func (g *Gateway) Ready(ctx context.Context) error {
 	if err := g.st.Ping(ctx); err != nil {
-		return fmt.Errorf("store: %w", err)
+		return &NotReadyError{Part: "store", Err: err}
 	}
 	if _, _, err := g.lb.Head(ctx); err != nil {
-		return fmt.Errorf("logbook: %w", err)
+		return &NotReadyError{Part: "logbook", Err: err}
 	}
 	for name, p := range g.targets {
 		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("target %s: %w", name, err)
+			return &NotReadyError{Part: "target " + name, Err: err}
 		}
 	}
 	return nil

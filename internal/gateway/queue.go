@@ -140,6 +140,16 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	// The signature first, by a signer allowed for the target the approval
+	// names (it must be the request's, below): until then nothing about
+	// the request may show, neither whether it exists nor its status nor
+	// whether its rehearsal ran, which depends on rows outside the bound
+	// (DESIGN.md invariant 10). The approve route needs no token.
+	act := signedAct{kind: logbook.KindApproval, namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
+	signer, err := g.verifyAct(act, ap.Target)
+	if err != nil {
+		return nil, err
+	}
 	v, err := g.Request(ctx, id, "")
 	if err != nil {
 		return nil, err
@@ -149,12 +159,14 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, v.Target)
 	}
 	switch {
+	case ap.RequestID != v.ID || ap.Target != v.Target:
+		// First: the signer may act on the target the approval names, not
+		// necessarily on this request's.
+		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
 	case v.Status != StatusWaiting:
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
 	case v.RehearsalSHA256 == "":
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
-	case ap.RequestID != v.ID || ap.Target != v.Target:
-		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
 	case ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
 		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
 	case ap.RehearsalSHA256 != v.RehearsalSHA256:
@@ -165,11 +177,6 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	var rep pilot.Rehearsal
 	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil || ap.MaxRows > rep.RowsReached {
 		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the rehearsal reached", ErrActRefused)
-	}
-	act := signedAct{kind: logbook.KindApproval, namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
-	signer, err := g.verifyAct(act, v.Target)
-	if err != nil {
-		return nil, err
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
 	claimed, err := g.rq.Decide(ctx, id, StatusWaiting, store.Decision{Status: StatusRunning, Path: marque.PathApproved,
@@ -244,20 +251,25 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	// The signature first, as for an approval: nothing about the request
+	// shows to a denial no allowed signer signed.
+	act := signedAct{kind: logbook.KindDenial, namespace: signing.NamespaceDenial, field: "denial", bytes: denial, sig: signature}
+	signer, err := g.verifyAct(act, d.Target)
+	if err != nil {
+		return nil, err
+	}
 	v, err := g.Request(ctx, id, "")
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case d.RequestID != v.ID || d.Target != v.Target:
+		// First, as for an approval.
+		return nil, fmt.Errorf("gateway: %w: the denial is for another request", ErrActRefused)
 	case v.Status != StatusWaiting:
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
-	case d.RequestID != v.ID || d.Target != v.Target || d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
-		return nil, fmt.Errorf("gateway: %w: the denial is for another request or statement", ErrActRefused)
-	}
-	act := signedAct{kind: logbook.KindDenial, namespace: signing.NamespaceDenial, field: "denial", bytes: denial, sig: signature}
-	signer, err := g.verifyAct(act, v.Target)
-	if err != nil {
-		return nil, err
+	case d.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
+		return nil, fmt.Errorf("gateway: %w: the denial is for another statement", ErrActRefused)
 	}
 	// Claim the request before logging, so a denial and an approval (or an
 	// expiry) racing for it cannot both be recorded.
@@ -318,17 +330,21 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
+	// The signature first, against the target the revocation names, as
+	// for an approval: an act no allowed signer signed learns nothing of
+	// the delegation (whether it exists, its target, whether it is
+	// revoked).
+	act := signedAct{kind: logbook.KindRevocation, namespace: signing.NamespaceRevocation, field: "revocation", bytes: revocation, sig: signature}
+	signer, err := g.verifyAct(act, r.Target)
+	if err != nil {
+		return nil, err
+	}
 	d := g.Delegation(r.DelegationID)
 	if d == nil {
 		return nil, fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
 	}
 	if r.Target != d.Target {
 		return nil, fmt.Errorf("gateway: %w: the revocation names target %s, the delegation is on %s", ErrActRefused, r.Target, d.Target)
-	}
-	act := signedAct{kind: logbook.KindRevocation, namespace: signing.NamespaceRevocation, field: "revocation", bytes: revocation, sig: signature}
-	signer, err := g.verifyAct(act, d.Target)
-	if err != nil {
-		return nil, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

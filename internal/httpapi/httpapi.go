@@ -129,7 +129,14 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 		defer cancel()
 		if err := gw.Ready(ctx); err != nil {
 			s.log.WarnContext(r.Context(), "not ready", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+			// Which part, never its error text: anyone may ask, agents
+			// too, and a target's own error text is for humans (the log).
+			part := "a part of the server"
+			var nr *gateway.NotReadyError
+			if errors.As(err, &nr) {
+				part = "the " + nr.Part
+			}
+			writeError(w, http.StatusServiceUnavailable, "not_ready", part+" does not answer; the server's log says why")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -141,15 +141,22 @@ func (s *Server) requestForHuman(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// getApproval settles who asks before it looks the request up, as
+// requestForHuman does: a caller who is not such a human cannot learn
+// which request ids exist.
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	v, err := s.gw.Request(r.Context(), id, "")
+	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
 	if err != nil {
-		s.actError(w, r, err)
+		s.unauthorizedHuman(w, err)
 		return
 	}
-	if _, _, err := s.humanTargets(r, nil, signing.NamespaceSession, []string{v.Target}); err != nil {
-		s.unauthorizedHuman(w, err)
+	v, err := s.gw.Request(r.Context(), id, "")
+	if err == nil && !slices.Contains(targets, v.Target) {
+		err = fmt.Errorf("request %s: %w", id, gateway.ErrNotFound)
+	}
+	if err != nil {
+		s.actError(w, r, err)
 		return
 	}
 	ap, err := s.gw.ProposeApproval(r.Context(), id)

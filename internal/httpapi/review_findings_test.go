@@ -1,0 +1,365 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/signing"
+)
+
+// Findings of the hostile review of the HTTP API (rv-http): each test
+// reproduces one defect an agent could exploit, and passes once it is
+// fixed.
+
+// answerClass is what a refusal lets its caller tell apart: the status
+// and the error code.
+type answerClass struct {
+	Status int
+	Code   string
+}
+
+func classOf(t *testing.T, status int, body []byte) answerClass {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return answerClass{status, e.Error.Code}
+}
+
+// forgedApproval is an approval an agent can write for its own request
+// from what it sees (its id, target and canonical_sql), with a made-up
+// rehearsal digest, signed by a key the signers file does not list.
+func forgedApproval(t *testing.T, keys *gatewaytest.Keys, id, target, canonical string) map[string]string {
+	t.Helper()
+	act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceApproval, queue.Approval{Version: 1, Kind: queue.KindApproval,
+		RequestID: id, Target: target, StatementSHA256: marque.StatementHash(canonical),
+		RehearsalSHA256: "0000000000000000000000000000000000000000000000000000000000000000", MaxRows: 1,
+		Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)})
+	return map[string]string{"act": string(act), "signature": string(sig)}
+}
+
+// TestFindingForgedApprovalRevealsRehearsal: invariant 10 says a referred
+// statement's rehearsal "runs after the agent is answered and only humans
+// see it", because whether it succeeds depends on rows outside the bound
+// (rehearsals.go: "a visible rehearsal would be an oracle, one bit per
+// request"). POST /v1/requests/{id}/approve needs no token, and the
+// gateway looked at the request's state (not waiting, not rehearsed,
+// another rehearsal) before it verified the approval's signature: an
+// agent that posts an approval it forged for its own request is told
+// 409 not_rehearsed when the rehearsal failed and 403 act_refused when
+// it succeeded. Here the two runs of one statement differ only in the
+// email (a column no rule lists) of a US customer (outside the fence).
+func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	// Rehearsed unfenced, it divides by zero iff some customer, anywhere,
+	// has this email.
+	const probe = "SELECT count(*) FROM customers WHERE 1 / (CASE WHEN email = 'probe@example.com' THEN 0 ELSE 1 END) = 1"
+
+	observe := func(id string) answerClass {
+		t.Helper()
+		st, body := f.do(t, http.MethodGet, "/v1/requests/"+id, gatewaytest.AgentToken, nil)
+		if st != http.StatusOK {
+			t.Fatalf("GET /v1/requests/%s: %d %s", id, st, body)
+		}
+		var v gateway.RequestView
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		st, body = f.do(t, http.MethodPost, "/v1/requests/"+id+"/approve", "", forgedApproval(t, keys, id, v.Target, v.CanonicalSQL))
+		return classOf(t, st, body)
+	}
+
+	// Twin one: nobody has the email; the rehearsal succeeds.
+	first := f.statement(t, gatewaytest.AgentToken, probe)
+	if first.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("setup: %+v", first)
+	}
+	if v := f.sys.WaitRehearsed(t, first.RequestID); v.RehearsalSHA256 == "" {
+		t.Fatal("setup: the first probe was not rehearsed")
+	}
+	rehearsed := observe(first.RequestID)
+
+	// Twin two: a US customer (outside the fence) has it in email (no rule
+	// lists it); the rehearsal fails.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE customers SET email = 'probe@example.com' WHERE id = 21 AND region = 'US'"); err != nil {
+		t.Fatal(err)
+	}
+	second := f.statement(t, gatewaytest.AgentToken, probe)
+	// A later referral's rehearsal done means the probe's (queued first)
+	// has been tried.
+	decoy := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'Jon Smith' WHERE id = 3")
+	if second.Outcome != gateway.OutcomeReferred || decoy.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("setup: %+v %+v", second, decoy)
+	}
+	if v := f.sys.WaitRehearsed(t, decoy.RequestID); v.RehearsalSHA256 == "" {
+		t.Fatal("setup: the decoy was not rehearsed")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if v, err := f.sys.Gateway.Request(ctx, second.RequestID, ""); err != nil || v.RehearsalSHA256 != "" {
+		t.Fatalf("setup: the second probe's rehearsal should have failed: %v %+v", err, v)
+	}
+	failed := observe(second.RequestID)
+
+	if rehearsed != failed {
+		t.Fatalf("a forged approval tells the agent whether the rehearsal ran: %+v when it did, %+v when it failed on a row outside the bound", rehearsed, failed)
+	}
+	if rehearsed.Status != http.StatusForbidden || rehearsed.Code != "act_refused" {
+		t.Fatalf("a forged approval: %+v, want 403 act_refused", rehearsed)
+	}
+}
+
+// TestFindingForgedActsRevealRequestState: anyone (no token, or another
+// agent's) who holds a request id learns whether it exists and its status
+// from an act whose signature the server does not accept: the gateway
+// looked the request up and checked its status before the signature, and
+// GET /v1/requests/{id}/approval looked it up before the session. Every
+// refusal of an unaccepted signature must be the same whatever the id.
+func TestFindingForgedActsRevealRequestState(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	keys := f.sys.Opts.Keys
+	waiting := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'John Smith' WHERE id = 3")
+	executed := f.statement(t, gatewaytest.AgentToken, "SELECT id, status FROM orders WHERE id = 3")
+	if waiting.Outcome != gateway.OutcomeReferred || executed.Outcome != gateway.OutcomeExecuted {
+		t.Fatalf("setup: %+v %+v", waiting, executed)
+	}
+	const missing = "req_aaaaaaaaaaaaaaaaaaaaaaaa"
+	canonical := map[string]string{}
+	for _, id := range []string{waiting.RequestID, executed.RequestID} {
+		v, err := f.sys.Gateway.Request(context.Background(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		canonical[id] = v.CanonicalSQL
+	}
+	canonical[missing] = "SELECT 1"
+
+	type seen map[string]answerClass
+	deny, approve, proposal := seen{}, seen{}, seen{}
+	for _, id := range []string{missing, waiting.RequestID, executed.RequestID} {
+		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceDenial, queue.Denial{Version: 1, Kind: queue.KindDenial,
+			RequestID: id, Target: "shop", StatementSHA256: marque.StatementHash(canonical[id]), Reason: "probe"})
+		st, body := f.do(t, http.MethodPost, "/v1/requests/"+id+"/deny", gatewaytest.OtherToken, map[string]string{"act": string(act), "signature": string(sig)})
+		deny[id] = classOf(t, st, body)
+		st, body = f.do(t, http.MethodPost, "/v1/requests/"+id+"/approve", gatewaytest.OtherToken, forgedApproval(t, keys, id, "shop", canonical[id]))
+		approve[id] = classOf(t, st, body)
+		st, body = f.signedAs(t, keys.Stranger, signing.NamespaceSession, http.MethodGet, "/v1/requests/"+id+"/approval", nil)
+		proposal[id] = classOf(t, st, body)
+	}
+	for name, s := range map[string]seen{"deny": deny, "approve": approve, "approval proposal": proposal} {
+		if s[missing] != s[waiting.RequestID] || s[missing] != s[executed.RequestID] {
+			t.Errorf("%s with an unaccepted signature tells requests apart: missing %+v, waiting %+v, executed %+v",
+				name, s[missing], s[waiting.RequestID], s[executed.RequestID])
+		}
+	}
+	if v, _ := f.sys.Gateway.Request(context.Background(), waiting.RequestID, ""); v.Status != gateway.StatusWaiting {
+		t.Fatalf("a forged act changed the request: %+v", v)
+	}
+
+	// A forged revocation tells nothing of the delegation it names either
+	// (whether it exists, and its target), even to another agent.
+	ds := f.sys.Gateway.Delegations(gatewaytest.Agent)
+	if len(ds) == 0 {
+		t.Fatal("setup: no delegation")
+	}
+	revoke := map[string]answerClass{}
+	for _, c := range []struct{ id, target string }{{"dlg_000000000000000000000000", "shop"}, {ds[0].ID, "shop"}, {ds[0].ID, "billing"}} {
+		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceRevocation, queue.Revocation{Version: 1, Kind: queue.KindRevocation,
+			DelegationID: c.id, Target: c.target, Reason: "probe", Time: time.Now().UTC().Format(time.RFC3339)})
+		st, body := f.do(t, http.MethodPost, "/v1/delegations/"+c.id+"/revoke", gatewaytest.OtherToken, map[string]string{"act": string(act), "signature": string(sig)})
+		revoke[c.id+" on "+c.target] = classOf(t, st, body)
+	}
+	var first answerClass
+	for k, c := range revoke {
+		if first == (answerClass{}) {
+			first = c
+		}
+		if c != first || c.Status != http.StatusForbidden {
+			t.Errorf("a forged revocation tells delegations apart: %v (%s)", revoke, k)
+			break
+		}
+	}
+	if d := f.sys.Gateway.Delegation(ds[0].ID); d == nil || d.Revoked != nil {
+		t.Fatal("a forged revocation revoked the delegation")
+	}
+}
+
+// TestFindingReadyzEchoesTargetError: GET /readyz needs no token, and
+// answered a failed ping with the error itself: the target's own error
+// text (its FATAL message, database and user names), which invariant 10
+// keeps for humans. The answer now names the part that does not answer;
+// the log keeps why.
+func TestFindingReadyzEchoesTargetError(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := pgx.Identifier{db}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true") })
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db); err != nil {
+		t.Fatal(err)
+	}
+	var st int
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, body = f.do(t, http.MethodGet, "/readyz", "", nil)
+		if st != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	apiError(t, st, body, http.StatusServiceUnavailable, "not_ready")
+	for _, leak := range []string{db, "accepting connections", "SQLSTATE", "FATAL", cfg.User} {
+		if leak != "" && strings.Contains(string(body), leak) {
+			t.Errorf("GET /readyz shows the target's own error text (%q): %s", leak, body)
+		}
+	}
+	if !strings.Contains(string(body), "target shop") {
+		t.Errorf("GET /readyz does not say which part does not answer: %s", body)
+	}
+}
+
+// TestFindingUnsignedDelegationIsACatalogOracle: POST /v1/delegations
+// needs no token, and compiled the uploaded YAML against the target's
+// catalog before it checked the signature, answering 422 with the
+// compilation report and its problems whatever the signature. Anyone (an
+// agent too) learns whether a table that no rule names exists, and its
+// columns, by uploading an unsigned delegation that names it: here the
+// target before and after gaining public.payroll, which no rule names.
+//
+// Not fixed here: the report is the grantor's feedback, and a delegation
+// that does not compile has no canonical bytes a signature could be
+// checked over, so the fix is a choice of design. Proposed: answer an
+// upload whose signature does not verify (and one that does not compile)
+// with the problems only to a caller with a signed session request
+// (harbormaster-session) for the target, and otherwise with one
+// constant refusal, no report; grantors check offline with
+// "harbormaster check" or in the console.
+func TestFindingUnsignedDelegationIsACatalogOracle(t *testing.T) {
+	t.Skip("FINDING: POST /v1/delegations compiles an unsigned upload against the catalog and returns the report: an oracle on tables no rule names (invariant 10)")
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	yaml := `sentence: Read the payroll.
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.payroll
+    columns: [id, salary_cents]
+    max_rows: 10
+`
+	// A signature blob that parses but that no allowed signer made.
+	sig, err := f.sys.Opts.Keys.Stranger.Sign(signing.NamespaceDelegation, []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func() (int, []byte) {
+		return f.do(t, http.MethodPost, "/v1/delegations", "", map[string]string{"yaml": yaml, "signature": string(sig)})
+	}
+	stBefore, before := upload()
+
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.payroll (id bigint PRIMARY KEY, salary_cents bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sys.Pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stAfter, after := upload()
+	if stBefore != stAfter || string(before) != string(after) {
+		t.Fatalf("an unsigned delegation tells whether a table no rule names exists:\nwithout it: %d %s\nwith it:    %d %s", stBefore, before, stAfter, after)
+	}
+}
+
+// TestFindingReasonsRevealSchemaOutsideTheBound: the reasons of a
+// referred statement tell the agent whether a table no rule names exists
+// ("not in the target catalog [unknown_relation]" against "no rule of
+// this delegation covers it [relation_not_covered]"), whether a column no
+// rule lists exists ([unknown_column] against [column_not_readable]), and
+// SELECT * names every column no rule lists. Invariant 10 lists "columns
+// no rule lists, tables no rule names" as outside the bound; the twins of
+// the property test share one schema, so it cannot see this channel.
+// GET /v1/tables (and describe_tables) list every catalog column of a
+// named table by design (docs/api.md); a table no rule names is not
+// listed there, but the reasons show it.
+//
+// Not fixed here (the reasons are sqlcheck's and route's, and the agent
+// and the approver read the same ones). Proposed: the agent's reasons
+// name one class for "absent or not covered" (relations and columns
+// alike), and a * that reaches columns no rule lists says so without
+// naming them; the full reasons go to humans (the queue view), as the
+// detail already does.
+func TestFindingReasonsRevealSchemaOutsideTheBound(t *testing.T) {
+	t.Skip("FINDING: a referral's reasons tell the agent which tables and columns outside its bound exist (invariant 10)")
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	probes := []string{"SELECT id FROM public.payroll", "SELECT salary_cents FROM customers WHERE id = 1", "SELECT * FROM customers WHERE id = 1"}
+	observe := func() []string {
+		var out []string
+		for _, q := range probes {
+			r := f.statement(t, gatewaytest.AgentToken, q)
+			j, _ := json.Marshal(map[string]any{"outcome": r.Outcome, "reasons": r.Reasons})
+			out = append(out, string(j))
+		}
+		return out
+	}
+	before := observe()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.payroll (id bigint PRIMARY KEY, salary_cents bigint NOT NULL); ALTER TABLE customers ADD COLUMN salary_cents bigint"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sys.Pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := observe()
+	for i := range probes {
+		if before[i] != after[i] {
+			t.Errorf("%s: the agent's answer shows the schema outside its bound:\nwithout payroll and customers.salary_cents: %s\nwith them: %s", probes[i], before[i], after[i])
+		}
+	}
+}
