@@ -411,3 +411,23 @@ func TestReviewOneAgentCannotTakeEverySlot(t *testing.T) {
 	}
 	c.Close(context.Background())
 }
+
+// TestReviewSetsApplyWhole: a Query of several SETs, one refused, is one
+// error in PostgreSQL and changes nothing (its implicit transaction rolls
+// back). The front applied the SETs before the refused one without a
+// ParameterStatus for them: the client's idea of its settings and SHOW's
+// parted.
+func TestReviewSetsApplyWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	_, err := c.Exec(t.Context(), "SET application_name = 'changed'; SET search_path = secret", pgx.QueryExecModeSimpleProtocol)
+	pgErr(t, err, "0A000")
+	var name string
+	if err := c.QueryRow(t.Context(), "SHOW application_name", pgx.QueryExecModeSimpleProtocol).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if name != c.PgConn().ParameterStatus("application_name") || name == "changed" {
+		t.Errorf("after a refused pair of SETs, SHOW application_name is %q and the client was told %q; want neither changed", name, c.PgConn().ParameterStatus("application_name"))
+	}
+}

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -86,10 +87,14 @@ func (s *settings) statuses() []*pgproto3.ParameterStatus {
 // set answers one or more SET/RESET statements.
 func (s *settings) set(tree *pg.ParseResult) (*result, *wireError) {
 	res := &result{}
+	// All or none, as PostgreSQL's implicit transaction: a refused one
+	// undoes those before it.
+	before := maps.Clone(s.vals)
 	for _, st := range tree.Stmts {
 		v := st.Stmt.GetVariableSetStmt()
 		r, err := s.setOne(v)
 		if err != nil {
+			s.vals = before
 			return nil, err
 		}
 		res.statuses = append(res.statuses, r.statuses...)
