@@ -2,6 +2,7 @@ package pgwire_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"runtime"
@@ -429,5 +430,94 @@ func TestReviewSetsApplyWhole(t *testing.T) {
 	}
 	if name != c.PgConn().ParameterStatus("application_name") || name == "changed" {
 		t.Errorf("after a refused pair of SETs, SHOW application_name is %q and the client was told %q; want neither changed", name, c.PgConn().ParameterStatus("application_name"))
+	}
+}
+
+// TestReviewBinaryJSONParameterKept: a json or jsonb parameter sent in
+// binary format was decoded into Go values (numbers as float64) and
+// encoded again as the text inlined in the statement: a number past
+// float64's precision changed, silently, in what the statement wrote.
+// PostgreSQL keeps a jsonb number exactly, and so does the front for the
+// same parameter sent as text.
+func TestReviewBinaryJSONParameterKept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	doc := `{"n": 12345678901234567890, "x": 0.10000000000000000001}`
+	for i, oid := range []uint32{3802, 114} {
+		h := f.hijack(t)
+		id := fmt.Sprint(10 + i)
+		raw := []byte(doc)
+		if oid == 3802 {
+			raw = append([]byte{1}, raw...) // jsonb's binary form: a version byte, then the text
+		}
+		h.Frontend.Send(&pgproto3.Parse{Query: "INSERT INTO kinds (id, doc) VALUES (" + id + ", $1::jsonb)", ParameterOIDs: []uint32{oid}})
+		h.Frontend.Send(&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{raw}})
+		h.Frontend.Send(&pgproto3.Execute{})
+		h.Frontend.Send(&pgproto3.Sync{})
+		if err := h.Frontend.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+			t.Fatalf("OID %d: the insert: %s %s", oid, code, msg)
+		}
+		direct, err := pgx.Connect(t.Context(), f.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want string
+		err = direct.QueryRow(t.Context(), "SELECT doc::text, $1::jsonb::text FROM kinds WHERE id = "+id, doc).Scan(&got, &want)
+		direct.Close(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("a binary OID %d parameter %s was written as %s", oid, want, got)
+		}
+	}
+	// A binary jsonb[] keeps its elements exactly too: the rows just
+	// written match them, and a NULL element stays NULL.
+	m := pgtype.NewMap()
+	arr, err := m.Encode(3807, pgtype.BinaryFormatCode, []json.RawMessage{json.RawMessage(doc), nil, json.RawMessage(`"q\"uote"`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	res := c.PgConn().ExecParams(t.Context(), "SELECT id FROM kinds WHERE doc = ANY($1::jsonb[]) ORDER BY id", [][]byte{arr}, []uint32{3807}, []int16{1}, nil).Read()
+	if res.Err != nil {
+		t.Fatalf("a binary jsonb[] parameter: %v", res.Err)
+	}
+	var ids []string
+	for _, r := range res.Rows {
+		ids = append(ids, string(r[0]))
+	}
+	if fmt.Sprint(ids) != "[10 11]" {
+		t.Errorf("rows matching a binary jsonb[] of the written document: %v, want [10 11]", ids)
+	}
+}
+
+// TestReviewJSONResultNumbersKept: the Pilot reads a json or jsonb value
+// into Go values (numbers as float64) and the front renders it again, so a
+// number past float64's precision is answered rounded, over the wire and
+// over HTTP: the agent reads a value the target does not hold.
+func TestReviewJSONResultNumbersKept(t *testing.T) {
+	t.Skip("FINDING: jsonb numbers past float64 are answered rounded (Pilot jsonValue via pgx's default any decode); fix in internal/pilot: read json/jsonb columns as json.RawMessage (or decode with UseNumber) so both fronts render the target's text")
+	t.Parallel()
+	f := newFixture(t)
+	direct, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = direct.Exec(t.Context(), `INSERT INTO public.kinds (id, doc) VALUES (20, '{"n": 12345678901234567890}')`)
+	direct.Close(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	var doc string
+	if err := c.QueryRow(t.Context(), "SELECT doc FROM kinds WHERE id = 20", pgx.QueryExecModeSimpleProtocol).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc != `{"n": 12345678901234567890}` && doc != `{"n":12345678901234567890}` {
+		t.Errorf("the target holds {\"n\": 12345678901234567890}; the wire answered %s", doc)
 	}
 }

@@ -282,6 +282,9 @@ func paramText(m *pgtype.Map, i int, oid uint32, format int16, raw []byte) (stri
 	if oid == 0 {
 		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d is in binary format but has no declared type: declare its type in Parse, or send it as text", i+1))
 	}
+	if s, werr, ok := jsonParamText(m, i, oid, raw); ok {
+		return s, werr
+	}
 	t, ok := m.TypeForOID(oid)
 	if !ok {
 		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d: type OID %d cannot be read in binary format", i+1, oid))
@@ -296,4 +299,47 @@ func paramText(m *pgtype.Map, i int, oid uint32, format int16, raw []byte) (stri
 	}
 	s := string(b)
 	return s, checkText(i, s)
+}
+
+// jsonParamText reads a binary json or jsonb parameter, or an array of
+// them, as the exact text the client sent (ok false for other types).
+// Their codecs would decode the JSON into Go values, numbers into
+// float64, and encode it again: a number past float64's precision would
+// change in what the statement writes.
+func jsonParamText(m *pgtype.Map, i int, oid uint32, raw []byte) (string, *wireError, bool) {
+	bad := func(err error) (string, *wireError, bool) {
+		return "", errorf(stateInvalidText, fmt.Sprintf("parameter $%d is not a valid binary %s: %v", i+1, paramTypes[oid].name, err)), true
+	}
+	switch oid {
+	case oidJSON:
+		s := string(raw)
+		return s, checkText(i, s), true
+	case oidJSONB:
+		if len(raw) == 0 || raw[0] != 1 {
+			return bad(fmt.Errorf("jsonb's binary form starts with version byte 1"))
+		}
+		s := string(raw[1:])
+		return s, checkText(i, s), true
+	case 199, 3807: // json[], jsonb[]
+		var elems []*string
+		if err := m.Scan(oid, pgtype.BinaryFormatCode, raw, &elems); err != nil {
+			return bad(err)
+		}
+		var b strings.Builder
+		b.WriteByte('{')
+		for j, e := range elems {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			if e == nil {
+				b.WriteString("NULL")
+				continue
+			}
+			b.WriteString(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(*e) + `"`)
+		}
+		b.WriteByte('}')
+		s := b.String()
+		return s, checkText(i, s), true
+	}
+	return "", nil, false
 }
