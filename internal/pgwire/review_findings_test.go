@@ -3,6 +3,7 @@ package pgwire_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -519,5 +521,52 @@ func TestReviewJSONResultNumbersKept(t *testing.T) {
 	}
 	if doc != `{"n": 12345678901234567890}` && doc != `{"n":12345678901234567890}` {
 		t.Errorf("the target holds {\"n\": 12345678901234567890}; the wire answered %s", doc)
+	}
+}
+
+// TestReviewStartupOptionsNotIgnored: a client that asks at startup for a
+// restriction (options=-c default_transaction_read_only=on, a
+// statement_timeout, a search_path) got a session without it and no word
+// of it: the front drops startup settings it does not take, where SET of
+// the same setting is refused. A tool that connects read-only to be safe
+// then writes. Fail closed: refuse the connection (as SET is refused).
+func TestReviewStartupOptionsNotIgnored(t *testing.T) {
+	// Fixed: refused at startup, as SET is.
+	t.Parallel()
+	f := newFixture(t)
+	before := gatewaytest.Snapshot(t, f.dsn, "kinds")
+	c, err := pgx.Connect(t.Context(), f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable")+"&options=-c%20default_transaction_read_only%3Don")
+	if err != nil {
+		pgErr(t, err, "0A000")
+		return
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(t.Context(), "INSERT INTO kinds (id) VALUES (30)")
+	if err == nil || gatewaytest.Snapshot(t, f.dsn, "kinds") != before {
+		t.Fatalf("a session asked read-only at startup wrote a row (%v)", err)
+	}
+}
+
+// TestReviewStartupOptionsTaken: the settings a startup may ask for that
+// the front takes are applied, and the others refuse the connection with
+// the SET refusal's words.
+func TestReviewStartupOptionsTaken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	c, err := pgx.Connect(t.Context(), base+"&options=-c%20application_name%3Dfrom\\%20options%20--bytea_output%3Dhex&extra_float_digits=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if got := c.PgConn().ParameterStatus("application_name"); got != "from options" {
+		t.Errorf("application_name %q, want the one the options set", got)
+	}
+	for _, q := range []string{"options=-c%20search_path%3Dsecret", "options=-B%2010", "statement_timeout=5", "DateStyle=German", "search_path=secret"} {
+		_, err := pgx.Connect(t.Context(), base+"&"+q)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Severity != "FATAL" || pe.Code != "0A000" && pe.Code != "22023" {
+			t.Errorf("startup with %s: %v, want a FATAL refusal", q, err)
+		}
 	}
 }

@@ -398,6 +398,9 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 	if !s.targets[target] {
 		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
 	}
+	if werr := newSettings(s.cfg.ServerVersion, principal, nil).applyStartup(p); werr != nil {
+		return nil, sendFatal(be, werr)
+	}
 	sess := s.newSession(conn, be, principal, target, p)
 	if err := sess.greet(); err != nil {
 		s.forget(sess)
