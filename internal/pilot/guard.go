@@ -224,6 +224,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 		*where = w
 		g.Returning = len(*returning) > 0
+		if g.Returning {
+			g.MaxRows = returnedCap(g.MaxRows, readRule)
+		}
 		if writeRule.Check != "" {
 			c, err := fence(writeRule.Check, target, alias)
 			if err != nil {
@@ -239,6 +242,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		g.MaxRows = writeRule.MaxRows
 		ins := s.InsertStmt
 		g.Returning = len(ins.ReturningList) > 0
+		if g.Returning {
+			g.MaxRows = returnedCap(g.MaxRows, readRule)
+		}
 		if writeRule.Check != "" {
 			alias := ins.Relation.Relname
 			if ins.Relation.Alias != nil && ins.Relation.Alias.Aliasname != "" {
@@ -459,4 +465,17 @@ func (c *ExprCache) compile(expr string, tbl *sqlcheck.Table, cat *sqlcheck.Cata
 		c.mu.Unlock()
 	}
 	return e.Node, nil
+}
+
+// returnedCap is the cap of a write that returns rows: what it returns is a
+// read, and a read is capped at the smallest max_rows of the select rules
+// it uses, so that cap holds as well as the write rule's (exactly: past it
+// the write rolls back, it is never truncated).
+func returnedCap(write int64, readRule map[sqlcheck.TableName]bound.Rule) int64 {
+	for _, r := range readRule {
+		if r.MaxRows > 0 && r.MaxRows < write {
+			write = r.MaxRows
+		}
+	}
+	return write
 }

@@ -3,11 +3,14 @@ package pilot
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtext"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -786,7 +789,7 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 		if collect {
 			row := make(map[string]any, ncols)
 			for i := 0; i < ncols; i++ {
-				row[out.cols[i]] = jsonValue(vals[i])
+				row[out.cols[i]] = jsonValue(out.types[i], vals[i])
 			}
 			out.rows = append(out.rows, row)
 		}
@@ -821,26 +824,85 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// jsonValue turns a pgx value into one that marshals as the JSON a client
-// expects: numbers as numbers, timestamps RFC 3339, UUIDs as strings.
-func jsonValue(v any) any {
+// jsonValue turns a pgx value of a column of type oid into one that
+// marshals as the JSON a client expects (docs/api.md): numbers as numbers,
+// timestamps RFC 3339, UUIDs as strings, and where JSON has no faithful
+// form PostgreSQL's own text (pgtext): intervals, times of day, dates,
+// inet and cidr, NaN and the infinities, and times outside the years 0000
+// to 9999. Every value it returns marshals; an executed statement's
+// answer never fails on one of its values.
+func jsonValue(oid uint32, v any) any {
 	switch x := v.(type) {
-	case nil, bool, string, int16, int32, int64, float32, float64, time.Time:
+	case nil, bool, string, int16, int32, int64:
+		return x
+	case float32:
+		if !pgtext.Finite(float64(x)) {
+			return pgtext.Float(float64(x), 32)
+		}
+		return x
+	case float64:
+		if !pgtext.Finite(x) {
+			return pgtext.Float(x, 64)
+		}
+		return x
+	case time.Time:
+		if oid == pgtext.OIDDate || !pgtext.InRFC3339(x) {
+			return pgtext.Time(oid, x)
+		}
 		return x
 	case pgtype.Numeric:
+		switch {
+		case x.NaN:
+			return "NaN"
+		case x.InfinityModifier == pgtype.Infinity:
+			return "Infinity"
+		case x.InfinityModifier == pgtype.NegativeInfinity:
+			return "-Infinity"
+		}
 		if b, err := x.MarshalJSON(); err == nil {
 			return json.RawMessage(b)
 		}
 	case [16]byte:
 		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
-	case pgtype.Interval, pgtype.Time:
-		if b, err := json.Marshal(x); err == nil {
-			return json.RawMessage(b)
+	case pgtype.Interval:
+		if x.Valid {
+			return pgtext.Interval(x)
 		}
-	case map[string]any, []any:
+		return nil
+	case pgtype.Time:
+		if x.Valid {
+			return pgtext.Clock(x.Microseconds)
+		}
+		return nil
+	case netip.Prefix:
+		return pgtext.Inet(oid, x)
+	case map[string]any:
+		// json and jsonb: JSON already, and encoding/json gives their
+		// numbers back as float64, always finite.
 		return x
+	case []any:
+		// An array: its elements by the same rules (their type is not
+		// known here; a date element keeps its RFC 3339 form).
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(0, e)
+		}
+		return out
 	case []byte:
 		return x
+	case driver.Valuer:
+		// pgtype's other types (bit strings, geometric types, ranges) give
+		// their text form as their driver value.
+		if dv, err := x.Value(); err == nil {
+			switch t := dv.(type) {
+			case string:
+				return t
+			case []byte:
+				return string(t)
+			case nil:
+				return nil
+			}
+		}
 	}
 	return fmt.Sprint(v)
 }

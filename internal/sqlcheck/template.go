@@ -202,6 +202,8 @@ func mustBake(c Const, k *pg.A_Const, stack []frame) bool {
 		if parent.field == "distinct_clause" {
 			return true
 		}
+	case *pg.GroupingSet, *pg.RowExpr:
+		return inGroupClause(stack)
 	case *pg.ResTarget:
 		if parent.field == "val" && pm.Name == "" && c.Kind != ConstString && len(stack) >= 3 {
 			switch stack[len(stack)-3].field {
@@ -212,6 +214,23 @@ func mustBake(c Const, k *pg.A_Const, stack []frame) bool {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// inGroupClause reports a constant that is an item of GROUP BY through
+// grouping sets (ROLLUP, CUBE, GROUPING SETS) or an implicit row: there
+// PostgreSQL reads an integer as a position in the select list, as in a
+// plain GROUP BY 1, while a parameter is a value to group by.
+func inGroupClause(stack []frame) bool {
+	for i := len(stack) - 1; i >= 0; i-- {
+		switch stack[i].msg.Interface().(type) {
+		case *pg.GroupingSet, *pg.RowExpr, *pg.Node:
+			continue
+		case *pg.SelectStmt:
+			return stack[i].field == "group_clause"
+		}
+		return false
 	}
 	return false
 }
