@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -24,27 +25,38 @@ const (
 	maxHeldBytes = 16 << 20
 )
 
-// heldLimit refuses a new statement or portal of n bytes past the caps.
-func heldLimit[T any](held map[string]T, name string, n int, text func(T) string, what string) *wireError {
+// heldLimit refuses a new statement or portal of n bytes past the caps;
+// size is what one held weighs.
+func heldLimit[T any](held map[string]T, name string, n int, size func(T) int, what string) *wireError {
 	total := n
 	for k, v := range held {
 		if k != name {
-			total += len(text(v))
+			total += size(v)
 		}
 	}
 	_, replaces := held[name]
 	if !replaces && len(held) >= maxHeld || total > maxHeldBytes {
-		return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("this session holds the most %ss it may (%d, or %d MiB of text)", what, maxHeld, maxHeldBytes>>20),
+		return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("this session holds the most %ss it may (%d, or %d MiB of text and parse trees)", what, maxHeld, maxHeldBytes>>20),
 			Hint: "close the ones it no longer needs (Close, DEALLOCATE, DISCARD ALL)"}
 	}
 	return nil
 }
 
+// treeBytesPerMessage is about what one message of a parse tree takes in
+// memory (measured: 80 to 90 bytes). A tree can be 240 times its text (a
+// select list of plain columns), so what a session holds is weighed by
+// its trees as well as its texts.
+const treeBytesPerMessage = 96
+
+func (p *prepared) size() int { return len(p.sql) + p.treeSize }
+
+func (p *portal) size() int { return len(p.sql) + p.treeSize }
+
 func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 	if _, dup := c.stmts[m.Name]; dup && m.Name != "" {
 		return errorf(stateDuplicatePrepared, fmt.Sprintf("prepared statement %q already exists", m.Name))
 	}
-	if werr := heldLimit(c.stmts, m.Name, len(m.Query), func(p *prepared) string { return p.sql }, "prepared statement"); werr != nil {
+	if werr := heldLimit(c.stmts, m.Name, len(m.Query), (*prepared).size, "prepared statement"); werr != nil {
 		return werr
 	}
 	for i, oid := range m.ParameterOIDs {
@@ -62,13 +74,17 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 		c.send(&pgproto3.ParseComplete{})
 		return nil
 	}
-	tree, err := pg.Parse(m.Query)
+	tree, err := parseText(m.Query)
 	if err != nil {
-		// It does not parse: the statement path records and rejects it,
-		// as it does over HTTP.
+		// It does not parse, or is past the limits: the statement path
+		// records and rejects it, as it does over HTTP.
 		_, werr := c.governed(ctx, m.Query, "SELECT")
 		if werr == nil {
-			werr = errorf(stateSyntax, err.Error())
+			code := stateSyntax
+			if errors.Is(err, errPastLimits) {
+				code = stateProgramLimit
+			}
+			werr = errorf(code, err.Error())
 		}
 		return werr
 	}
@@ -77,8 +93,9 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 	if n > 65535 {
 		return errorf(stateProgramLimit, "a statement may have at most 65535 parameters")
 	}
-	oids := make([]uint32, n)
+	oids, uses := make([]uint32, n), make([]int, n)
 	for i := range oids {
+		uses[i] = info.uses[i+1]
 		if i < len(m.ParameterOIDs) && m.ParameterOIDs[i] != oidUnknownLit {
 			oids[i] = m.ParameterOIDs[i]
 		}
@@ -86,7 +103,11 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 			oids[i] = info.casts[i+1]
 		}
 	}
-	c.stmts[m.Name] = &prepared{sql: m.Query, tree: tree, oids: oids}
+	st := &prepared{sql: m.Query, tree: tree, oids: oids, uses: uses, treeSize: info.messages * treeBytesPerMessage}
+	if werr := heldLimit(c.stmts, m.Name, st.size(), (*prepared).size, "prepared statement"); werr != nil {
+		return werr
+	}
+	c.stmts[m.Name] = st
 	c.send(&pgproto3.ParseComplete{})
 	return nil
 }
@@ -106,7 +127,7 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 	if nf > 1 && nf != len(m.Parameters) {
 		return errorf(stateProtocol, fmt.Sprintf("bind message has %d parameter formats but %d parameters", nf, len(m.Parameters)))
 	}
-	p := &portal{sql: st.sql, tree: st.tree, formats: m.ResultFormatCodes}
+	p := &portal{sql: st.sql, tree: st.tree, formats: m.ResultFormatCodes, treeSize: st.treeSize}
 	for _, f := range m.ResultFormatCodes {
 		if f != pgtype.TextFormatCode && f != pgtype.BinaryFormatCode {
 			return errorf(stateProtocol, fmt.Sprintf("unsupported format code: %d", f))
@@ -136,6 +157,18 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 			}
 			vals[i].text = s
 		}
+		// Each use of $n is a copy of its value in the inlined text. The
+		// statement path refuses a text past its limit, so one past it
+		// is refused here, before it is built: a value used thousands of
+		// times would otherwise make gigabytes of text from one Bind.
+		inlined := 0
+		for i, v := range vals {
+			inlined += st.uses[i] * len(v.text)
+		}
+		if inlined > limits.MaxBytes {
+			return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("the statement with its parameters inlined would be over %d bytes, the statement path's limit", limits.MaxBytes),
+				Hint: "send smaller values, or name each parameter fewer times"}
+		}
 		tree := proto.Clone(st.tree).(*pg.ParseResult)
 		if err := inline(tree, vals); err != nil {
 			return errorf(stateProtocol, err.Error())
@@ -146,7 +179,7 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 		}
 		p.sql, p.tree = text, tree
 	}
-	if werr := heldLimit(c.portals, m.DestinationPortal, len(p.sql), func(p *portal) string { return p.sql }, "portal"); werr != nil {
+	if werr := heldLimit(c.portals, m.DestinationPortal, p.size(), (*portal).size, "portal"); werr != nil {
 		return werr
 	}
 	c.portals[m.DestinationPortal] = p
@@ -205,7 +238,11 @@ func (c *session) execute(ctx context.Context, m *pgproto3.Execute) *wireError {
 		c.send(&pgproto3.CommandComplete{CommandTag: []byte(p.res.tag)})
 		return nil
 	}
-	n, suspended := c.sendResult(p.res, p.formats, true, p.sent, int(m.MaxRows))
+	n, suspended, werr := c.sendResult(p.res, p.formats, true, p.sent, int(m.MaxRows))
+	if werr != nil {
+		p.err = werr
+		return werr
+	}
 	p.sent += n
 	p.done = !suspended
 	return nil

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +126,10 @@ type Server struct {
 	// agents use (SCRAM, or the token in clear), so that in a deployment
 	// whose agents all log in one way an unknown user looks like them.
 	unknownSCRAM bool
+	// mockIter and mockSaltLen shape the stand-in verifier as most
+	// agents' verifiers are (a verifier taken from PostgreSQL may have
+	// another iteration count than this front's 4096).
+	mockIter, mockSaltLen int
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by BackendKeyData process id
@@ -139,7 +146,6 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 	cfg = cfg.WithDefaults()
 	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
 		fails: newFailures(cfg.AuthFailures, cfg.Clock), sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}}
-	_, _ = rand.Read(s.mockKey[:])
 	for _, t := range targets {
 		s.targets[t] = true
 	}
@@ -166,7 +172,42 @@ func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) 
 		}
 		s.agents[a.Principal] = ag
 	}
+	s.mockKey = mockKey(cfg.Agents)
+	s.mockIter, s.mockSaltLen = scramIterations, 16
+	shapes := map[[2]int]int{}
+	best := 0
+	for _, p := range slices.Sorted(maps.Keys(s.agents)) {
+		if v := s.agents[p].scram; v != nil {
+			k := [2]int{v.Iterations, len(v.Salt)}
+			if shapes[k]++; shapes[k] > best {
+				best, s.mockIter, s.mockSaltLen = shapes[k], k[0], k[1]
+			}
+		}
+	}
 	return s, nil
+}
+
+// mockKey keys the stand-in salts of unknown users. An agent's salt is its
+// verifier's, the same after every restart, so an unknown user's must be
+// too, or salts asked before and after a restart tell the agents from the
+// other names. It is derived from the agents' token hashes, which only
+// the server holds: the same across restarts while the agents are the
+// same. (PostgreSQL keys its mock salt with a secret kept in pg_control;
+// a secret kept in the store would hold across changes of the agents too.)
+func mockKey(agents []Agent) [32]byte {
+	var k [32]byte
+	if len(agents) == 0 {
+		_, _ = rand.Read(k[:])
+		return k
+	}
+	sorted := slices.Clone(agents)
+	slices.SortFunc(sorted, func(a, b Agent) int { return strings.Compare(a.Principal, b.Principal) })
+	m := hmac.New(sha256.New, []byte("harbormaster pgwire stand-in SCRAM salt"))
+	for _, a := range sorted {
+		fmt.Fprintf(m, "%s\x00%s\x00", a.Principal, strings.ToLower(a.TokenSHA256))
+	}
+	copy(k[:], m.Sum(nil))
+	return k
 }
 
 // Serve accepts connections on ln until ctx ends, then closes them all
@@ -357,6 +398,9 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 	if !s.targets[target] {
 		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
 	}
+	if werr := newSettings(s.cfg.ServerVersion, principal, nil).applyStartup(p); werr != nil {
+		return nil, sendFatal(be, werr)
+	}
 	sess := s.newSession(conn, be, principal, target, p)
 	if err := sess.greet(); err != nil {
 		s.forget(sess)
@@ -421,8 +465,11 @@ func (s *Server) scram(be *pgproto3.Backend, a *agent, principal string) (bool, 
 	if a != nil {
 		sv.v, sv.real = *a.scram, true
 	} else {
-		salt := hmacSHA256(s.mockKey[:], principal)[:16]
-		sv.v = Verifier{Iterations: scramIterations, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
+		salt := hmacSHA256(s.mockKey[:], principal)
+		for len(salt) < s.mockSaltLen {
+			salt = append(salt, hmacSHA256(s.mockKey[:], string(salt))...)
+		}
+		sv.v = Verifier{Iterations: s.mockIter, Salt: salt[:s.mockSaltLen], StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
 	}
 	be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}})
 	if err := be.Flush(); err != nil {

@@ -45,17 +45,22 @@ type prepared struct {
 	sql  string
 	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
 	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
+	uses []int           // how many times the text names each $n
+	// treeSize estimates the tree's memory (treeBytesPerMessage).
+	treeSize int
 }
 
 // portal is a Bind message's statement, with its result once it ran.
 type portal struct {
-	sql     string // the text with every parameter inlined
-	tree    *pg.ParseResult
-	formats []int16
-	res     *result
-	err     *wireError
-	sent    int // rows sent so far (Execute with a row limit)
-	done    bool
+	sql  string // the text with every parameter inlined
+	tree *pg.ParseResult
+	// treeSize estimates the tree's memory: the prepared statement's.
+	treeSize int
+	formats  []int16
+	res      *result
+	err      *wireError
+	sent     int // rows sent so far (Execute with a row limit)
+	done     bool
 }
 
 // column is one result column.
@@ -151,8 +156,11 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 		}
 		c.send(&pgproto3.CloseComplete{})
 	case *pgproto3.Sync:
+		// Sync ends the implicit transaction, and with it every portal,
+		// as in PostgreSQL outside a transaction block (there is none
+		// here): no result outlives its pipeline.
 		c.skip = false
-		delete(c.portals, "")
+		clear(c.portals)
 		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		return c.be.Flush() == nil
 	case *pgproto3.Flush:
@@ -187,10 +195,12 @@ func (c *session) simple(ctx context.Context, sql string) {
 			c.send(werr.response())
 			return
 		}
-		c.sendResult(res, nil, false, 0, -1)
+		if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
+			c.send(werr.response())
+		}
 		return
 	}
-	tree, perr := pg.Parse(sql)
+	tree, perr := parseText(sql)
 	if perr != nil {
 		tree = nil // the statement path rejects it, recorded
 	} else if classify(tree) == kindEmpty {
@@ -202,15 +212,17 @@ func (c *session) simple(ctx context.Context, sql string) {
 		c.send(werr.response())
 		return
 	}
-	c.sendResult(res, nil, false, 0, -1)
+	if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
+		c.send(werr.response())
+	}
 }
 
 // sendResult writes a result's rows (from row sent, at most limit when
 // limit >= 0) and its completion.
-func (c *session) sendResult(res *result, formats []int16, extended bool, from, limit int) (sent int, suspended bool) {
+func (c *session) sendResult(res *result, formats []int16, extended bool, from, limit int) (sent int, suspended bool, werr *wireError) {
 	if res.empty {
 		c.send(&pgproto3.EmptyQueryResponse{})
-		return 0, false
+		return 0, false, nil
 	}
 	if !extended && res.hasRows {
 		// The simple protocol: the description goes with the rows.
@@ -229,7 +241,12 @@ func (c *session) sendResult(res *result, formats []int16, extended bool, from, 
 				continue
 			}
 			if fmts[i] == pgtype.BinaryFormatCode {
-				b, _ := binaryValue(c.types, res.cols[i].oid, s)
+				b, ok := binaryValue(c.types, res.cols[i].oid, s)
+				if !ok {
+					// Never another value (NULL) in its place.
+					c.srv.cfg.Logger.Error("pgwire: a value has no binary form", "oid", res.cols[i].oid)
+					return 0, false, errorf(stateInternal, fmt.Sprintf("column %q has a value this server cannot send in binary format: ask for it in text format", res.cols[i].name))
+				}
 				dr.Values[i] = b
 				continue
 			}
@@ -239,13 +256,13 @@ func (c *session) sendResult(res *result, formats []int16, extended bool, from, 
 	}
 	if suspended {
 		c.send(&pgproto3.PortalSuspended{})
-		return len(rows), true
+		return len(rows), true, nil
 	}
 	for _, ps := range res.statuses {
 		c.send(ps)
 	}
 	c.send(&pgproto3.CommandComplete{CommandTag: []byte(res.tag)})
-	return len(rows), false
+	return len(rows), false, nil
 }
 
 // resultFormats are the format of each column: as Bind asked (none: all
@@ -370,6 +387,16 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	if resp.Outcome == gateway.OutcomeReferred {
 		return nil, referral(resp)
 	}
+	if name, ok := duplicateName(resp.Columns); ok {
+		// Each row is a map from column name to value: two columns of
+		// one name carry one value, and showing it in both would show
+		// one column's value as the other's.
+		msg := fmt.Sprintf("two result columns are both named %q, and the answer carries one value for each name: name them apart with AS", name)
+		if verb != "SELECT" {
+			msg = fmt.Sprintf("the statement ran (%s), but %s to read its rows", commandTag(verb, resp.RowsAffected), msg)
+		}
+		return nil, errorf(stateFeature, msg)
+	}
 	res := &result{cols: make([]column, len(resp.Columns))}
 	for i, name := range resp.Columns {
 		res.cols[i].name = name
@@ -393,6 +420,18 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	}
 	res.tag = commandTag(verb, n)
 	return res, nil
+}
+
+// duplicateName is a name two columns share, if any.
+func duplicateName(cols []string) (string, bool) {
+	seen := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		if seen[c] {
+			return c, true
+		}
+		seen[c] = true
+	}
+	return "", false
 }
 
 // referral is a referred statement as an error a program can handle.

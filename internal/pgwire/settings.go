@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -46,18 +47,109 @@ func newSettings(version, principal string, startup map[string]string) *settings
 	for k, v := range s.vals {
 		s.defaults[k] = v
 	}
-	if v, ok := startup["application_name"]; ok {
-		s.vals["application_name"] = v
+	_ = s.applyStartup(startup) // login refused a startup it cannot apply
+	return s
+}
+
+// startupParams are startup parameters that are no setting, or whose
+// value the front has taken already (client_encoding is checked at
+// login; TimeZone is UTC, which the ParameterStatus tells the client).
+var startupParams = map[string]bool{"user": true, "database": true, "replication": true, "fallback_application_name": true,
+	"client_encoding": true, "timezone": true}
+
+// applyStartup applies the startup message's settings as SET would, and
+// refuses one SET would refuse: a client that asks at startup for a
+// setting (options=-c default_transaction_read_only=on, a
+// statement_timeout) must not get a session without it and no word of
+// it.
+func (s *settings) applyStartup(startup map[string]string) *wireError {
+	names := make([]string, 0, len(startup))
+	for k := range startup {
+		names = append(names, k)
 	}
-	// Startup options other than these (options=-c ..., search_path, ...)
-	// are not applied; a harmless one such as extra_float_digits is taken.
-	for k, v := range startup {
-		name := strings.ToLower(k)
-		if name == "extra_float_digits" || name == "datestyle" && strings.Contains(strings.ToUpper(v), "ISO") {
-			s.vals[name] = v
+	sort.Strings(names)
+	for _, k := range names {
+		name, v := strings.ToLower(k), startup[k]
+		switch {
+		case startupParams[name], strings.HasPrefix(name, "_pq_."):
+		case name == "options":
+			opts, err := startupOptions(v)
+			if err != nil {
+				return err
+			}
+			for _, o := range opts {
+				if err := s.startupSet(o[0], o[1]); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := s.startupSet(name, v); err != nil {
+				return err
+			}
 		}
 	}
-	return s
+	return nil
+}
+
+func (s *settings) startupSet(name, value string) *wireError {
+	_, err := s.setOne(&pg.VariableSetStmt{Kind: pg.VariableSetKind_VAR_SET_VALUE, Name: strings.ReplaceAll(strings.ToLower(name), "-", "_"),
+		Args: []*pg.Node{pg.MakeAConstStrNode(value, -1)}})
+	if err != nil {
+		err.Fatal = true
+		err.Message = "startup parameter " + name + ": " + err.Message
+	}
+	return err
+}
+
+// startupOptions reads the options startup parameter (what PGOPTIONS
+// holds): -c NAME=VALUE or --NAME=VALUE, separated by spaces, a
+// backslash escaping the next character. Any other command-line switch
+// is refused.
+func startupOptions(v string) ([][2]string, *wireError) {
+	var args []string
+	var cur strings.Builder
+	started := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v):
+			i++
+			cur.WriteByte(v[i])
+			started = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if started {
+				args, started = append(args, cur.String()), false
+				cur.Reset()
+			}
+		default:
+			cur.WriteByte(c)
+			started = true
+		}
+	}
+	if started {
+		args = append(args, cur.String())
+	}
+	var out [][2]string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var kv string
+		switch {
+		case a == "-c" && i+1 < len(args):
+			i++
+			kv = args[i]
+		case strings.HasPrefix(a, "-c"):
+			kv = a[2:]
+		case strings.HasPrefix(a, "--"):
+			kv = a[2:]
+		default:
+			return nil, fatal(stateFeature, fmt.Sprintf("startup option %q is not supported: only -c NAME=VALUE of a setting this server takes", a))
+		}
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fatal(stateSyntax, fmt.Sprintf("startup option %q has no value: -c NAME=VALUE", a))
+		}
+		out = append(out, [2]string{name, value})
+	}
+	return out, nil
 }
 
 // displayName is how PostgreSQL spells a reported setting.
@@ -86,10 +178,14 @@ func (s *settings) statuses() []*pgproto3.ParameterStatus {
 // set answers one or more SET/RESET statements.
 func (s *settings) set(tree *pg.ParseResult) (*result, *wireError) {
 	res := &result{}
+	// All or none, as PostgreSQL's implicit transaction: a refused one
+	// undoes those before it.
+	before := maps.Clone(s.vals)
 	for _, st := range tree.Stmts {
 		v := st.Stmt.GetVariableSetStmt()
 		r, err := s.setOne(v)
 		if err != nil {
+			s.vals = before
 			return nil, err
 		}
 		res.statuses = append(res.statuses, r.statuses...)

@@ -1,13 +1,36 @@
 package pgwire
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
+
+// limits are the caps the statement path puts on a text before its parser
+// sees it (sqlcheck's defaults, which the gateway uses).
+var limits = sqlcheck.Limits{}.WithDefaults()
+
+// errPastLimits is a text the front does not parse: past the limits.
+var errPastLimits = errors.New("the statement is past the limits the statement path parses")
+
+// parseText parses a text at the front only once it is within the limits
+// the statement path checks before its own parse: the C parser crashes the
+// process on a long chain of operators (SIGSEGV in cgo, which recover
+// cannot catch), and an agent's 1 MiB message holds one. A text past them
+// is errPastLimits; the caller hands it to the statement path unparsed,
+// which records and refuses it, as over HTTP.
+func parseText(sql string) (*pg.ParseResult, error) {
+	if _, ok := sqlcheck.Precheck(sql, limits); !ok {
+		return nil, errPastLimits
+	}
+	return pg.Parse(sql)
+}
 
 // walk calls fn on every message of a parse tree, depth first; fn
 // returning false skips the message's children.
@@ -35,14 +58,19 @@ func walk(m protoreflect.Message, fn func(protoreflect.Message) bool) {
 type paramInfo struct {
 	count int
 	casts map[int]uint32
+	uses  map[int]int // how many times the text names $n
+	// messages counts the tree's messages, for what holding it weighs.
+	messages int
 }
 
 func params(tree *pg.ParseResult) paramInfo {
-	info := paramInfo{casts: map[int]uint32{}}
+	info := paramInfo{casts: map[int]uint32{}, uses: map[int]int{}}
 	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		info.messages++
 		switch x := m.Interface().(type) {
 		case *pg.ParamRef:
 			info.count = max(info.count, int(x.Number))
+			info.uses[int(x.Number)]++
 		case *pg.TypeCast:
 			if p := x.Arg.GetParamRef(); p != nil && x.TypeName != nil {
 				if oid := typeNameOID(x.TypeName); oid != 0 {

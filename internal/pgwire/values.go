@@ -233,11 +233,37 @@ func binaryValue(m *pgtype.Map, oid uint32, text string) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
+	if at, ok := paramTypes[oid]; ok && at.array {
+		if l, ok := v.([]any); ok {
+			for i := range l {
+				l[i] = infinite(at.elem, l[i])
+			}
+		}
+	}
+	b, err := m.Encode(oid, pgtype.BinaryFormatCode, infinite(oid, v), nil)
 	if err != nil || b == nil {
 		return nil, false
 	}
 	return b, true
+}
+
+// infinite makes a date's or timestamp's infinity, which the codecs
+// decode as a bare InfinityModifier they cannot encode, the value they
+// encode.
+func infinite(oid uint32, v any) any {
+	inf, ok := v.(pgtype.InfinityModifier)
+	if !ok {
+		return v
+	}
+	switch oid {
+	case oidDate:
+		return pgtype.Date{InfinityModifier: inf, Valid: true}
+	case oidTimestamp:
+		return pgtype.Timestamp{InfinityModifier: inf, Valid: true}
+	case oidTimestamptz:
+		return pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
+	}
+	return v
 }
 
 // canBinary reports whether a column of type oid can be sent in binary.
@@ -256,6 +282,9 @@ func paramText(m *pgtype.Map, i int, oid uint32, format int16, raw []byte) (stri
 	if oid == 0 {
 		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d is in binary format but has no declared type: declare its type in Parse, or send it as text", i+1))
 	}
+	if s, werr, ok := jsonParamText(m, i, oid, raw); ok {
+		return s, werr
+	}
 	t, ok := m.TypeForOID(oid)
 	if !ok {
 		return "", errorf(stateDatatypeMismatch, fmt.Sprintf("parameter $%d: type OID %d cannot be read in binary format", i+1, oid))
@@ -270,4 +299,47 @@ func paramText(m *pgtype.Map, i int, oid uint32, format int16, raw []byte) (stri
 	}
 	s := string(b)
 	return s, checkText(i, s)
+}
+
+// jsonParamText reads a binary json or jsonb parameter, or an array of
+// them, as the exact text the client sent (ok false for other types).
+// Their codecs would decode the JSON into Go values, numbers into
+// float64, and encode it again: a number past float64's precision would
+// change in what the statement writes.
+func jsonParamText(m *pgtype.Map, i int, oid uint32, raw []byte) (string, *wireError, bool) {
+	bad := func(err error) (string, *wireError, bool) {
+		return "", errorf(stateInvalidText, fmt.Sprintf("parameter $%d is not a valid binary %s: %v", i+1, paramTypes[oid].name, err)), true
+	}
+	switch oid {
+	case oidJSON:
+		s := string(raw)
+		return s, checkText(i, s), true
+	case oidJSONB:
+		if len(raw) == 0 || raw[0] != 1 {
+			return bad(fmt.Errorf("jsonb's binary form starts with version byte 1"))
+		}
+		s := string(raw[1:])
+		return s, checkText(i, s), true
+	case 199, 3807: // json[], jsonb[]
+		var elems []*string
+		if err := m.Scan(oid, pgtype.BinaryFormatCode, raw, &elems); err != nil {
+			return bad(err)
+		}
+		var b strings.Builder
+		b.WriteByte('{')
+		for j, e := range elems {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			if e == nil {
+				b.WriteString("NULL")
+				continue
+			}
+			b.WriteString(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(*e) + `"`)
+		}
+		b.WriteByte('}')
+		s := b.String()
+		return s, checkText(i, s), true
+	}
+	return "", nil, false
 }

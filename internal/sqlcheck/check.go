@@ -229,6 +229,13 @@ func Analyze(sql string, cat *Catalog, lim Limits) (a *Analysis) {
 	return a
 }
 
+// Precheck reports whether a text may be handed to the C parser: its
+// length, brackets and operators are within the limits (the zero Limits:
+// the defaults). When not, the reason is the one Analyze gives. A caller
+// that parses untrusted text before Analyze does (the wire front) asks
+// this first, so the text cannot crash the process.
+func Precheck(sql string, lim Limits) (Reason, bool) { return precheck(sql, lim.WithDefaults()) }
+
 // precheck refuses input the C parser must not see.
 func precheck(sql string, lim Limits) (Reason, bool) {
 	if len(sql) > lim.MaxBytes {
