@@ -1,6 +1,7 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql/driver"
@@ -788,7 +789,19 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 		}
 		if collect {
 			row := make(map[string]any, ncols)
+			var raw [][]byte
 			for i := 0; i < ncols; i++ {
+				if v := vals[i]; v != nil && (out.types[i] == oidJSON || out.types[i] == oidJSONB) {
+					// JSON as the target wrote it: decoded, its numbers
+					// would pass through float64 and lose digits.
+					if raw == nil {
+						raw = rows.RawValues()
+					}
+					if j, ok := rawJSON(raw[i], out.types[i], fds[i].Format); ok {
+						row[out.cols[i]] = j
+						continue
+					}
+				}
 				row[out.cols[i]] = jsonValue(out.types[i], vals[i])
 			}
 			out.rows = append(out.rows, row)
@@ -803,6 +816,28 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 		out.n = int64(len(out.rows))
 	}
 	return out, nil
+}
+
+// The type OIDs of json and jsonb.
+const (
+	oidJSON  = 114
+	oidJSONB = 3802
+)
+
+// rawJSON is a json or jsonb value's own text as JSON, from its raw bytes
+// in the result's format (jsonb's binary form is a version byte, 1, and
+// the text).
+func rawJSON(b []byte, oid uint32, format int16) (json.RawMessage, bool) {
+	if oid == oidJSONB && format == pgtype.BinaryFormatCode {
+		if len(b) == 0 || b[0] != 1 {
+			return nil, false
+		}
+		b = b[1:]
+	}
+	if !json.Valid(b) {
+		return nil, false
+	}
+	return json.RawMessage(bytes.Clone(b)), true
 }
 
 func capRows(rows []map[string]any, n int) []map[string]any {
