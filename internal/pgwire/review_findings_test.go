@@ -379,7 +379,9 @@ func TestReviewDuplicateColumnNames(t *testing.T) {
 // startups open, refuses every other agent (53300). PostgreSQL answers
 // this with a per-role CONNECTION LIMIT and reserved slots.
 func TestReviewOneAgentCannotTakeEverySlot(t *testing.T) {
-	t.Skip("FINDING: one principal can hold every connection slot and lock the other agents out (53300); fix: a per-principal cap (e.g. MaxConnections/2, or a config field) checked after authentication, and unauthenticated startups counted apart")
+	// Fixed: one principal holds at most MaxPerAgent sessions (half the
+	// slots by default). Clients that never finish their startup still
+	// hold slots for StartupTimeout, as in PostgreSQL (not fixed).
 	t.Parallel()
 	f := newFixture(t)
 	front, err := pgwire.New(f.sys.Gateway, pgwire.Config{MaxConnections: 4, Agents: []pgwire.Agent{
@@ -400,14 +402,21 @@ func TestReviewOneAgentCannotTakeEverySlot(t *testing.T) {
 	url := func(user, token string) string {
 		return "postgres://" + strings.ReplaceAll(user, ":", "%3A") + ":" + token + "@" + ln.Addr().String() + "/" + gatewaytest.Target + "?sslmode=disable"
 	}
+	held := 0
 	for i := range 4 {
 		c, err := pgx.Connect(t.Context(), url(gatewaytest.Agent, gatewaytest.AgentToken))
 		if err != nil {
+			pgErr(t, err, "53300")
 			t.Logf("the agent's session %d: %v", i+1, err)
 			break
 		}
+		held++
 		defer c.Close(context.Background())
 	}
+	if held != 2 {
+		t.Errorf("one agent opened %d sessions of 4 slots, want 2 (half)", held)
+	}
+
 	c, err := pgx.Connect(t.Context(), url(gatewaytest.Other, gatewaytest.OtherToken))
 	if err != nil {
 		t.Fatalf("another agent could not connect once one agent held the sessions: %v", err)

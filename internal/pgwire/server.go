@@ -50,6 +50,9 @@ type Config struct {
 	MaxMessage int
 	// MaxConnections caps open connections. Defaults to 256.
 	MaxConnections int
+	// MaxPerAgent caps one principal's sessions, so that one agent cannot
+	// lock the others out. Defaults to half of MaxConnections.
+	MaxPerAgent int
 	// AuthFailures is how many failed logins a source address, and
 	// separately a user name, may have per minute; past it logins from
 	// it are refused unchecked for the rest of the minute. Defaults to 10.
@@ -77,6 +80,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = 256
+	}
+	if c.MaxPerAgent <= 0 {
+		c.MaxPerAgent = max(1, c.MaxConnections/2)
 	}
 	if c.AuthFailures <= 0 {
 		c.AuthFailures = 10
@@ -133,6 +139,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by BackendKeyData process id
+	perAgent map[string]int      // open sessions by principal
 	conns    map[net.Conn]struct{}
 	wg       sync.WaitGroup
 }
@@ -144,7 +151,7 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 
 func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) {
 	cfg = cfg.WithDefaults()
-	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections),
+	s := &Server{cfg: cfg, gw: gw, targets: map[string]bool{}, agents: map[string]*agent{}, slots: make(chan struct{}, cfg.MaxConnections), perAgent: map[string]int{},
 		fails: newFailures(cfg.AuthFailures, cfg.Clock), sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}}
 	for _, t := range targets {
 		s.targets[t] = true
@@ -282,9 +289,29 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		}
 		return
 	}
+	defer s.leave(sess.principal) // startup admitted it
 	_ = sess.conn.SetDeadline(time.Time{})
 	defer s.forget(sess)
 	sess.run(ctx)
+}
+
+// admit counts one more session of principal, or says it has its share.
+func (s *Server) admit(principal string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perAgent[principal] >= s.cfg.MaxPerAgent {
+		return false
+	}
+	s.perAgent[principal]++
+	return true
+}
+
+func (s *Server) leave(principal string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perAgent[principal]--; s.perAgent[principal] <= 0 {
+		delete(s.perAgent, principal)
+	}
 }
 
 // errQuiet ends a connection that needs no log line (a cancel request).
@@ -401,9 +428,15 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 	if werr := newSettings(s.cfg.ServerVersion, principal, nil).applyStartup(p); werr != nil {
 		return nil, sendFatal(be, werr)
 	}
+	if !s.admit(principal) {
+		// After authentication: the agent learns its own count, nothing
+		// of another's.
+		return nil, sendFatal(be, fatal(stateTooMany, fmt.Sprintf("too many connections for %s: at most %d at once", principal, s.cfg.MaxPerAgent)))
+	}
 	sess := s.newSession(conn, be, principal, target, p)
 	if err := sess.greet(); err != nil {
 		s.forget(sess)
+		s.leave(principal)
 		return nil, err
 	}
 	return sess, nil
