@@ -145,12 +145,14 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if !ok {
 			return nil, fmt.Errorf("%w: no read rule for %s", ErrGuard, ref.Table)
 		}
-		if r.Fence == "" {
-			continue
-		}
 		if ref.RangeVar == nil {
+			if r.Fence == "" {
+				continue
+			}
 			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
 		}
+		// A table without a fence goes through a plain view of the columns
+		// the catalog lists (views.go), so * never meets a newer column.
 		if err := useView(ref.RangeVar, ref.Table, r.Fence); err != nil {
 			return nil, err
 		}
@@ -204,10 +206,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		} else if f, ok := readableFence(b, target); ok {
 			barrier = f
 		}
-		if barrier != "" {
-			if err := useView(rel, target, barrier); err != nil {
-				return nil, err
-			}
+		// Without a fence, through a plain view of the catalog's columns.
+		if err := useView(rel, target, barrier); err != nil {
+			return nil, err
 		}
 		if writeRule.Fence != "" && writeRule.Fence != barrier {
 			f, err := fence(writeRule.Fence, target, alias)
