@@ -17,6 +17,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
@@ -720,4 +721,38 @@ func TestUnknownCommitReconciledWhileRunning(t *testing.T) {
 		t.Fatal("the statement ran")
 	}
 	checkReconciled(t, f, id, "not_executed")
+}
+
+// TestOversizeStatementIsRecorded: a statement past the check's limit is
+// refused as too large, and its decision entry recorded, whatever its
+// text: its entry keeps a prefix, its length and its hash. Found in
+// review: a body of ~1 MiB of characters JSON escapes six times over made
+// an entry past the logbook's 1 MiB, and the agent was told the decision
+// could not be recorded and to try again later.
+func TestOversizeStatementIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	text := "SELECT '" + strings.Repeat("\x01", 900<<10) + "'"
+	_, err := f.sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, text)
+	var se *gateway.SQLError
+	if !errors.As(err, &se) || se.Code != sqlcheck.CodeInputTooLarge {
+		t.Fatalf("got %v, want the statement refused as too large", err)
+	}
+	var found bool
+	err = f.sys.Logbook.Iterate(ctx, logbook.Query{SubjectKey: "request", SubjectValue: se.RequestID}, func(e logbook.Entry) error {
+		var p struct {
+			Statement string `json:"statement"`
+			Bytes     int    `json:"statement_bytes"`
+			SHA       string `json:"statement_text_sha256"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return err
+		}
+		found = e.Kind == logbook.KindDecision && p.Bytes == len(text) && len(p.SHA) == 64 && len(p.Statement) == 64<<10
+		return nil
+	})
+	if err != nil || !found {
+		t.Fatalf("the decision entry of %s: %v (found %v)", se.RequestID, err, found)
+	}
 }

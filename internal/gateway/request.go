@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
@@ -126,6 +129,15 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []route.Evalua
 		"outcome": req.Outcome, "path": req.Path, "delegation_id": req.DelegationID, "rule": req.Rule,
 		"reasons": nonNil(req.Reasons), "evaluated": evals, "judgment_id": req.JudgmentID,
 	}
+	if len(req.SQL) > maxLoggedStatement {
+		// A statement past the check's limit is refused unread; its entry
+		// keeps a prefix, its length and its hash, so the entry (at most
+		// 1 MiB of canonical JSON, escapes included) is always recorded.
+		sum := sha256.Sum256([]byte(req.SQL))
+		payload["statement"] = strings.ToValidUTF8(req.SQL[:maxLoggedStatement], "")
+		payload["statement_bytes"] = len(req.SQL)
+		payload["statement_text_sha256"] = hex.EncodeToString(sum[:])
+	}
 	if req.Detail != "" {
 		payload["detail"] = req.Detail
 	}
@@ -162,6 +174,11 @@ func (g *Gateway) decide(ctx context.Context, req *request, evals []route.Evalua
 	req.Outcome = agentOutcome
 	return nil
 }
+
+// maxLoggedStatement is the most of a statement's text a decision entry
+// holds: the static check's own limit (sqlcheck.Limits.MaxBytes), so only
+// a statement it refuses unread is cut.
+const maxLoggedStatement = 64 << 10
 
 func nonNil(s []string) []string {
 	if s == nil {
