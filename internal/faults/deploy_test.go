@@ -140,6 +140,10 @@ func requestStatuses(t *testing.T, st *store.Store) map[string]string {
 type settled struct {
 	marque   string
 	executed bool
+	// rerun is the marque of a later execution of the same request, one a
+	// human approved again after reconciliation found the first marque
+	// never ran ("" when there is none).
+	rerun string
 }
 
 // reconciledRequests reads the execution entries reconciliation wrote.
@@ -151,6 +155,8 @@ func reconciledRequests(t *testing.T, st *store.Store, origin string) map[string
 	}
 	out := map[string]settled{}
 	err = lb.Iterate(t.Context(), logbook.Query{Kind: "execution"}, func(e logbook.Entry) error {
+		// Entries come in order: an execution after a reconciled one is a
+		// later approval of the request, under a marque of its own.
 		var p struct {
 			Request    string `json:"request_id"`
 			Marque     string `json:"marque_id"`
@@ -162,6 +168,9 @@ func reconciledRequests(t *testing.T, st *store.Store, origin string) map[string
 		}
 		if p.Reconciled {
 			out[p.Request] = settled{marque: p.Marque, executed: p.Outcome == "executed"}
+		} else if r, ok := out[p.Request]; ok && p.Outcome == "executed" && p.Marque != "" && p.Marque != r.marque {
+			r.rerun = p.Marque
+			out[p.Request] = r
 		}
 		return nil
 	})

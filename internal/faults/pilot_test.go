@@ -208,6 +208,14 @@ func TestKillPilot(t *testing.T) {
 			lostExecuted++
 		case !r.executed && statuses[id] == string(gateway.StatusWaiting) && ok && void:
 			lostVoided++
+		case !r.executed && statuses[id] == string(gateway.StatusExecuted) && ok && void && r.rerun != "" && !receipts[r.rerun]:
+			// Burned by a void receipt, waiting again, then approved again
+			// and run under a marque of its own, whose receipt is real.
+			t.Logf("request %s: voided under %s, approved again and run under %s", id, r.marque, r.rerun)
+			if _, found := receipts[r.rerun]; !found {
+				sb.violate("request %s was approved again and answered executed, but its marque %s has no receipt", id, r.rerun)
+			}
+			lostVoided++
 		default:
 			sb.violate("request %s, reconciled (executed=%v), is %q with receipt=%v void=%v", id, r.executed, statuses[id], ok, void)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pgtext"
 )
 
 // The Pilot answers rows as JSON-ready values (pilot.jsonValue: numbers,
@@ -56,7 +58,7 @@ func textValue(oid uint32, v any) (string, bool) {
 	case int:
 		return strconv.Itoa(x), true
 	case float32:
-		return floatText(float64(x), 32), true
+		return pgtext.Float(float64(x), 32), true
 	case float64:
 		switch oid {
 		case oidInt2, oidInt4, oidInt8:
@@ -64,11 +66,11 @@ func textValue(oid uint32, v any) (string, bool) {
 				return strconv.FormatInt(int64(x), 10), true
 			}
 		case oidFloat4:
-			return floatText(x, 32), true
+			return pgtext.Float(x, 32), true
 		case oidNumeric:
 			return strconv.FormatFloat(x, 'f', -1, 64), true
 		}
-		return floatText(x, 64), true
+		return pgtext.Float(x, 64), true
 	case json.Number:
 		return x.String(), true
 	case json.RawMessage:
@@ -128,61 +130,13 @@ func pgtypeText(oid uint32, v any) (string, bool) {
 		if json.Unmarshal(raw, &iv) != nil || !iv.Valid {
 			return "", false
 		}
-		return intervalText(iv), true
+		return pgtext.Interval(iv), true
 	}
 	var tm pgtype.Time
 	if json.Unmarshal(raw, &tm) != nil || !tm.Valid {
 		return "", false
 	}
-	return clockText(tm.Microseconds), true
-}
-
-// intervalText is PostgreSQL's interval output (IntervalStyle postgres).
-func intervalText(iv pgtype.Interval) string {
-	var parts []string
-	unit := func(n int64, one string) {
-		if n == 0 {
-			return
-		}
-		s := fmt.Sprintf("%d %s", n, one)
-		if n != 1 && n != -1 {
-			s += "s"
-		}
-		parts = append(parts, s)
-	}
-	unit(int64(iv.Months/12), "year")
-	unit(int64(iv.Months%12), "mon")
-	unit(int64(iv.Days), "day")
-	if us := iv.Microseconds; us != 0 || len(parts) == 0 {
-		sign := ""
-		if us < 0 {
-			sign, us = "-", -us
-		}
-		parts = append(parts, sign+clockText(us))
-	}
-	return strings.Join(parts, " ")
-}
-
-// clockText is HH:MM:SS with the fraction PostgreSQL shows (none when
-// whole, else trailing zeros trimmed).
-func clockText(us int64) string {
-	s := fmt.Sprintf("%02d:%02d:%02d", us/3600000000, us/60000000%60, us/1000000%60)
-	if frac := us % 1000000; frac != 0 {
-		s += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
-	}
-	return s
-}
-
-func floatText(f float64, bits int) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case math.IsNaN(f):
-		return "NaN"
-	}
-	return strconv.FormatFloat(f, 'g', -1, bits)
+	return pgtext.Clock(tm.Microseconds), true
 }
 
 func timeText(oid uint32, t time.Time) string {
