@@ -764,6 +764,7 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 	for i := 0; i < ncols; i++ {
 		out.cols[i], out.types[i] = fds[i].Name, fds[i].DataTypeOID
 	}
+	out.cols = distinctNames(out.cols)
 	collect := g.Returning || g.Kind == sqlcheck.OpSelect
 	var count int64
 	for rows.Next() {
@@ -816,6 +817,34 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 		out.n = int64(len(out.rows))
 	}
 	return out, nil
+}
+
+// distinctNames gives a result's columns names of their own: each row is
+// a map from column name to value, so two columns of one name (SELECT
+// o.id, c.id ...) would carry one value. A repeated name takes the first
+// free suffix _2, _3, ... (free of every name the result has).
+func distinctNames(cols []string) []string {
+	taken := make(map[string]bool, len(cols))
+	dup := false
+	for _, c := range cols {
+		dup = dup || taken[c]
+		taken[c] = true
+	}
+	if !dup {
+		return cols
+	}
+	out := make([]string, len(cols))
+	seen := make(map[string]bool, len(cols))
+	for i, c := range cols {
+		name := c
+		for n := 2; seen[name]; n++ {
+			if cand := fmt.Sprintf("%s_%d", c, n); !seen[cand] && !taken[cand] {
+				name = cand
+			}
+		}
+		seen[name], out[i] = true, name
+	}
+	return out
 }
 
 // The type OIDs of json and jsonb.

@@ -98,3 +98,23 @@ func TestValuesInJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateColumnNamesKept: rows are maps by column name, so a result
+// whose columns share a name (a join's two ids) gives the later ones names
+// of their own, and no value is lost. Found in review: the second id's
+// value was dropped over HTTP and MCP.
+func TestDuplicateColumnNamesKept(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml",
+		"SELECT id, customer_id AS id, 1 AS id_2, id AS id FROM orders WHERE id = 2"))
+	if err != nil || res.Outcome != "executed" || len(res.Rows) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := fmt.Sprint(res.Columns); got != "[id id_3 id_2 id_4]" {
+		t.Errorf("columns %s, want [id id_3 id_2 id_4]", got)
+	}
+	row := res.Rows[0]
+	if len(row) != 4 || fmt.Sprint(row["id"]) != "2" || fmt.Sprint(row["id_2"]) != "1" || fmt.Sprint(row["id_4"]) != "2" {
+		t.Errorf("row %v: want every column's value under its own name", row)
+	}
+}
