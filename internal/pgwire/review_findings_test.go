@@ -55,11 +55,7 @@ func TestReviewDeepStatementDoesNotCrash(t *testing.T) {
 			if code != "54000" {
 				t.Fatalf("a statement of 100,000 chained terms: %s %q, want 54000 (too deep)", code, msg)
 			}
-			h.Frontend.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
-			_ = h.Frontend.Flush()
-			if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
-				t.Fatalf("after it, a read: %s %s", code, msg)
-			}
+			readStillWorks(t, h.Frontend)
 		})
 	}
 }
@@ -102,11 +98,7 @@ func TestReviewBindAmplification(t *testing.T) {
 		t.Errorf("refusing it allocated %d MiB: the inlined statement was built", alloc>>20)
 	}
 	t.Logf("refused in %v: %s", time.Since(start), msg)
-	h.Frontend.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
-	_ = h.Frontend.Flush()
-	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
-		t.Fatalf("after it, a read: %s %s", code, msg)
-	}
+	readStillWorks(t, h.Frontend)
 }
 
 // TestReviewHeldTreesCapped: the caps on what a session holds counted the
@@ -207,19 +199,8 @@ func TestReviewUnknownUserSaltSurvivesRestart(t *testing.T) {
 		SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}}
 	salts := func(t *testing.T) (agent, unknown string) {
 		t.Helper()
-		front, err := pgwire.New(f.sys.Gateway, cfg) // a start of the front, as after a restart
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- front.Serve(ctx, ln) }()
-		defer func() { cancel(); <-done }()
-		return scramSalt(t, ln.Addr().String(), gatewaytest.Agent), scramSalt(t, ln.Addr().String(), "agent:nobody")
+		addr := serveFront(t, f, cfg) // a start of the front, as after a restart
+		return scramSalt(t, addr, gatewaytest.Agent), scramSalt(t, addr, "agent:nobody")
 	}
 	a1, u1 := salts(t)
 	a2, u2 := salts(t)
@@ -288,20 +269,9 @@ func TestReviewStandInLooksLikeAgents(t *testing.T) {
 	f := newFixture(t)
 	salt := make([]byte, 20)
 	v := pgwire.Verifier{Iterations: 10000, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
-	front, err := pgwire.New(f.sys.Gateway, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
+	addr := serveFront(t, f, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
 		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: v.String()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- front.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
-	agent, unknown := scramFirst(t, ln.Addr().String(), gatewaytest.Agent), scramFirst(t, ln.Addr().String(), "agent:nobody")
+	agent, unknown := scramFirst(t, addr, gatewaytest.Agent), scramFirst(t, addr, "agent:nobody")
 	if agent["i"] != unknown["i"] || len(agent["s"]) != len(unknown["s"]) {
 		t.Errorf("the agent is asked with i=%s and a salt of %d base64 characters, an unknown user with i=%s and %d", agent["i"], len(agent["s"]), unknown["i"], len(unknown["s"]))
 	}
@@ -384,23 +354,12 @@ func TestReviewOneAgentCannotTakeEverySlot(t *testing.T) {
 	// hold slots for StartupTimeout, as in PostgreSQL (not fixed).
 	t.Parallel()
 	f := newFixture(t)
-	front, err := pgwire.New(f.sys.Gateway, pgwire.Config{MaxConnections: 4, Agents: []pgwire.Agent{
+	addr := serveFront(t, f, pgwire.Config{MaxConnections: 4, Agents: []pgwire.Agent{
 		{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)},
 		{Principal: gatewaytest.Other, TokenSHA256: httpapi.HashToken(gatewaytest.OtherToken), SCRAM: pgwire.NewVerifier(gatewaytest.OtherToken)},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- front.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
 	url := func(user, token string) string {
-		return "postgres://" + strings.ReplaceAll(user, ":", "%3A") + ":" + token + "@" + ln.Addr().String() + "/" + gatewaytest.Target + "?sslmode=disable"
+		return "postgres://" + strings.ReplaceAll(user, ":", "%3A") + ":" + token + "@" + addr + "/" + gatewaytest.Target + "?sslmode=disable"
 	}
 	held := 0
 	for i := range 4 {
@@ -578,4 +537,33 @@ func TestReviewStartupOptionsTaken(t *testing.T) {
 			t.Errorf("startup with %s: %v, want a FATAL refusal", q, err)
 		}
 	}
+}
+
+// readStillWorks: after a refusal, the session reads as before.
+func readStillWorks(t *testing.T, fe *pgproto3.Frontend) {
+	t.Helper()
+	fe.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
+	_ = fe.Flush()
+	if code, msg := errorCode(receive(t, fe)); code != "" {
+		t.Fatalf("after it, a read: %s %s", code, msg)
+	}
+}
+
+// serveFront serves a front of its own with cfg over f's gateway until t
+// ends, and returns its address.
+func serveFront(t *testing.T, f *fixture, cfg pgwire.Config) string {
+	t.Helper()
+	front, err := pgwire.New(f.sys.Gateway, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
 }
