@@ -74,6 +74,11 @@ func textValue(oid uint32, v any) (string, bool) {
 	case json.Number:
 		return x.String(), true
 	case json.RawMessage:
+		if oid == oidJSON || oid == oidJSONB {
+			// A json or jsonb value's own text (pilot.rawJSON): a string
+			// scalar keeps its quotes, as PostgreSQL prints it.
+			return string(x), true
+		}
 		var s string
 		if len(x) > 0 && x[0] == '"' && json.Unmarshal(x, &s) == nil {
 			return s, true

@@ -1,0 +1,110 @@
+package pilot_test
+
+import (
+	"github.com/jackc/pgx/v5"
+	"testing"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+)
+
+// TestReview2SchemaQualifiedColumnRefs: the static check accepts a column
+// qualified with its table's schema (public.orders.id over FROM
+// public.orders), and before every table went through a Pilot view such a
+// statement on a table without a fence ran. The Pilot now replaces the
+// reference by harbormaster.fence_... AS orders, which PostgreSQL does not
+// match against public.orders.id ("invalid reference to FROM-clause
+// entry"), so a statement the check passed is refused by the target.
+func TestReview2SchemaQualifiedColumnRefs(t *testing.T) {
+	t.Skip("FINDING: a schema-qualified column reference (public.orders.id) no longer matches the reference the Pilot rewrote to its view AS orders; the target refuses a statement the check passed. Fix: refuse it in sqlcheck with a clear reason, or resolve the qualification in BuildGuards (not by stripping the schema: an inner alias of the same name would capture it)")
+	f := newFixture(t)
+	for _, sql := range []string{
+		"SELECT public.orders.id FROM public.orders ORDER BY 1 LIMIT 3",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) != 3 {
+			t.Errorf("%s: the Pilot answered %s %s with %d rows (ran %s)", sql, res.Outcome, res.Code, len(res.Rows), res.ExecutedSQL)
+		}
+	}
+}
+
+// TestReview2ColumnGrantsThroughPlainViews: docs/operations.md asks for a
+// role with "exactly the privileges on the target tables that the
+// delegations grant", which for unstick-orders is SELECT on five of
+// orders' six columns. Every reference to a table, fenced or not, now goes
+// through a security_invoker view that selects every column the catalog
+// lists, and PostgreSQL checks the view's base-table columns as the
+// invoker, so a read of id and status is refused (permission denied for
+// table orders) where it ran before.
+func TestReview2ColumnGrantsThroughPlainViews(t *testing.T) {
+	t.Skip("FINDING: the plain view of an unfenced table selects every catalog column, and security_invoker checks them all as the invoker: a role with column grants (docs/operations.md: exactly the delegations' privileges) is refused every read. Fix: no view for unfenced references (expand * and refuse whole-row references against the catalog instead), or views of the rule's columns")
+	f := newFixture(t)
+	ctx := t.Context()
+	admin := f.pilotConn(t)
+	if _, err := admin.Exec(ctx, `CREATE ROLE hm_cols NOLOGIN;
+		GRANT USAGE ON SCHEMA public TO hm_cols;
+		GRANT SELECT (id, customer_id, status, created_at, updated_at) ON public.orders TO hm_cols;
+		GRANT UPDATE (status, updated_at) ON public.orders TO hm_cols;
+		GRANT USAGE ON SCHEMA harbormaster TO hm_cols;
+		GRANT SELECT ON ALL TABLES IN SCHEMA harbormaster TO hm_cols`, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pilot.New(ctx, pilot.Config{Target: "shop", DSN: f.dsn, Role: "hm_cols"}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Execute(ctx, f.request(t, "unstick-orders.yaml", "SELECT id, status FROM orders WHERE id = 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+		t.Errorf("a read of two granted columns, as a role granted the delegation's columns: %s %s %s", res.Outcome, res.Code, res.Detail)
+	}
+}
+
+// TestReview2MigrationAfterARead: a read of a table without a fence now
+// leaves a Pilot view that depends on every one of its columns, so the
+// application's own migration (ALTER TABLE orders DROP COLUMN total_cents,
+// a column no delegation names) fails with "other objects depend on it"
+// after any agent read orders. docs/operations.md says so only of fenced
+// tables.
+func TestReview2MigrationAfterARead(t *testing.T) {
+	t.Skip("FINDING: every table an agent read now has a Pilot view depending on all its columns, so the application's ALTER TABLE ... DROP/ALTER COLUMN (and DROP TABLE) fail after any read; docs/operations.md says so only of fenced tables. Same fix as TestReview2ColumnGrantsThroughPlainViews")
+	f := newFixture(t)
+	ctx := t.Context()
+	res, err := f.pilot.Execute(ctx, f.request(t, "unstick-orders.yaml", "SELECT id, status FROM orders WHERE id = 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed {
+		t.Fatalf("read: %s %s", res.Outcome, res.Code)
+	}
+	admin := f.pilotConn(t)
+	if _, err := admin.Exec(ctx, `ALTER TABLE public.orders DROP COLUMN total_cents`); err != nil {
+		t.Errorf("the application's migration after an agent's read of an unfenced table: %v", err)
+	}
+}
+
+// TestReview2JSONPastFloat64: the Pilot keeps json and jsonb raw so that
+// no number loses digits, but rows.Values() decodes every column first,
+// and pgx decodes json through encoding/json into float64: a value such
+// as 1e400, valid json and jsonb, fails the whole answer.
+func TestReview2JSONPastFloat64(t *testing.T) {
+	t.Skip("FINDING: rows.Values() decodes json/jsonb through float64 before rawJSON is reached; 1e400 fails the answer, as ErrCommitUnknown on the folded path (a write may have committed). Fix: decode column by column (typeMap codecs), taking json/jsonb from RawValues")
+	f := newFixture(t)
+	for _, sql := range []string{
+		`SELECT id, '{"n": 1e400}'::jsonb AS j FROM orders WHERE id = 3`,
+		`SELECT id, '[1e400]'::json AS j FROM orders WHERE id = 3`,
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+			t.Errorf("%s: %s %s %s", sql, res.Outcome, res.Code, res.Detail)
+		}
+	}
+}
