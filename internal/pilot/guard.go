@@ -181,6 +181,14 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		var returning *[]*pg.Node
 		if u, ok := s.(*pg.Node_UpdateStmt); ok {
 			rel, where, returning = u.UpdateStmt.Relation, &u.UpdateStmt.WhereClause, &u.UpdateStmt.ReturningList
+			// The target is the Pilot's view, whose columns have no
+			// defaults: SET c = DEFAULT would write NULL, not the table's
+			// default, a statement other than the one checked.
+			for _, tl := range u.UpdateStmt.TargetList {
+				if hasSetToDefault(tl.ProtoReflect()) {
+					return nil, fmt.Errorf("%w: SET column = DEFAULT is not supported (write the value)", ErrGuard)
+				}
+			}
 		}
 		if del, ok := s.(*pg.Node_DeleteStmt); ok {
 			rel, where, returning = del.DeleteStmt.Relation, &del.DeleteStmt.WhereClause, &del.DeleteStmt.ReturningList
@@ -399,6 +407,28 @@ func qualify(m protoreflect.Message, alias string) {
 		}
 		return true
 	})
+}
+
+// hasSetToDefault reports whether the tree under m holds a DEFAULT.
+func hasSetToDefault(m protoreflect.Message) bool {
+	if _, ok := m.Interface().(*pg.SetToDefault); ok {
+		return true
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len() && !found; i++ {
+				found = hasSetToDefault(l.Get(i).Message())
+			}
+		case fd.IsMap():
+		case fd.Message() != nil:
+			found = hasSetToDefault(v.Message())
+		}
+		return !found
+	})
+	return found
 }
 
 // GuardOption tunes BuildGuards.

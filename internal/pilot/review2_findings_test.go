@@ -108,3 +108,33 @@ func TestReview2JSONPastFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestReview2SetDefaultThroughTheView: an UPDATE's target now always goes
+// through a Pilot view, and a view column has no default: PostgreSQL
+// rewrites SET updated_at = DEFAULT on the view to NULL, not to the
+// table's now(). Before, an unfenced target was the table and took its
+// default; the Pilot must not run a statement meaning something else than
+// the one checked (invariant 4): it runs with the table's default, or
+// refuses.
+func TestReview2SetDefaultThroughTheView(t *testing.T) {
+	f := newFixture(t)
+	admin := f.pilotConn(t)
+	// A nullable column with a default: NULL is then written silently.
+	if _, err := admin.Exec(t.Context(), `ALTER TABLE public.orders ALTER COLUMN updated_at DROP NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml",
+		"UPDATE orders SET status = 'retrying', updated_at = DEFAULT WHERE id = 24 RETURNING id, updated_at"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome == pilot.Executed {
+		if len(res.Rows) != 1 || res.Rows[0]["updated_at"] == nil {
+			t.Errorf("SET updated_at = DEFAULT wrote %v, not the table's default now()", res.Rows)
+		}
+	}
+	var n int
+	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM public.orders WHERE updated_at IS NULL`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows with updated_at NULL (%v)", n, err)
+	}
+}
