@@ -171,7 +171,7 @@ func TestFenceViewsRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p2.Close()
-	if _, err := p2.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql)); err == nil || !strings.Contains(err.Error(), "is not the Pilot's security-invoker view") {
+	if _, err := p2.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql)); err == nil || !strings.Contains(err.Error(), "not a security-barrier") {
 		t.Fatalf("got %v, want the impostor view refused", err)
 	}
 }

@@ -145,14 +145,22 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if !ok {
 			return nil, fmt.Errorf("%w: no read rule for %s", ErrGuard, ref.Table)
 		}
-		if ref.RangeVar == nil {
-			if r.Fence == "" {
-				continue
+		if r.Fence == "" {
+			// No fence: the table is read as a subquery of the rule's
+			// columns, which the planner flattens. The target expands *,
+			// t.* and whole-row references when the statement runs, and a
+			// column added since the catalog was read is in no rule: it
+			// must not be in what they expand to (invariant 10).
+			if ref.Item != nil && ref.RangeVar != nil {
+				if err := deriveColumns(ref, r, cat); err != nil {
+					return nil, err
+				}
 			}
+			continue
+		}
+		if ref.RangeVar == nil {
 			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
 		}
-		// A table without a fence goes through a plain view of the columns
-		// the catalog lists (views.go), so * never meets a newer column.
 		if err := useView(ref.RangeVar, ref.Table, r.Fence); err != nil {
 			return nil, err
 		}
@@ -181,14 +189,6 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		var returning *[]*pg.Node
 		if u, ok := s.(*pg.Node_UpdateStmt); ok {
 			rel, where, returning = u.UpdateStmt.Relation, &u.UpdateStmt.WhereClause, &u.UpdateStmt.ReturningList
-			// The target is the Pilot's view, whose columns have no
-			// defaults: SET c = DEFAULT would write NULL, not the table's
-			// default, a statement other than the one checked.
-			for _, tl := range u.UpdateStmt.TargetList {
-				if hasSetToDefault(tl.ProtoReflect()) {
-					return nil, fmt.Errorf("%w: SET column = DEFAULT is not supported (write the value)", ErrGuard)
-				}
-			}
 		}
 		if del, ok := s.(*pg.Node_DeleteStmt); ok {
 			rel, where, returning = del.DeleteStmt.Relation, &del.DeleteStmt.WhereClause, &del.DeleteStmt.ReturningList
@@ -214,9 +214,20 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		} else if f, ok := readableFence(b, target); ok {
 			barrier = f
 		}
-		// Without a fence, through a plain view of the catalog's columns.
-		if err := useView(rel, target, barrier); err != nil {
-			return nil, err
+		if barrier != "" {
+			// The target is then the Pilot's view, whose columns have no
+			// defaults: SET c = DEFAULT would write NULL, not the table's
+			// default, a statement other than the one checked.
+			if u, ok := s.(*pg.Node_UpdateStmt); ok {
+				for _, tl := range u.UpdateStmt.TargetList {
+					if hasSetToDefault(tl.ProtoReflect()) {
+						return nil, fmt.Errorf("%w: SET column = DEFAULT is not supported through a fence (write the value)", ErrGuard)
+					}
+				}
+			}
+			if err := useView(rel, target, barrier); err != nil {
+				return nil, err
+			}
 		}
 		if writeRule.Fence != "" && writeRule.Fence != barrier {
 			f, err := fence(writeRule.Fence, target, alias)
@@ -298,6 +309,51 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		g.BeforeSQL = before
 	}
 	return g, nil
+}
+
+// deriveColumns replaces the FROM item of ref, a table without a fence,
+// by (SELECT <the rule's columns, in the catalog's order> FROM table) AS
+// alias, so that what the statement reads of the table is fixed by the
+// catalog it was checked against.
+func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog) error {
+	tbl, ok := cat.Table(ref.Table)
+	if !ok {
+		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, ref.Table)
+	}
+	listed := make(map[string]bool, len(r.Columns))
+	for _, c := range r.Columns {
+		listed[c] = true
+	}
+	var cols []sqlcheck.Column
+	for _, c := range tbl.Columns {
+		if listed[c.Name] {
+			cols = append(cols, c)
+		}
+	}
+	if len(cols) == 0 {
+		return fmt.Errorf("%w: the rule on %s lists no column the catalog has", ErrGuard, ref.Table)
+	}
+	rv := ref.RangeVar
+	alias := rv.Relname
+	if rv.Alias != nil {
+		if len(rv.Alias.Colnames) > 0 {
+			return fmt.Errorf("%w: a column alias list on %s", ErrGuard, ref.Table)
+		}
+		if rv.Alias.Aliasname != "" {
+			alias = rv.Alias.Aliasname
+		}
+	}
+	sel := &pg.SelectStmt{
+		TargetList:  columnTargets("", cols),
+		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Schemaname: tbl.Name.Schema, Relname: tbl.Name.Name, Inh: rv.Inh, Relpersistence: "p"}}}},
+		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
+		Op:          pg.SetOperation_SETOP_NONE,
+	}
+	ref.Item.Node = &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+		Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}},
+		Alias:    &pg.Alias{Aliasname: alias},
+	}}
+	return nil
 }
 
 // readableFence is what the bound's select rules on table t let the

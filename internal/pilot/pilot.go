@@ -897,7 +897,7 @@ func isUniqueViolation(err error) bool {
 // answer never fails on one of its values.
 func jsonValue(oid uint32, v any) any {
 	switch x := v.(type) {
-	case nil, bool, string, int16, int32, int64:
+	case nil, bool, string, int16, int32, int64, json.Number:
 		return x
 	case float32:
 		if !pgtext.Finite(float64(x)) {

@@ -122,7 +122,7 @@ allow:
 // created after the change (DESIGN.md invariant 10: columns no rule lists
 // are not observable).
 func TestReviewStarAfterAColumnIsAdded(t *testing.T) {
-	// Fixed: every table is read through a Pilot view of the columns its catalog lists.
+	// Fixed: an unfenced table is read as a subquery of its rule's columns, a fenced one through a view naming its catalog columns.
 	f := newFixture(t)
 	f.addBound(t, "all-columns", []byte(`sentence: every column of customers
 grantee: agent:demo

@@ -1,9 +1,12 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgtype"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +116,7 @@ var fixedStatements = []struct{ name, sql string }{
 // that of an older release) fails here, before any marque.
 func afterConnect(pins []any) func(context.Context, *pgx.Conn) error {
 	return func(ctx context.Context, conn *pgx.Conn) error {
+		registerJSON(conn.TypeMap())
 		for _, s := range fixedStatements {
 			if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
 				return fmt.Errorf("pilot: prepare %s (has `harbormaster target init` run on this target, with this release?): %w", s.name, err)
@@ -123,6 +127,24 @@ func afterConnect(pins []any) func(context.Context, *pgx.Conn) error {
 		}
 		return nil
 	}
+}
+
+// registerJSON makes json and jsonb (and their arrays) decode with their
+// numbers as json.Number, never through float64: a number past float64
+// (1e400, 12345678901234567890) keeps its digits, and never fails the
+// answer of a statement that has run.
+func registerJSON(m *pgtype.Map) {
+	unmarshal := func(data []byte, v any) error {
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		return d.Decode(v)
+	}
+	j := &pgtype.Type{Name: "json", OID: pgtype.JSONOID, Codec: &pgtype.JSONCodec{Marshal: json.Marshal, Unmarshal: unmarshal}}
+	jb := &pgtype.Type{Name: "jsonb", OID: pgtype.JSONBOID, Codec: &pgtype.JSONBCodec{Marshal: json.Marshal, Unmarshal: unmarshal}}
+	m.RegisterType(j)
+	m.RegisterType(jb)
+	m.RegisterType(&pgtype.Type{Name: "_json", OID: pgtype.JSONArrayOID, Codec: &pgtype.ArrayCodec{ElementType: j}})
+	m.RegisterType(&pgtype.Type{Name: "_jsonb", OID: pgtype.JSONBArrayOID, Codec: &pgtype.ArrayCodec{ElementType: jb}})
 }
 
 // pinSQL names the prepared select of the pinned settings (set_config(...,

@@ -53,9 +53,6 @@ type FenceView struct {
 	Name string
 	// Create is the CREATE VIEW statement.
 	Create string
-	// Barrier is true for a fence's view (security_barrier); a table
-	// without a fence is read through a plain view of its columns.
-	Barrier bool
 }
 
 type viewKey struct {
@@ -81,12 +78,9 @@ func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cat *sqlch
 	if !ok {
 		return FenceView{}, fmt.Errorf("%w: table %s left the catalog", ErrGuard, t)
 	}
-	var node *pg.Node
-	if expr != "" {
-		var err error
-		if node, err = c.compile(expr, tbl, cat); err != nil {
-			return FenceView{}, err
-		}
+	node, err := c.compile(expr, tbl, cat)
+	if err != nil {
+		return FenceView{}, err
 	}
 	v, err := buildView(tbl, node, inh)
 	if err != nil {
@@ -105,22 +99,17 @@ func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cat *sqlch
 
 // buildView writes the view's definition from the tree: SELECT the
 // table's columns, as the Pilot's catalog lists them, FROM the table WHERE
-// the fence (none for a table without one: a plain view, not a barrier).
-// The columns are named, never *: a column added to the table after the
-// catalog was read is not in the view, so no *, t.* or whole-row
-// reference through it reads a column the check never saw (invariant 10).
-// Its name hashes the definition, so a table the catalog reads anew gets
-// a new view.
+// the fence. The columns are named, never *: a column added to the table
+// after the catalog was read is not in a view created later either, so no
+// *, t.* or whole-row reference through it reads a column the check never
+// saw (invariant 10). Its name hashes the definition and the table's
+// columns as the catalog has them, so a changed table gets a new view.
 func buildView(tbl *sqlcheck.Table, fence *pg.Node, inh bool) (FenceView, error) {
-	cols := make([]*pg.Node, len(tbl.Columns))
-	for i, col := range tbl.Columns {
-		cols[i] = pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(col.Name)}, -1), -1)
-	}
-	if len(cols) == 0 {
+	if len(tbl.Columns) == 0 {
 		return FenceView{}, fmt.Errorf("%w: table %s has no columns in the catalog", ErrGuard, tbl.Name)
 	}
 	sel := &pg.SelectStmt{
-		TargetList:  cols,
+		TargetList:  columnTargets("", tbl.Columns),
 		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Schemaname: tbl.Name.Schema, Relname: tbl.Name.Name, Inh: inh, Relpersistence: "p"}}}},
 		WhereClause: fence,
 		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
@@ -136,12 +125,23 @@ func buildView(tbl *sqlcheck.Table, fence *pg.Node, inh bool) (FenceView, error)
 		fmt.Fprintf(h, "\x00%s\x00%s", col.Name, col.Type)
 	}
 	name := viewPrefix + hex.EncodeToString(h.Sum(nil))[:32]
-	opts := "security_barrier = true, security_invoker = true"
-	if fence == nil {
-		opts = "security_invoker = true"
+	create := "CREATE VIEW " + ViewSchema + "." + name +
+		" WITH (security_barrier = true, security_invoker = true) AS " + body
+	return FenceView{Name: name, Create: create}, nil
+}
+
+// columnTargets is a select list naming each column (qualified by
+// relation when it is not ""), in the catalog's order.
+func columnTargets(relation string, cols []sqlcheck.Column) []*pg.Node {
+	out := make([]*pg.Node, len(cols))
+	for i, col := range cols {
+		fields := []*pg.Node{pg.MakeStrNode(col.Name)}
+		if relation != "" {
+			fields = append([]*pg.Node{pg.MakeStrNode(relation)}, fields...)
+		}
+		out[i] = pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode(fields, -1), -1)
 	}
-	create := "CREATE VIEW " + ViewSchema + "." + name + " WITH (" + opts + ") AS " + body
-	return FenceView{Name: name, Create: create, Barrier: fence != nil}, nil
+	return out
 }
 
 // ensureViews makes sure every view g reads through exists in the target
@@ -194,9 +194,9 @@ func createView(ctx context.Context, conn *pgx.Conn, v FenceView, searchPath str
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case !isView || v.Barrier && !hasOption(opts, "security_barrier") || !hasOption(opts, "security_invoker"):
+		case !isView || !hasOption(opts, "security_barrier") || !hasOption(opts, "security_invoker"):
 			// Someone else's object under our name: never read through it.
-			return fmt.Errorf("%s exists but is not the Pilot's security-invoker view; drop it (SELECT harbormaster.drop_fence_views()) and the Pilot recreates it", qname)
+			return fmt.Errorf("%s exists but is not a security-barrier, security-invoker view; drop it (SELECT harbormaster.drop_fence_views()) and the Pilot recreates it", qname)
 		default:
 			return nil
 		}
