@@ -18,3 +18,6 @@ func (p *Pilot) ExecuteIn(ctx context.Context, req Request, t *Txn) (*Result, er
 	}
 	return p.run(ctx, claims, g, req, t, false)
 }
+
+// UnqualifyColumns exposes unqualifyColumns to the external tests.
+var UnqualifyColumns = unqualifyColumns

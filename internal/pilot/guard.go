@@ -102,6 +102,12 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 	}
 	g := &Guarded{Kind: a.Facts.Kind}
+	// Before any reference takes an alias of the Pilot's (a fence view, a
+	// subquery of the rule's columns), which a column written with its
+	// schema (public.orders.id) would no longer match.
+	if err := unqualifyColumns(stmt, cat); err != nil {
+		return nil, err
+	}
 	fence := func(expr string, t sqlcheck.TableName, alias string) (*pg.Node, error) {
 		tbl, ok := cat.Table(t)
 		if !ok {
@@ -463,6 +469,87 @@ func qualify(m protoreflect.Message, alias string) {
 		}
 		return true
 	})
+}
+
+// unqualifyColumns rewrites schema.table.column (and schema.table.*) as
+// table.column, where table is a catalog table that exactly one FROM item
+// of the statement is named by: an unaliased reference to that very
+// table, which is the item the static check resolved it to. Any other
+// name (an alias, a CTE, a subquery) of the same spelling anywhere in the
+// statement could capture table.column, so the statement refers instead;
+// and so does a column qualified with a catalog name too.
+func unqualifyColumns(stmt *pg.Node, cat *sqlcheck.Catalog) error {
+	type named struct{ plain, other int }
+	names := map[string]*named{}
+	count := func(name string, plain bool) {
+		n := names[name]
+		if n == nil {
+			n = &named{}
+			names[name] = n
+		}
+		if plain {
+			n.plain++
+		} else {
+			n.other++
+		}
+	}
+	var refs []*pg.ColumnRef
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		switch x := m.Interface().(type) {
+		case *pg.RangeVar:
+			if x.Alias != nil && x.Alias.Aliasname != "" {
+				count(x.Alias.Aliasname, false)
+			} else {
+				count(x.Relname, true)
+			}
+			return
+		case *pg.Alias:
+			count(x.Aliasname, false)
+			return
+		case *pg.CommonTableExpr:
+			count(x.Ctename, false)
+		case *pg.ColumnRef:
+			if len(x.Fields) >= 3 || len(x.Fields) == 2 && x.Fields[1].GetAStar() != nil {
+				refs = append(refs, x)
+			}
+			return
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsList() && fd.Message() != nil:
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					walk(l.Get(i).Message())
+				}
+			case fd.IsMap():
+			case fd.Message() != nil:
+				walk(v.Message())
+			}
+			return true
+		})
+	}
+	walk(stmt.ProtoReflect())
+	for _, cr := range refs {
+		switch {
+		case len(cr.Fields) == 2:
+			continue // table.*: not schema-qualified
+		case len(cr.Fields) > 3:
+			return fmt.Errorf("%w: a column reference of %d parts", ErrGuard, len(cr.Fields))
+		}
+		schema, table := cr.Fields[0].GetString_(), cr.Fields[1].GetString_()
+		if schema == nil || table == nil {
+			return fmt.Errorf("%w: a column reference of 3 parts", ErrGuard)
+		}
+		if _, ok := cat.Table(sqlcheck.TableName{Schema: schema.Sval, Name: table.Sval}); !ok {
+			continue // table.column.field: no schema in it
+		}
+		if n := names[table.Sval]; n == nil || n.plain != 1 || n.other != 0 {
+			return fmt.Errorf("%w: %s.%s names a table that another name in the statement could stand for once the schema is dropped", ErrGuard, schema.Sval, table.Sval)
+		}
+		cr.Fields = cr.Fields[1:]
+	}
+	return nil
 }
 
 // hasSetToDefault reports whether the tree under m holds a DEFAULT.

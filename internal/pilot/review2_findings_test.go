@@ -1,8 +1,11 @@
 package pilot_test
 
 import (
-	"github.com/jackc/pgx/v5"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
@@ -16,10 +19,12 @@ import (
 // entry"), so a statement the check passed is refused by the target. The
 // same holds of the subquery an unfenced table is now read as.
 func TestReview2SchemaQualifiedColumnRefs(t *testing.T) {
-	t.Skip("FINDING: a schema-qualified column reference (public.orders.id) does not match the alias the Pilot gives a table it reads through its fence view or its subquery of the rule's columns; the target refuses a statement the check passed (fail closed, documented in docs/security.md). Fix: refuse it in sqlcheck with a clear reason, or resolve the qualification in BuildGuards (not by stripping the schema: an inner alias of the same name would capture it)")
+	// Fixed: BuildGuards writes such a column as table.column where only that table bears the name.
 	f := newFixture(t)
 	for _, sql := range []string{
 		"SELECT public.orders.id FROM public.orders ORDER BY 1 LIMIT 3",
+		"SELECT public.orders.id FROM orders ORDER BY public.orders.id LIMIT 3",
+		"SELECT public.orders.id FROM orders WHERE EXISTS (SELECT 1 FROM orders o2 WHERE o2.id = public.orders.id) ORDER BY 1 LIMIT 3",
 	} {
 		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
 		if err != nil {
@@ -28,6 +33,14 @@ func TestReview2SchemaQualifiedColumnRefs(t *testing.T) {
 		if res.Outcome != pilot.Executed || len(res.Rows) != 3 {
 			t.Errorf("%s: the Pilot answered %s %s with %d rows (ran %s)", sql, res.Outcome, res.Code, len(res.Rows), res.ExecutedSQL)
 		}
+	}
+	// Through a fence view: the EU customers only.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", "SELECT public.customers.name FROM customers WHERE public.customers.id < 30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || len(res.Rows) == 0 || !strings.Contains(res.ExecutedSQL, "harbormaster.fence_") {
+		t.Errorf("a schema-qualified column of a fenced table: %s %s %d rows (ran %s)", res.Outcome, res.Code, len(res.Rows), res.ExecutedSQL)
 	}
 }
 
@@ -137,5 +150,40 @@ func TestReview2SetDefaultThroughTheView(t *testing.T) {
 	var n int
 	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM public.orders WHERE updated_at IS NULL`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d rows with updated_at NULL (%v)", n, err)
+	}
+}
+
+// TestUnqualifyColumns: a schema-qualified column is rewritten only where
+// exactly one unaliased reference to its table bears the name; any other
+// name of that spelling (an alias, a CTE) could capture table.column, so
+// the statement refers instead of running something other than checked.
+func TestUnqualifyColumns(t *testing.T) {
+	f := newFixture(t)
+	cat := f.pilot.Catalog()
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT public.orders.id FROM orders", "SELECT orders.id FROM orders"},
+		{"SELECT public.orders.id FROM public.orders WHERE public.orders.status = 'x'", "SELECT orders.id FROM public.orders WHERE orders.status = 'x'"},
+		{"SELECT orders.id, o2.* FROM orders, orders o2", "SELECT orders.id, o2.* FROM orders, orders o2"},
+		{"SELECT public.orders.id FROM orders WHERE EXISTS (SELECT 1 FROM customers orders WHERE orders.id = public.orders.id)", ""},
+		{"WITH orders AS (SELECT 1 AS id) SELECT public.orders.id FROM public.orders", ""},
+		{"SELECT public.orders.id FROM orders o", ""},
+		{"SELECT shop.public.orders.id FROM orders", ""},
+	} {
+		tree, err := pg.Parse(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmt := tree.Stmts[0].Stmt
+		err = pilot.UnqualifyColumns(stmt, cat)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("%s: rewritten, want refused", c.sql)
+			}
+			continue
+		}
+		got, derr := pg.Deparse(tree)
+		if err != nil || derr != nil || got != c.want {
+			t.Errorf("%s: %q (%v %v), want %q", c.sql, got, err, derr, c.want)
+		}
 	}
 }
