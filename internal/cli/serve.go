@@ -57,6 +57,18 @@ func runServe(e *env, args []string) int {
 	pgDone := make(chan error, 1)
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
+	metricsDone := make(chan error, 1)
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			e.errorf("metrics_listen: %v", err)
+			return exitFail
+		}
+		log.Info("serving /metrics", "addr", mln.Addr().String())
+		go func() { metricsDone <- sys.ServeMetrics(ctx, mln) }()
+	} else {
+		metricsDone <- nil
+	}
 	if cfg.ListenPG != "" {
 		pln, err := net.Listen("tcp", cfg.ListenPG)
 		if err != nil {
@@ -72,6 +84,9 @@ func runServe(e *env, args []string) int {
 	stop()
 	if perr := <-pgDone; err == nil {
 		err = perr
+	}
+	if merr := <-metricsDone; err == nil {
+		err = merr
 	}
 	if err != nil {
 		e.errorf("%v", err)

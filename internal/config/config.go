@@ -48,6 +48,12 @@ type Config struct {
 	// ListenPG, when set, is the address of the PostgreSQL wire front
 	// (docs/pgwire.md), e.g. 127.0.0.1:6432. Defaults to none: off.
 	ListenPG string `yaml:"listen_pg"`
+	// MetricsListen, when set, is the only address /metrics is served at,
+	// e.g. 127.0.0.1:9090, so that the agents who reach the API cannot
+	// read the metrics (other agents' activity, fast-path volume per
+	// delegation, the queue). Defaults to none: /metrics is on listen.
+	// The metrics hold no secret, so this listener needs no TLS.
+	MetricsListen string `yaml:"metrics_listen"`
 	// PGTLS is the wire front's certificate. Without it the front offers
 	// no TLS, and only agents with a pg_scram verifier can connect.
 	PGTLS PGTLS `yaml:"pg_tls"`
@@ -516,6 +522,11 @@ func (c *Config) Validate(getenv func(string) string) error {
 		}
 	}
 	c.validateListen(bad)
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil || port == "" {
+			bad("metrics_listen", "must be HOST:PORT such as 127.0.0.1:9090, got %q", c.MetricsListen)
+		}
+	}
 	if c.MarqueTTL.D() <= 0 || c.MarqueTTL.D() > 5*time.Minute {
 		bad("marque_ttl", "must be between 1s and 5m")
 	}

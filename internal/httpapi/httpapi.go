@@ -51,8 +51,10 @@ type Config struct {
 	Signers *signing.AllowedSigners
 	// Switches is the node's switch poller, for GET /v1/switches.
 	Switches *switches.Poller
-	// Metrics, when set, is served at /metrics.
-	Metrics *metrics.Metrics
+	// Metrics, when set, is served at /metrics, unless MetricsElsewhere
+	// (the node serves it on a listener of its own, metrics_listen).
+	Metrics          *metrics.Metrics
+	MetricsElsewhere bool
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 	// ClaimRequest, when set, records each accepted signed request's
@@ -141,7 +143,7 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if cfg.Metrics != nil {
+	if cfg.Metrics != nil && !cfg.MetricsElsewhere {
 		s.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
 	s.mux.HandleFunc("/", s.noRoute)

@@ -39,6 +39,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Node is every subsystem of a running control-plane node, wired in one
@@ -198,7 +199,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
 	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics,
-		ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
+		MetricsElsewhere: cfg.MetricsListen != "", ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
@@ -244,6 +245,27 @@ func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgw
 
 // PG is the node's wire front, or nil when listen_pg is not set.
 func (s *Node) PG() *pgwire.Server { return s.pg }
+
+// ServeMetrics serves /metrics alone on ln until ctx ends (metrics_listen).
+func (s *Node) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
 
 // ServePG runs the wire front on ln until ctx ends.
 func (s *Node) ServePG(ctx context.Context, ln net.Listener) error {
