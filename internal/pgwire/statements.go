@@ -32,27 +32,6 @@ func parseText(sql string) (*pg.ParseResult, error) {
 	return pg.Parse(sql)
 }
 
-// walk calls fn on every message of a parse tree, depth first; fn
-// returning false skips the message's children.
-func walk(m protoreflect.Message, fn func(protoreflect.Message) bool) {
-	if !fn(m) {
-		return
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				walk(l.Get(i).Message(), fn)
-			}
-		case fd.IsMap():
-		case fd.Message() != nil:
-			walk(v.Message(), fn)
-		}
-		return true
-	})
-}
-
 // paramInfo is what a statement's text says of its parameters: how many
 // ($n up to n) and the type a cast in the text gives each ($1::int4).
 type paramInfo struct {
@@ -65,7 +44,7 @@ type paramInfo struct {
 
 func params(tree *pg.ParseResult) paramInfo {
 	info := paramInfo{casts: map[int]uint32{}, uses: map[int]int{}}
-	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+	sqlcheck.Visit(tree.ProtoReflect(), func(m protoreflect.Message) bool {
 		info.messages++
 		switch x := m.Interface().(type) {
 		case *pg.ParamRef:
@@ -111,7 +90,7 @@ type boundParam struct {
 // the gateway checks and whose deparsed text the Pilot runs.
 func inline(tree *pg.ParseResult, vals []boundParam) error {
 	var bad error
-	walk(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+	sqlcheck.Visit(tree.ProtoReflect(), func(m protoreflect.Message) bool {
 		n, ok := m.Interface().(*pg.Node)
 		if !ok {
 			return true
@@ -226,7 +205,7 @@ func stmtKind(n *pg.Node) kind {
 // target, so its answer is the same for every target.
 func readsCatalog(n *pg.Node) bool {
 	found := false
-	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+	sqlcheck.Visit(n.ProtoReflect(), func(m protoreflect.Message) bool {
 		rv, ok := m.Interface().(*pg.RangeVar)
 		if !ok {
 			return !found

@@ -450,24 +450,12 @@ func violationCall(reason string) *pg.Node {
 // qualify prefixes every unqualified column reference under m with alias.
 // Fences and checks have no subqueries, so every column is the table's.
 func qualify(m protoreflect.Message, alias string) {
-	if cr, ok := m.Interface().(*pg.ColumnRef); ok {
-		if len(cr.Fields) == 1 {
+	sqlcheck.Visit(m, func(m protoreflect.Message) bool {
+		cr, ok := m.Interface().(*pg.ColumnRef)
+		if ok && len(cr.Fields) == 1 {
 			cr.Fields = append([]*pg.Node{pg.MakeStrNode(alias)}, cr.Fields...)
 		}
-		return
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				qualify(l.Get(i).Message(), alias)
-			}
-		case fd.IsMap():
-		case fd.Message() != nil:
-			qualify(v.Message(), alias)
-		}
-		return true
+		return !ok
 	})
 }
 
@@ -494,8 +482,7 @@ func unqualifyColumns(stmt *pg.Node, cat *sqlcheck.Catalog) error {
 		}
 	}
 	var refs []*pg.ColumnRef
-	var walk func(m protoreflect.Message)
-	walk = func(m protoreflect.Message) {
+	sqlcheck.Visit(stmt.ProtoReflect(), func(m protoreflect.Message) bool {
 		switch x := m.Interface().(type) {
 		case *pg.RangeVar:
 			if x.Alias != nil && x.Alias.Aliasname != "" {
@@ -503,33 +490,20 @@ func unqualifyColumns(stmt *pg.Node, cat *sqlcheck.Catalog) error {
 			} else {
 				count(x.Relname, true)
 			}
-			return
+			return false
 		case *pg.Alias:
 			count(x.Aliasname, false)
-			return
+			return false
 		case *pg.CommonTableExpr:
 			count(x.Ctename, false)
 		case *pg.ColumnRef:
 			if len(x.Fields) >= 3 || len(x.Fields) == 2 && x.Fields[1].GetAStar() != nil {
 				refs = append(refs, x)
 			}
-			return
+			return false
 		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.IsList() && fd.Message() != nil:
-				l := v.List()
-				for i := 0; i < l.Len(); i++ {
-					walk(l.Get(i).Message())
-				}
-			case fd.IsMap():
-			case fd.Message() != nil:
-				walk(v.Message())
-			}
-			return true
-		})
-	}
-	walk(stmt.ProtoReflect())
+		return true
+	})
 	for _, cr := range refs {
 		switch {
 		case len(cr.Fields) == 2:
@@ -554,21 +528,10 @@ func unqualifyColumns(stmt *pg.Node, cat *sqlcheck.Catalog) error {
 
 // hasSetToDefault reports whether the tree under m holds a DEFAULT.
 func hasSetToDefault(m protoreflect.Message) bool {
-	if _, ok := m.Interface().(*pg.SetToDefault); ok {
-		return true
-	}
 	found := false
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len() && !found; i++ {
-				found = hasSetToDefault(l.Get(i).Message())
-			}
-		case fd.IsMap():
-		case fd.Message() != nil:
-			found = hasSetToDefault(v.Message())
-		}
+	sqlcheck.Visit(m, func(m protoreflect.Message) bool {
+		_, ok := m.Interface().(*pg.SetToDefault)
+		found = found || ok
 		return !found
 	})
 	return found
