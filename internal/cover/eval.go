@@ -481,23 +481,14 @@ func arith(op string, l, r any) (any, error) {
 	switch a := l.(type) {
 	case int64:
 		if b, ok := r.(int64); ok {
-			switch op {
-			case "+":
-				return a + b, nil
-			case "-":
-				return a - b, nil
-			case "*":
-				return a * b, nil
-			case "/":
-				if b == 0 {
-					return nil, evalErr("division by zero")
-				}
-				return a / b, nil
-			case "%":
+			if op == "%" {
 				if b == 0 {
 					return nil, evalErr("division by zero")
 				}
 				return a % b, nil
+			}
+			if v, done, err := numArith(op, a, b); done {
+				return v, err
 			}
 		}
 		if d, ok := r.(time.Duration); ok && op == "*" {
@@ -505,18 +496,8 @@ func arith(op string, l, r any) (any, error) {
 		}
 	case float64:
 		if b, ok := r.(float64); ok {
-			switch op {
-			case "+":
-				return a + b, nil
-			case "-":
-				return a - b, nil
-			case "*":
-				return a * b, nil
-			case "/":
-				if b == 0 {
-					return nil, evalErr("division by zero")
-				}
-				return a / b, nil
+			if v, done, err := numArith(op, a, b); done {
+				return v, err
 			}
 		}
 	case time.Time:
@@ -548,6 +529,25 @@ func arith(op string, l, r any) (any, error) {
 		}
 	}
 	return nil, evalErr("operator %s on %T and %T", op, l, r)
+}
+
+// numArith is + - * / on two numbers of one type; done is false for any
+// other operator.
+func numArith[T int64 | float64](op string, a, b T) (v any, done bool, err error) {
+	switch op {
+	case "+":
+		return a + b, true, nil
+	case "-":
+		return a - b, true, nil
+	case "*":
+		return a * b, true, nil
+	case "/":
+		if b == 0 {
+			return nil, true, evalErr("division by zero")
+		}
+		return a / b, true, nil
+	}
+	return nil, false, nil
 }
 
 // unify coerces an unknown literal to the other side's type and widens
