@@ -73,8 +73,8 @@ func writeLogbook(t *testing.T, entries int, drop string) (string, string) {
 	return path, vkey
 }
 
-// TestLogbookVerifyUnsignedTail: 25 entries signed at 10, 20 and 25 (at
-// stop), some of those checkpoints deleted. The chain still links, so only
+// TestLogbookVerifyUnsignedTail: 25 entries signed at 1 (the first batch),
+// 10, 20 and 25 (at stop), some of those checkpoints deleted. The chain still links, so only
 // its unsigned tail tells: longer than the checkpoint interval, or with no
 // checkpoint at all, verify fails unless --allow-unsigned-tail.
 func TestLogbookVerifyUnsignedTail(t *testing.T) {
@@ -100,10 +100,10 @@ func TestLogbookVerifyUnsignedTail(t *testing.T) {
 			stdout: "ok: 25 entries"},
 		{name: "tail within the default interval", drop: "20, 25",
 			stdout: "; signed through entry 10 of 25; 15 entries unsigned\n"},
-		{name: "no checkpoint", drop: "10, 20, 25", code: 1,
+		{name: "no checkpoint", drop: "1, 10, 20, 25", code: 1,
 			stdout: "unsigned: 25 entries, head 25 ",
 			stderr: "harbormaster: error: no checkpoint signs any of the 25 entries"},
-		{name: "no checkpoint, allowed", drop: "10, 20, 25", flags: []string{"--allow-unsigned-tail"},
+		{name: "no checkpoint, allowed", drop: "1, 10, 20, 25", flags: []string{"--allow-unsigned-tail"},
 			stdout: "; signed through entry 0 of 25; 25 entries unsigned, and no checkpoint signs any entry\n"},
 	}
 	for _, tt := range tests {

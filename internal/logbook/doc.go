@@ -21,9 +21,10 @@
 //     changing, deleting, inserting or reordering any entry breaks every
 //     link after it.
 //   - Signed checkpoints. The writer signs the chain head with the control
-//     plane's Ed25519 key every Config.CheckpointEvery entries (default
-//     1000), every Config.CheckpointInterval (default 10 s) when entries
-//     were appended since the last one, and when Run stops.
+//     plane's Ed25519 key with the log's first batch, at every multiple of
+//     Config.CheckpointEvery entries (default 1000), every
+//     Config.CheckpointInterval (default 10 s) when entries were appended
+//     since the last one, and when Run stops.
 //
 // # Entry hash
 //
@@ -123,8 +124,8 @@
 //   - that entries written after the last checkpoint are the ones the writer
 //     wrote: they are chained but not yet signed (Report.SignedThrough,
 //     Report.Unsigned). The writer signs in the same transaction as the
-//     batch that brings the unsigned tail to CheckpointEvery entries, so an
-//     intact log never has a longer tail; Verify sets Report.TailTooLong
+//     log's first batch and as the batch that brings the unsigned tail to
+//     CheckpointEvery entries, so an intact log never has a longer tail; Verify sets Report.TailTooLong
 //     when it does, or when there are entries and no checkpoint at all:
 //     what deleting checkpoints and rewriting the entries after them leaves.
 //     The command refuses such a log unless told otherwise.

@@ -56,8 +56,9 @@ type Config struct {
 	// Defaults to "github.com/harbormaster-dev/harbormaster/logbook".
 	Origin string
 	// CheckpointEvery is how many entries may be appended after the last
-	// checkpoint before the writer signs a new one (in the same transaction
-	// as the batch that reaches it). Defaults to 1000.
+	// checkpoint before the writer signs a new one: it signs in the same
+	// transaction as the batch that reaches a multiple of CheckpointEvery
+	// (and as the log's first batch). Defaults to 1000.
 	CheckpointEvery int64
 	// CheckpointInterval is how often (wall time) the running writer signs
 	// a checkpoint if entries were appended since the last one, so no entry
@@ -833,7 +834,11 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 			return out, ErrEmpty
 		}
 		return out, nil
-	case headSeq > cpSize && (mode != cpDue || headSeq-cpSize >= w.l.cfg.CheckpointEvery):
+	case headSeq > cpSize && (mode != cpDue || cpSize == 0 || headSeq/w.l.cfg.CheckpointEvery > cpSize/w.l.cfg.CheckpointEvery):
+		// Due at the log's first batch, so an intact log never holds
+		// entries with no checkpoint (even when its writer is killed
+		// before the first interval), and at the batch that reaches each
+		// multiple of CheckpointEvery, so no tail is longer.
 		cp, err := signCheckpoint(w.l.signer, w.l.cfg.Origin, headSeq, headHash, now)
 		if err != nil {
 			return out, fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -63,8 +63,9 @@ type Report struct {
 	Unsigned int64
 	// MaxUnsigned is the longest unsigned tail the writer leaves: the
 	// logbook's CheckpointEvery. The writer signs a checkpoint in the same
-	// transaction as the batch that brings the tail to CheckpointEvery
-	// entries, so an intact log never has a longer one.
+	// transaction as the log's first batch and as the batch that brings the
+	// tail to CheckpointEvery entries, so an intact log never has a longer
+	// one, nor entries with no checkpoint.
 	MaxUnsigned int64
 	// TailTooLong is true, when OK, if the chain holds entries that no
 	// checkpoint vouches for beyond what the writer leaves: entries but no
