@@ -220,6 +220,19 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		} else if f, ok := readableFence(b, target); ok {
 			barrier = f
 		}
+		if barrier == "" {
+			// The target is the table itself, whose * the target expands.
+			var from []*pg.Node
+			if u, ok := s.(*pg.Node_UpdateStmt); ok {
+				from = u.UpdateStmt.FromClause
+			}
+			if del, ok := s.(*pg.Node_DeleteStmt); ok {
+				from = del.DeleteStmt.UsingClause
+			}
+			if err := pinTargetColumns(stmt.ProtoReflect(), returning, len(from) > 0, target, alias, cat); err != nil {
+				return nil, err
+			}
+		}
 		if barrier != "" {
 			// The target is then the Pilot's view, whose columns have no
 			// defaults: SET c = DEFAULT would write NULL, not the table's
@@ -267,15 +280,20 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 		g.MaxRows = writeRule.MaxRows
 		ins := s.InsertStmt
+		alias := ins.Relation.Relname
+		if ins.Relation.Alias != nil && ins.Relation.Alias.Aliasname != "" {
+			alias = ins.Relation.Alias.Aliasname
+		}
+		// The target is the table itself, in scope in RETURNING only (ON
+		// CONFLICT DO UPDATE is refused by the static check).
+		if err := pinTargetColumns(nil, &ins.ReturningList, false, *a.Facts.Target, alias, cat); err != nil {
+			return nil, err
+		}
 		g.Returning = len(ins.ReturningList) > 0
 		if g.Returning {
 			g.MaxRows = returnedCap(g.MaxRows, readRule)
 		}
 		if writeRule.Check != "" {
-			alias := ins.Relation.Relname
-			if ins.Relation.Alias != nil && ins.Relation.Alias.Aliasname != "" {
-				alias = ins.Relation.Alias.Aliasname
-			}
 			c, err := fence(writeRule.Check, *a.Facts.Target, alias)
 			if err != nil {
 				return nil, err
@@ -359,6 +377,79 @@ func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog) 
 		Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}},
 		Alias:    &pg.Alias{Aliasname: alias},
 	}}
+	return nil
+}
+
+// pinTargetColumns fixes the columns of a write target that is the table
+// itself (no fence view stands in for it): the target expands *, t.* and
+// whole-row references when the statement runs, and a column added since
+// the Pilot read its catalog is in no rule, so it must not be in what they
+// expand to (invariant 10). In the statement's own RETURNING list (*
+// returning), * and alias.* become the catalog's columns, qualified by
+// alias; a bare * beside FROM or USING items, which it would expand too,
+// and any other whole-row reference to the target under scope (the
+// statement; nil for the RETURNING list alone) (alias.*
+// elsewhere, alias alone where the table has no such column, schema.table)
+// are refused. A name that only looks like one (an inner alias of the
+// same spelling) is refused too: failing closed costs a rewrite.
+func pinTargetColumns(scope protoreflect.Message, returning *[]*pg.Node, hasFrom bool, t sqlcheck.TableName, alias string, cat *sqlcheck.Catalog) error {
+	tbl, ok := cat.Table(t)
+	if !ok {
+		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, t)
+	}
+	star := func(n *pg.Node) (bare, qualified bool) {
+		cr := n.GetResTarget().GetVal().GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 || cr.Fields[len(cr.Fields)-1].GetAStar() == nil {
+			return false, false
+		}
+		if len(cr.Fields) == 1 {
+			return true, false
+		}
+		q := cr.Fields[0].GetString_()
+		return false, len(cr.Fields) == 2 && q != nil && q.Sval == alias
+	}
+	var out []*pg.Node
+	for _, n := range *returning {
+		bare, qualified := star(n)
+		switch {
+		case bare && hasFrom:
+			return fmt.Errorf("%w: RETURNING * with FROM or USING: name the columns to return", ErrGuard)
+		case bare || qualified:
+			out = append(out, columnTargets(alias, tbl.Columns)...)
+		default:
+			out = append(out, n)
+		}
+	}
+	*returning = out
+	if scope == nil {
+		scope = (&pg.List{Items: out}).ProtoReflect()
+	}
+	var found string
+	sqlcheck.Visit(scope, func(m protoreflect.Message) bool {
+		cr, ok := m.Interface().(*pg.ColumnRef)
+		if !ok || found != "" {
+			return found == ""
+		}
+		var names []string
+		for _, f := range cr.Fields {
+			switch {
+			case f.GetString_() != nil:
+				names = append(names, f.GetString_().Sval)
+			case f.GetAStar() != nil:
+				names = append(names, "*")
+			}
+		}
+		switch {
+		case len(names) == 1 && names[0] == alias && !tbl.Has(alias),
+			len(names) == 2 && names[0] == alias && names[1] == "*",
+			len(names) == 2 && names[1] == alias && names[0] != alias:
+			found = strings.Join(names, ".")
+		}
+		return false
+	})
+	if found != "" {
+		return fmt.Errorf("%w: %s is a whole-row reference to %s, which is written as the table itself: name its columns", ErrGuard, found, t)
+	}
 	return nil
 }
 
