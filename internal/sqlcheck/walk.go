@@ -1055,6 +1055,17 @@ func (w *walker) lookupItem(qual []string, sc *scope) *rte {
 // Attribution errs toward more reads, never fewer: an ambiguity resolves to
 // every table the name could reach.
 func (w *walker) columnRef(names []string, sc *scope) {
+	if len(names) > 0 && systemColumns[names[len(names)-1]] {
+		col := names[len(names)-1]
+		// Where the catalog cannot name a relation's columns (a function
+		// in FROM), a system column would be counted as the function's,
+		// and PostgreSQL gives it to a table that is written as itself: its
+		// place in the heap and its transaction ids depend on rows and
+		// columns outside the bound (invariant 10). No catalog column has
+		// such a name; an output named like one refers too.
+		w.refer(CodeUnknownColumn, "%s is a system column, which no statement may read", QuoteIdent(col))
+		return
+	}
 	switch len(names) {
 	case 1:
 		col := names[0]
@@ -1113,6 +1124,10 @@ func (w *walker) columnRef(names []string, sc *scope) {
 		w.refer(CodeUnknownColumn, "column reference %s has too many parts", strings.Join(quoteAll(names), "."))
 	}
 }
+
+// systemColumns are PostgreSQL's system columns, which every table has
+// and no table may name a column of its own after.
+var systemColumns = map[string]bool{"ctid": true, "xmin": true, "xmax": true, "cmin": true, "cmax": true, "tableoid": true}
 
 func (w *walker) readColumn(it *rte, col string) {
 	if it.table != nil {
