@@ -56,3 +56,63 @@ allow:
 		}
 	}
 }
+
+// TestReview4WholeRowBesideAFunction: a bare name the static check could
+// not find among the columns at a level where a function in FROM has
+// columns it cannot name was counted as perhaps the function's column and
+// read nothing; when it names no column at all PostgreSQL reads it as a
+// whole-row reference, and a fence view holds every column of its table.
+// So SELECT c::text FROM customers c, generate_series(1, 1) g returned
+// email and updated_at, which no rule lists; the same through a join's
+// alias (j::text, and j.to_jsonb, attribute notation for to_jsonb(j))
+// (DESIGN.md invariant 10). Such a name now counts as a read of every
+// column of the relation it names.
+func TestReview4WholeRowBesideAFunction(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "eu-names", []byte(`sentence: read and fix the names of EU customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, name, region]
+    fence: region = 'EU'
+    max_rows: 5
+  - op: update
+    table: public.customers
+    columns: [name]
+    fence: region = 'EU'
+    max_rows: 1
+`))
+	for _, sql := range []string{
+		"SELECT c::text AS t FROM customers c, generate_series(1, 1) g",
+		"SELECT to_jsonb(c) AS t FROM customers c, jsonb_each('{}') j",
+		"SELECT (SELECT c::text FROM generate_series(1, 1) g) AS t FROM customers c",
+		"SELECT j::text AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+		"SELECT j.to_jsonb AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+		"UPDATE customers SET name = name FROM generate_series(1, 1) g WHERE id = 3 RETURNING customers::text AS t",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "eu-names", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if strings.Contains(fmt.Sprint(res.Rows), "@example.com") || res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck {
+			t.Errorf("%s: %s %s %v rows %v, want it refused: it reads email and updated_at, which no rule lists", sql, res.Outcome, res.Code, res.Reasons, res.Rows)
+		}
+	}
+	// The function's own columns, and a known column beside it, still run.
+	for _, sql := range []string{
+		"SELECT c.id, g FROM customers c, generate_series(1, 1) g",
+		"SELECT g.to_jsonb AS t FROM customers c, generate_series(1, 1) g",
+		"SELECT s::text AS t FROM (SELECT c.id, g.* FROM customers c, generate_series(1, 1) g) s",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "eu-names", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) == 0 {
+			t.Errorf("%s: %s %v, want it executed", sql, res.Outcome, res.Reasons)
+		}
+	}
+}

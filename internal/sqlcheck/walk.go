@@ -1095,6 +1095,13 @@ func (w *walker) columnRef(names []string, sc *scope) {
 						}
 					}
 				}
+				// And if no relation supplies it after all, PostgreSQL
+				// reads it as a whole-row reference to the relation of
+				// that name (c in SELECT c::text FROM customers c,
+				// generate_series(1, 1) g), which reads every column.
+				if it := w.lookupItem(names, sc); it != nil {
+					w.readAll(it)
+				}
 				return
 			}
 		}
@@ -1118,6 +1125,12 @@ func (w *walker) columnRef(names []string, sc *scope) {
 		if !it.has(col) && !it.unknown {
 			w.refer(CodeUnknownColumn, "column %s.%s does not exist", QuoteIdent(qual[len(qual)-1]), QuoteIdent(col))
 			return
+		}
+		if !it.has(col) {
+			// Perhaps no column of it: then PostgreSQL reads rel.f as
+			// f(rel), a function of the whole row (j.to_jsonb of a join
+			// with a function in it reads every column of the join).
+			w.readAll(it)
 		}
 		w.readColumn(it, col)
 	default:
