@@ -1,11 +1,16 @@
 package pilot_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // TestReview4SystemColumnsOfAWriteTarget: a write target the Pilot runs
@@ -115,4 +120,69 @@ allow:
 			t.Errorf("%s: %s %v, want it executed", sql, res.Outcome, res.Reasons)
 		}
 	}
+}
+
+// TestReview4FencedReadsCarryOnlyTheRulesColumns: the fence view holds
+// every column of its table, so a whole-row reference the static check
+// misread (TestReview4WholeRowBesideAFunction) carried columns no rule
+// lists. A fenced table is now read as a subquery of its rule's columns
+// over the view, as an unfenced one is over the table: here the guards
+// are built for statements the check refers, as if it had let them pass,
+// and what they read holds only id, name and region.
+func TestReview4FencedReadsCarryOnlyTheRulesColumns(t *testing.T) {
+	f := newFixture(t)
+	const example = "fix-name-typos.yaml" // select customers (id, name, region) where region = 'EU'
+	b, err := bound.ParseCanonical(f.bounds[example])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		"SELECT c::text AS t FROM customers c",
+		"SELECT to_jsonb(c)::text AS t FROM customers c JOIN customers d ON d.id = c.id",
+		"SELECT (SELECT to_jsonb(x)::text FROM customers x WHERE x.id = c.id) AS t FROM customers c",
+		"SELECT j::text AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+	} {
+		a := sqlcheck.Analyze(sql, f.pilot.Catalog(), sqlcheck.Limits{})
+		if a.Facts == nil {
+			t.Fatalf("%s: %v", sql, a.Reasons)
+		}
+		if d := sqlcheck.Check(a, mustRules(t, b)); d.Outcome != sqlcheck.Refer {
+			t.Fatalf("%s: %s, want the check to refer it (this test stands in for a check that did not)", sql, d.Outcome)
+		}
+		forged := sqlcheck.Decision{Outcome: sqlcheck.Conforms, Uses: []sqlcheck.Use{{Table: sqlcheck.TableName{Schema: "public", Name: "customers"}, Op: sqlcheck.OpSelect, Rule: 0}}}
+		g, err := pilot.BuildGuards(a, forged, b, f.pilot.Catalog())
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		for _, v := range g.Views {
+			if _, err := conn.Exec(t.Context(), v.Create); err != nil && !strings.Contains(err.Error(), "already exists") {
+				t.Fatal(err)
+			}
+		}
+		rows, err := conn.Query(t.Context(), g.SQL, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatalf("%s: %v", g.SQL, err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", g.SQL, err)
+		}
+		if len(got) == 0 || strings.Contains(strings.Join(got, "\n"), "@example.com") || strings.Contains(strings.Join(got, "\n"), "updated_at") {
+			t.Errorf("%s\nran as %s\nand read %q: want rows of id, name and region only", sql, g.SQL, got)
+		}
+	}
+}
+
+func mustRules(t *testing.T, b *bound.Bound) []sqlcheck.Rule {
+	t.Helper()
+	rules, err := b.CheckRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
 }
