@@ -186,3 +186,36 @@ func mustRules(t *testing.T, b *bound.Bound) []sqlcheck.Rule {
 	}
 	return rules
 }
+
+// TestReview4NaturalJoinOnAHiddenColumn: NATURAL JOIN joins on every
+// column name its two sides share, and the static check counted only the
+// names tables share: beside a subquery, a VALUES list or a function with
+// a column alias, a shared column no rule lists was read by nobody's
+// account. customers c NATURAL JOIN (SELECT 'ada.lovelace@example.com'
+// AS email) s answered which customers have that email (DESIGN.md
+// invariant 10). Every name the two sides share now counts as read.
+func TestReview4NaturalJoinOnAHiddenColumn(t *testing.T) {
+	f := newFixture(t)
+	for _, sql := range []string{
+		"SELECT c.name FROM customers c NATURAL JOIN (SELECT 'ada.lovelace@example.com'::text AS email) s",
+		"SELECT c.name FROM customers c NATURAL JOIN (VALUES ('ada.lovelace@example.com')) AS s (email)",
+		"SELECT c.name FROM customers c NATURAL JOIN generate_series(1, 1) AS g (email)",
+		"WITH s AS (SELECT 'x'::text AS email) SELECT c.name FROM s NATURAL JOIN customers c",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck || !strings.Contains(fmt.Sprint(res.Reasons), "email") {
+			t.Errorf("%s: %s %s %v rows %v, want it refused: it joins on email, which no rule lists", sql, res.Outcome, res.Code, res.Reasons, res.Rows)
+		}
+	}
+	// A shared column the rule lists still joins.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", "SELECT c.name FROM customers c NATURAL JOIN (SELECT 3::bigint AS id) s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+		t.Errorf("a natural join on id: %s %v %v, want the one customer", res.Outcome, res.Reasons, res.Rows)
+	}
+}

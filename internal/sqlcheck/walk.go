@@ -338,6 +338,19 @@ func (w *walker) selectStmt(s *pg.SelectStmt, outer *scope) []string {
 	return outputs
 }
 
+// uniqueNames is names without repeats, in order.
+func uniqueNames(names []string) []string {
+	var out []string
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func nameSet(names []string) map[string]bool {
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -782,13 +795,17 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 			w.columnRef([]string{u}, &scope{items: both})
 		}
 		if j.IsNatural {
-			// NATURAL joins compare every column of the same name.
+			// NATURAL joins compare every column of the same name, of
+			// tables and of subqueries, CTEs, VALUES and functions with
+			// column aliases alike (a subquery's email joins a table's).
 			seen := map[string]int{}
 			for _, it := range both {
+				cols := it.cols
 				if it.table != nil {
-					for _, c := range it.table.ColumnNames() {
-						seen[c]++
-					}
+					cols = it.table.ColumnNames()
+				}
+				for _, c := range uniqueNames(cols) {
+					seen[c]++
 				}
 			}
 			for c, k := range seen {
