@@ -1227,6 +1227,9 @@ func (w *walker) windowDef(wd *pg.WindowDef, sc *scope, n *pg.Node) {
 	}
 	for _, o := range wd.OrderClause {
 		if sb := o.GetSortBy(); sb != nil {
+			if len(sb.UseOp) > 0 {
+				w.operator(sb.UseOp)
+			}
 			w.expr(sb.Node, sc)
 		} else {
 			w.expr(o, sc)
