@@ -393,10 +393,14 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 			if err := g.recordJudgment(ctx, req, chosen, *rt.Rule, sv); err != nil {
 				return nil, err
 			}
-			if sv.judgment.Outcome == surveyor.OutcomeConforms {
-				req.Path = marque.PathSurveyed
-			} else {
+			if sv.judgment.Outcome != surveyor.OutcomeConforms {
 				req.Reasons = append([]string{"the Surveyor referred it (judgment " + sv.id + ")"}, sv.judgment.Reasons...)
+			} else if why := g.surveyStillOpen(ctx, req, chosen, rt.Decision); why != "" {
+				// The panel took its time: what opened the path before it
+				// must still hold when its answer is acted on.
+				req.Reasons = []string{why}
+			} else {
+				req.Path = marque.PathSurveyed
 			}
 		}
 	}
@@ -472,6 +476,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	if survey != nil {
 		// The statement must reach exactly what the panel was shown.
 		preq.ExpectBefore = survey.rehearsal.Rehearsal.BeforeDigest
+		preq.ExpectAfter = survey.rehearsal.Rehearsal.AfterDigest
 		rows := survey.rehearsal.RowsAffected
 		preq.ExpectRows = &rows
 	}

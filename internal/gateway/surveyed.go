@@ -88,25 +88,66 @@ func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d 
 		// should reach a human rather than pass as a no-op.
 		return nil, "the statement reaches no row inside the signed bound, so there is nothing for the Surveyor to judge", nil
 	}
+	if reh.Rehearsal.ImagesTruncated {
+		// The panel would judge rows it is not shown, and the reviewer
+		// audit them from an evidence set that lacks them.
+		return nil, "the statement reaches more rows than its rehearsal can show the Surveyor, so a human decides", nil
+	}
 	report := reh.Rehearsal.PanelReport()
-	rule := d.Bound.Rules[*dec.Rule]
-	residual := rule.Residual
+	// Every residual clause the statement relies on must hold, so the
+	// panel is shown each of them (the write's and the reads').
+	var clauses, labelled []string
+	seen := map[string]bool{}
 	var summaries []string
 	for _, u := range dec.Uses {
 		r := d.Bound.Rules[u.Rule]
-		if r.Residual != "" {
-			residual = r.Residual
+		if r.Residual != "" && !seen[r.Residual] {
+			seen[r.Residual] = true
+			clauses = append(clauses, r.Residual)
+			labelled = append(labelled, fmt.Sprintf("rule %d (%s %s): %s", u.Rule, r.Op, r.Table, r.Residual))
 		}
 		// The bound goes to every framing, the shape screen included, which
 		// must not see the residual clause: summarise the rule without it.
 		r.Residual = ""
 		summaries = append(summaries, bound.Summary(r))
 	}
+	if len(clauses) == 0 {
+		return nil, "", fmt.Errorf("gateway: a surveyed statement relies on no residual clause")
+	}
+	residual := clauses[0]
+	if len(clauses) > 1 {
+		residual = "every one of these clauses must hold: " + strings.Join(labelled, "; ")
+	}
 	in := surveyor.Input{Sentence: d.Bound.Sentence, Residual: residual, Bound: strings.Join(summaries, "; "),
 		Statement: req.Canonical, Rehearsal: string(report)}
 	j := g.cfg.Surveyor.Judge(ctx, in)
 	s := &surveyed{judgment: j, id: newID("jdg_"), rehearsal: reh, report: report, input: in}
 	return s, "", nil
+}
+
+// surveyStillOpen says why the surveyed path closed while the panel
+// deliberated (up to surveyor.timeout), or "": the delegation must still
+// be in force and unrevoked, and the switches, the rule's enablement and
+// the audit's suspension must still open the path, when its conforms is
+// acted on.
+func (g *Gateway) surveyStillOpen(ctx context.Context, req *request, d *Delegation, dec sqlcheck.Decision) string {
+	g.mu.RLock()
+	inForce := g.inForce(d, g.cfg.Clock())
+	g.mu.RUnlock()
+	if !inForce {
+		return "the delegation was revoked or expired while the Surveyor judged the statement, so a human decides"
+	}
+	s, err := g.surveyFacts(ctx, req.Target, d, dec)
+	if err != nil {
+		s.Unreadable = true
+		g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
+	}
+	rt := route.Of(route.Input{Principal: req.Principal, Target: req.Target,
+		Checks: []route.Check{{Delegation: d.ID, Decision: dec}}, Survey: s, Stale: g.delegationsStale()})
+	if rt.Path != route.Surveyed {
+		return "the surveyed path closed while the Surveyor judged the statement: " + strings.Join(route.Strings(rt.Reasons), "; ")
+	}
+	return ""
 }
 
 type surveyed struct {

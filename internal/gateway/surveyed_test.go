@@ -51,6 +51,8 @@ type tierBOptions struct {
 	tune func(*gatewaytest.Options)
 	// closed leaves the surveyed path closed (no switches, no enablement).
 	closed bool
+	// maxRows is the residual rule's max_rows after edit (0: 1).
+	maxRows int64
 }
 
 func newTierB(t *testing.T, b llmtest.Behaviour, o tierBOptions) *tierB {
@@ -90,7 +92,10 @@ func newTierB(t *testing.T, b llmtest.Behaviour, o tierBOptions) *tierB {
 	if f.d, _, err = f.sys.Gateway.AddDelegation(ctx, y, sig, gatewaytest.Customers); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.d.Bound.Rules[residualRule]; r.Residual == "" || r.Fence == "" || r.MaxRows != 1 {
+	if o.maxRows == 0 {
+		o.maxRows = 1
+	}
+	if r := f.d.Bound.Rules[residualRule]; r.Residual == "" || r.Fence == "" || r.MaxRows != o.maxRows {
 		t.Fatalf("rule %d of the Tier B example is %+v, want the residual rule", residualRule, r)
 	}
 	if !o.closed {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -39,6 +40,30 @@ type Rehearsal struct {
 	// digest of every before image (up to max_rows+1): the statement then
 	// runs only if it reaches exactly those rows.
 	BeforeDigest string `json:"before_digest,omitempty"`
+	// AfterDigest, for a rehearsal inside a bound of an UPDATE or INSERT,
+	// is the digest of the columns the statement writes in every after
+	// image (AfterDigest): the statement then runs only if it writes
+	// exactly those values, so a value that depends on the clock or on
+	// chance (now(), gen_random_uuid()) cannot differ from what the panel
+	// was shown.
+	AfterDigest string `json:"after_digest,omitempty"`
+}
+
+// AfterDigest is the digest of the written columns of after images,
+// independent of the order the rows came back in.
+func AfterDigest(images []map[string]any, written []string) string {
+	rows := make([]string, 0, len(images))
+	for _, img := range images {
+		w := make(map[string]any, len(written))
+		for _, c := range written {
+			w[c] = img[c]
+		}
+		b, _ := json.Marshal(w)
+		rows = append(rows, string(b))
+	}
+	sort.Strings(rows)
+	js, _ := json.Marshal(rows)
+	return Digest(js)
 }
 
 // PanelReport is what the Surveyor's panel is shown of a rehearsal: the

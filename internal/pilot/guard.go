@@ -38,6 +38,9 @@ type Guarded struct {
 	// guards, as to_jsonb images: the rehearsal's before images, and what the
 	// surveyed path compares at execution.
 	BeforeSQL string
+	// Written is the columns an INSERT or UPDATE sets: what the surveyed
+	// path compares of the after images at execution (AfterDigest).
+	Written []string
 	// Views are the fence views the statement reads through, which must
 	// exist in the target before it runs (Pilot.ensureViews).
 	Views []FenceView
@@ -103,7 +106,7 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 			writeRule = &rr
 		}
 	}
-	g := &Guarded{Kind: a.Facts.Kind}
+	g := &Guarded{Kind: a.Facts.Kind, Written: append([]string(nil), a.Facts.Written...)}
 	// Before any reference takes an alias of the Pilot's (a fence view, a
 	// subquery of the rule's columns), which a column written with its
 	// schema (public.orders.id) would no longer match.

@@ -229,6 +229,10 @@ type Request struct {
 	// statement reaches exactly the rows the panel was shown.
 	ExpectBefore string
 	ExpectRows   *int64
+	// ExpectAfter, when set, is the rehearsal's AfterDigest: the surveyed
+	// path runs only if the statement writes exactly the values the panel
+	// was shown.
+	ExpectAfter string
 }
 
 // Outcome of a Pilot execution.
@@ -461,7 +465,7 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 	if res != nil {
 		return res, nil
 	}
-	if req.ExpectBefore == "" && req.ExpectRows == nil {
+	if req.ExpectBefore == "" && req.ExpectRows == nil && req.ExpectAfter == "" {
 		t, s, res := p.shaped(req.SQL, pb, claims.Path)
 		if res != nil {
 			return res, nil
@@ -474,7 +478,7 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 		}
 	}
 	p.shapes.literal.Add(1)
-	g, res := p.guard(req.SQL, pb, claims.Path, req.ExpectBefore != "")
+	g, res := p.guard(req.SQL, pb, claims.Path, req.ExpectBefore != "" || req.ExpectAfter != "")
 	if res != nil {
 		return res, nil
 	}
@@ -525,7 +529,10 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	// Before images need a round trip of their own ahead of the statement;
 	// otherwise the statement joins the first batch.
 	evidence := g.BeforeSQL != "" && (rehearse || req.ExpectBefore != "")
-	withImages := rehearse && g.ImageSQL != ""
+	withImages := (rehearse || req.ExpectAfter != "") && g.ImageSQL != ""
+	if req.ExpectAfter != "" && g.ImageSQL == "" {
+		return refused(RefusedDrift, MessageDrift), nil
+	}
 
 	// One round trip: the receipt, the session state, and the statement.
 	b := &pgx.Batch{}
@@ -639,6 +646,11 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		r.Detail = fmt.Sprintf("it affects %d rows, its rehearsal %d", n, *req.ExpectRows)
 		return r, nil
 	}
+	if req.ExpectAfter != "" && AfterDigest(out.images, g.Written) != req.ExpectAfter {
+		r := refused(RefusedDrift, MessageDrift)
+		r.Detail = "it writes other values than its rehearsal"
+		return r, nil
+	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
 		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
 	}
@@ -646,6 +658,9 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		reh.RowsReached = n
 		if g.Kind != sqlcheck.OpSelect {
 			reh.After = capRows(out.images, p.cfg.MaxImageRows)
+			if g.ImageSQL != "" {
+				reh.AfterDigest = AfterDigest(out.images, g.Written)
+			}
 			reh.ImagesTruncated = reh.ImagesTruncated || len(out.images) > p.cfg.MaxImageRows
 		}
 		res.Rehearsal = reh

@@ -263,7 +263,7 @@ func (c *Client) Ping(ctx context.Context) error {
 // than the Pilot's own answer, wraps pilot.ErrCommitUnknown.
 func (c *Client) Execute(ctx context.Context, req pilot.Request) (*pilot.Result, error) {
 	return c.execute(ctx, opExecute, executeBody{Marque: req.Marque, SQL: req.SQL, Bound: req.Bound,
-		ExpectBefore: req.ExpectBefore, ExpectRows: req.ExpectRows})
+		ExpectBefore: req.ExpectBefore, ExpectRows: req.ExpectRows, ExpectAfter: req.ExpectAfter})
 }
 
 // ExecuteApproved sends an approved statement to the Pilot, as Execute.

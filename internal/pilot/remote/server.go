@@ -221,7 +221,7 @@ func (s *Server) execute(ctx context.Context, p pilot.Executor, body []byte) (*r
 		return nil, err
 	}
 	return resultReply(p.Execute(ctx, pilot.Request{Marque: b.Marque, SQL: b.SQL, Bound: b.Bound,
-		ExpectBefore: b.ExpectBefore, ExpectRows: b.ExpectRows})), nil
+		ExpectBefore: b.ExpectBefore, ExpectRows: b.ExpectRows, ExpectAfter: b.ExpectAfter})), nil
 }
 
 func (s *Server) executeApproved(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {

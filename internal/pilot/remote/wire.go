@@ -57,6 +57,7 @@ type executeBody struct {
 	Bound        []byte `json:"bound"`
 	ExpectBefore string `json:"expect_before"`
 	ExpectRows   *int64 `json:"expect_rows"`
+	ExpectAfter  string `json:"expect_after,omitempty"`
 }
 
 // approvedBody is pilot.ApprovedRequest on the wire.
@@ -191,6 +192,7 @@ type receivedRehearsal struct {
 	ImagesTruncated bool                         `json:"images_truncated"`
 	ExecutedSQL     string                       `json:"executed_sql"`
 	BeforeDigest    string                       `json:"before_digest"`
+	AfterDigest     string                       `json:"after_digest"`
 }
 
 func (r *receivedRehearsal) rehearsal() *pilot.Rehearsal {
@@ -198,7 +200,7 @@ func (r *receivedRehearsal) rehearsal() *pilot.Rehearsal {
 		return nil
 	}
 	return &pilot.Rehearsal{Kind: r.Kind, RowsReached: r.RowsReached, Before: rawRows(r.Before), After: rawRows(r.After),
-		ImagesTruncated: r.ImagesTruncated, ExecutedSQL: r.ExecutedSQL, BeforeDigest: r.BeforeDigest}
+		ImagesTruncated: r.ImagesTruncated, ExecutedSQL: r.ExecutedSQL, BeforeDigest: r.BeforeDigest, AfterDigest: r.AfterDigest}
 }
 
 func encodeResult(r *pilot.Result) *wireResult {
