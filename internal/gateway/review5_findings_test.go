@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/llm"
@@ -196,5 +198,64 @@ func TestReview5TruncatedRehearsalRefers(t *testing.T) {
 	resp := f.submit(t, "UPDATE customers SET name = initcap(name) WHERE id IN (3, 4)")
 	if resp.Outcome != gateway.OutcomeExecuted || resp.RowsAffected != 2 {
 		t.Errorf("two rows: %s %d %q", resp.Outcome, resp.RowsAffected, resp.Reasons)
+	}
+}
+
+// TestReview5RowChangedBetweenTheComparisonAndTheWrite: at execution the
+// Pilot read the before images, compared them with the rehearsal, then
+// ran the write, each statement in a snapshot of its own (READ
+// COMMITTED). A row changed by a transaction that committed in between
+// passed the comparison with its old value and was then written from its
+// new one: the panel judged "Jonh Smith" to "John Smith", and the write
+// overwrote "Maria Rossi". The surveyed write now runs in one snapshot
+// (REPEATABLE READ) with its comparison, and such a row refers.
+func TestReview5RowChangedBetweenTheComparisonAndTheWrite(t *testing.T) {
+	t.Parallel()
+	var dsn atomic.Pointer[string]
+	var once sync.Once
+	errs := make(chan error, 1)
+	b := llmtest.Scripted(func(llmtest.Request) llm.Verdict {
+		once.Do(func() {
+			// Another client changes row 3 and holds its lock until the
+			// Pilot's write waits on it, then commits.
+			ctx := context.Background()
+			c, err := pgx.Connect(ctx, *dsn.Load())
+			if err == nil {
+				_, err = c.Exec(ctx, "BEGIN; UPDATE customers SET name = 'Maria Rossi' WHERE id = 3")
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			go func() {
+				defer c.Close(ctx)
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					var n int
+					if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").Scan(&n); err != nil {
+						errs <- err
+						return
+					}
+					if n > 0 {
+						_, err := c.Exec(ctx, "COMMIT")
+						errs <- err
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				_, _ = c.Exec(ctx, "COMMIT")
+				errs <- fmt.Errorf("the Pilot's write never waited on the row lock")
+			}()
+		})
+		return llm.Conforms
+	})
+	f := newTierB(t, b, tierBOptions{})
+	dsn.Store(&f.dsn)
+	resp := f.submit(t, "UPDATE customers SET name = 'John Smith' WHERE id = 3")
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.name(t, 3); got != "Maria Rossi" || resp.Outcome != gateway.OutcomeReferred {
+		t.Errorf("row 3 is %q after %s %q: the statement wrote over a row the panel never saw", got, resp.Outcome, resp.Reasons)
 	}
 }

@@ -508,7 +508,7 @@ func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte,
 func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, t *Txn, rehearse bool) (*Result, error) {
 	if t == nil {
 		var err error
-		if t, err = p.begin(ctx, !rehearse); err != nil {
+		if t, err = p.beginAt(ctx, !rehearse, req.ExpectBefore != ""); err != nil {
 			return nil, err
 		}
 	} else if !t.take() {

@@ -41,6 +41,15 @@ func (t *Txn) ID() string { return t.id }
 // begin opens a READ COMMITTED transaction with the pinned settings in one
 // round trip, assigning it a transaction id when withID.
 func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
+	return p.beginAt(ctx, withID, false)
+}
+
+// beginAt is begin, at REPEATABLE READ when repeatable: the surveyed path
+// compares the rows a write reaches with its rehearsal and then runs it,
+// and both must see one snapshot, so that a row another transaction
+// changes in between fails the write (a serialization failure) instead of
+// being written from a value the panel was never shown.
+func (p *Pilot) beginAt(ctx context.Context, withID, repeatable bool) (*Txn, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: begin: %w: %w", ErrUnreachable, err)
@@ -48,7 +57,11 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 	t := &Txn{conn: conn}
 	sel, args := p.pinSQL(withID)
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	if repeatable {
+		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
+	} else {
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	}
 	b.Queue(sel, args...)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
