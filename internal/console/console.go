@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -358,6 +360,7 @@ var funcs = template.FuncMap{
 		return string(b)
 	},
 	"cell": cellText,
+	"vis":  visible,
 	"join": strings.Join,
 	"tier": func(t string) string {
 		if t == "B" {
@@ -399,6 +402,51 @@ func cellText(v any) string {
 		b, _ := json.Marshal(x)
 		return string(b)
 	}
+}
+
+// visible renders untrusted text for a person: escaped, and with every
+// character a browser draws as nothing or that reorders the text around
+// it shown as a marked code point (a bidi control in a string literal can
+// make the SQL an approver reads differ from the SQL that runs; a
+// zero-width character makes two values look equal). Newline and tab stay
+// as they are; a byte that is not UTF-8 is shown as its hex value.
+func visible(s string) template.HTML {
+	var b strings.Builder
+	start := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(template.HTMLEscapeString(s[start:i]))
+			fmt.Fprintf(&b, `<span class="ctl">0x%02X</span>`, s[i])
+			start = i + n
+		case hidden(r):
+			b.WriteString(template.HTMLEscapeString(s[start:i]))
+			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
+			start = i + n
+		}
+		i += n
+	}
+	b.WriteString(template.HTMLEscapeString(s[start:]))
+	return template.HTML(b.String())
+}
+
+// hidden reports whether r is drawn as nothing or changes the direction
+// of the text around it: format characters (bidi controls, zero-width
+// characters, tags), control characters other than newline and tab, line
+// and paragraph separators, variation selectors and the Hangul fillers.
+func hidden(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector):
+		return true
+	}
+	switch r {
+	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u034f', '\u180e':
+		return true
+	}
+	return false
 }
 
 func constantEqual(a, b string) bool {

@@ -1,0 +1,198 @@
+package console_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+)
+
+// approverPage logs an approver in and returns a function that reads a
+// console page as that approver.
+func approverPage(t *testing.T, f *fixture) func(path string) string {
+	t.Helper()
+	c := client(t)
+	if code, _, _ := useLink(t, c, f.loginLink(t, f.keys.Approver)); code != http.StatusOK {
+		t.Fatalf("the approver's login: %d", code)
+	}
+	return func(path string) string {
+		t.Helper()
+		code, body := do(t, c, "GET", f.srv.URL+path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+		return body
+	}
+}
+
+// hiddenRunes are characters a browser draws as nothing, or that reorder
+// the text around them.
+var hiddenRunes = regexp.MustCompile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u2060\ufeff\u061c\u2028\u2029\r]")
+
+// TestConsoleShowsHiddenCharacters: an agent's statement may carry, in a
+// string literal, Unicode bidi controls that make the SQL an approver reads
+// differ from the SQL that runs (Trojan Source: here the canonical text
+// reads as "... status = 'x' AND id = 5" while it updates every row), and
+// row values may carry zero-width characters. The request page and the
+// queue show each such character as a marked code point, never raw; the
+// approval bytes (hashes and ids) are unchanged.
+func TestConsoleShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	orders, _ := f.sys.SignedExample(t, gatewaytest.Orders)
+	if _, _, err := f.sys.Gateway.AddDelegation(t.Context(), orders, gatewaytest.Sign(t, f.keys.Grantor, gatewaytest.Canonical(t, orders, f.sys.Pilot.Catalog())), "api"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "UPDATE customers SET email = $1 WHERE id = 21", "ann\u200b@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+	stmts := []string{
+		"UPDATE orders SET status = 'x\u202e \u2066AND id = 5\u2069 \u2066' WHERE status <> 'y'",
+		"UPDATE customers SET name = 'Ann\u200d' WHERE id = 21",
+	}
+	read := approverPage(t, f)
+	for _, sql := range stmts {
+		resp := f.submit(t, sql)
+		if resp.Outcome != gateway.OutcomeReferred {
+			t.Fatalf("%q: %s, want referred", sql, resp.Outcome)
+		}
+		f.sys.WaitRehearsed(t, resp.RequestID)
+		body := read("/console/queue/" + resp.RequestID)
+		if m := hiddenRunes.FindAllString(body, -1); len(m) > 0 {
+			t.Errorf("the request page of %q holds %d raw hidden characters (%q)", sql, len(m), m)
+		}
+		canon := between(t, body, `id="canonical-sql"><code>`, "</code>")
+		for _, want := range []string{"U+202E", "U+2066", "U+2069"} {
+			if strings.Contains(sql, string(rune(mustHex(want)))) && !strings.Contains(canon, `<span class="ctl">`+want+`</span>`) {
+				t.Errorf("the canonical SQL does not mark %s: %s", want, canon)
+			}
+		}
+		if strings.Contains(sql, "\u200d") && !strings.Contains(canon, `<span class="ctl">U+200D</span>`) {
+			t.Errorf("the canonical SQL does not mark U+200D: %s", canon)
+		}
+		if strings.Contains(sql, "customers") {
+			if diff := between(t, body, `id="diff"`, "</table>"); !strings.Contains(diff, `ann<span class="ctl">U+200B</span>@example.com`) {
+				t.Errorf("the rehearsal's row value does not mark its zero-width space: %s", diff)
+			}
+		}
+	}
+	if m := hiddenRunes.FindAllString(read("/console/queue"), -1); len(m) > 0 {
+		t.Errorf("the queue holds %d raw hidden characters", len(m))
+	}
+}
+
+func between(t *testing.T, s, from, to string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		t.Fatalf("no %q in the page", from)
+	}
+	out, _, _ := strings.Cut(rest, to)
+	return out
+}
+
+func mustHex(u string) int {
+	n := 0
+	for _, c := range strings.TrimPrefix(u, "U+") {
+		n = n*16 + strings.IndexRune("0123456789ABCDEF", c)
+	}
+	return n
+}
+
+// diffRows reads the rehearsal table of a request page: each row's label
+// (its row header) and its cells' text, markup dropped.
+func diffRows(t *testing.T, body string) [][]string {
+	t.Helper()
+	tbody := between(t, between(t, body, `id="diff"`, "</table>"), "<tbody>", "</tbody>")
+	tag := regexp.MustCompile(`<[^>]*>`)
+	var out [][]string
+	for _, tr := range regexp.MustCompile(`(?s)<tr[^>]*>(.*?)</tr>`).FindAllStringSubmatch(tbody, -1) {
+		var row []string
+		for _, td := range regexp.MustCompile(`(?s)<t[hd][^>]*>(.*?)</t[hd]>`).FindAllStringSubmatch(tr[1], -1) {
+			row = append(row, strings.TrimSpace(tag.ReplaceAllString(td[1], "")))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// TestRehearsalDiffShowsEveryImage: the approver's before/after table is
+// the evidence an approval signs (its digest), so it must show every image
+// and say which side each row is. An UPDATE that changes a row's id (here
+// the referred "SET id = id + 1000") used to show four plain rows, none
+// marked changed, as if nothing changed; and where two rows share an id
+// (a table without a key), one after image was never shown at all, so an
+// agent could hide a write behind a harmless one.
+func TestRehearsalDiffShowsEveryImage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	orders, _ := f.sys.SignedExample(t, gatewaytest.Orders)
+	if _, _, err := f.sys.Gateway.AddDelegation(t.Context(), orders, gatewaytest.Sign(t, f.keys.Grantor, gatewaytest.Canonical(t, orders, f.sys.Pilot.Catalog())), "api"); err != nil {
+		t.Fatal(err)
+	}
+	read := approverPage(t, f)
+	rehearsed := func(sql string) [][]string {
+		t.Helper()
+		resp := f.submit(t, sql)
+		if resp.Outcome != gateway.OutcomeReferred {
+			t.Fatalf("%q: %s, want referred", sql, resp.Outcome)
+		}
+		if v := f.sys.WaitRehearsed(t, resp.RequestID); v.RehearsalSHA256 == "" {
+			t.Fatalf("%q was not rehearsed: %s", sql, v.Detail)
+		}
+		return diffRows(t, read("/console/queue/"+resp.RequestID))
+	}
+
+	rows := rehearsed("UPDATE orders SET id = id + 1000 WHERE id <= 2")
+	labels := map[string]string{}
+	for _, r := range rows {
+		if len(r) < 2 {
+			t.Fatalf("a diff row %q", r)
+		}
+		labels[r[1]] = r[0]
+	}
+	for id, want := range map[string]string{"1": "before only", "2": "before only", "1001": "after only", "1002": "after only"} {
+		if labels[id] != want {
+			t.Errorf("the row of id %s is labelled %q, want %q (rows %q)", id, labels[id], want, rows)
+		}
+	}
+
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE public.ledger (id bigint NOT NULL, amount bigint NOT NULL);
+		INSERT INTO public.ledger VALUES (1, 7), (1, 5)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sys.Pilot.RefreshCatalog(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rows = rehearsed("UPDATE ledger SET amount = CASE WHEN amount = 5 THEN 6 ELSE 99999 END WHERE id = 1")
+	text := fmtRows(rows)
+	if !strings.Contains(text, "99999") || !strings.Contains(text, "6") {
+		t.Errorf("the rehearsal table of an update giving 99999 and 6 shows %q", rows)
+	}
+	if len(rows) != 4 {
+		t.Errorf("%d rows for two before and two after images of one shared id, want each on its own: %q", len(rows), rows)
+	}
+}
+
+func fmtRows(rows [][]string) string {
+	var b strings.Builder
+	for _, r := range rows {
+		b.WriteString(strings.Join(r, "|") + "\n")
+	}
+	return b.String()
+}
