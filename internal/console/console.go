@@ -361,7 +361,10 @@ var funcs = template.FuncMap{
 	},
 	"cell": cellText,
 	"vis":  visible,
-	"join": strings.Join,
+	// visline is vis for the canonical SQL, deparsed on one line: a
+	// newline or tab in it is inside a literal, so it is marked too.
+	"visline": func(s string) template.HTML { return marked(s, true) },
+	"join":    strings.Join,
 	"tier": func(t string) string {
 		if t == "B" {
 			return "Tier B surveyed"
@@ -410,7 +413,10 @@ func cellText(v any) string {
 // make the SQL an approver reads differ from the SQL that runs; a
 // zero-width character makes two values look equal). Newline and tab stay
 // as they are; a byte that is not UTF-8 is shown as its hex value.
-func visible(s string) template.HTML {
+func visible(s string) template.HTML { return marked(s, false) }
+
+// marked is visible, and marks newline and tab too when lines is set.
+func marked(s string, lines bool) template.HTML {
 	var b strings.Builder
 	start := 0
 	for i := 0; i < len(s); {
@@ -420,7 +426,7 @@ func visible(s string) template.HTML {
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">0x%02X</span>`, s[i])
 			start = i + n
-		case hidden(r):
+		case hidden(r) || lines && (r == '\n' || r == '\t'):
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
 			start = i + n

@@ -91,6 +91,35 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 	}
 }
 
+// TestCanonicalSQLIsOneLine: the canonical text is deparsed on one line,
+// so a newline in it is inside a string literal. Drawn as a line break it
+// lets a literal pass for a clause: here the approver would read
+// "WHERE id = 5" on a line of its own, while the statement updates every
+// order whose status is not 'x'. The canonical SQL shows it as a marked
+// U+000A, on the one line; the statement as submitted keeps its lines.
+func TestCanonicalSQLIsOneLine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	read := approverPage(t, f)
+	const sql = "UPDATE orders SET status = 'failed\nWHERE id = 5\n' WHERE status <> 'x'"
+	resp := f.submit(t, sql)
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%s, want referred", resp.Outcome)
+	}
+	body := read("/console/queue/" + resp.RequestID)
+	canon := between(t, body, `id="canonical-sql"><code>`, "</code>")
+	if strings.Contains(canon, "\n") || strings.Count(canon, `<span class="ctl">U+000A</span>`) != 2 {
+		t.Errorf("the canonical SQL is not shown on one line with its two newlines marked: %q", canon)
+	}
+	if sub := between(t, body, `id="submitted-sql"><code>`, "</code>"); strings.Count(sub, "\n") != 2 {
+		t.Errorf("the statement as submitted lost its lines: %q", sub)
+	}
+	q := between(t, read("/console/queue"), `<code class="sql">`, "</code>")
+	if strings.Contains(q, "\n") || !strings.Contains(q, `<span class="ctl">U+000A</span>`) {
+		t.Errorf("the queue shows the canonical SQL over more than one line: %q", q)
+	}
+}
+
 func between(t *testing.T, s, from, to string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(s, from)
