@@ -225,3 +225,35 @@ func fmtRows(rows [][]string) string {
 	}
 	return b.String()
 }
+
+// TestLongValuesStayInView: a value without a break opportunity (here a
+// 4,000-character status the agent writes) used to widen the rehearsal
+// table and the queue past the window, so the changed cells and the rows'
+// labels it pushed aside were out of view unless the approver scrolled
+// sideways. In a real browser at 1280 pixels, neither page is wider than
+// the window and every changed cell is inside it.
+func TestLongValuesStayInView(t *testing.T) {
+	f := newFixture(t)
+	b := newBrowser(t, f.srv.URL)
+	orders, _ := f.sys.SignedExample(t, gatewaytest.Orders)
+	if _, _, err := f.sys.Gateway.AddDelegation(t.Context(), orders, gatewaytest.Sign(t, f.keys.Grantor, gatewaytest.Canonical(t, orders, f.sys.Pilot.Catalog())), "api"); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.submit(t, "UPDATE orders SET status = '"+strings.Repeat("x", 4000)+"', total_cents = 1 WHERE id = 1")
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%s, want referred", resp.Outcome)
+	}
+	f.sys.WaitRehearsed(t, resp.RequestID)
+	b.login(f, f.keys.Approver)
+	for _, path := range []string{"/console/queue/" + resp.RequestID, "/console/queue"} {
+		b.open(path)
+		b.screenshot("long-values" + strings.ReplaceAll(strings.TrimPrefix(path, "/console/queue"), "/", "-"))
+		if wide := b.eval(`document.documentElement.scrollWidth > window.innerWidth`); wide != false {
+			t.Errorf("%s is wider than the window (%v px of %v)", path, b.eval(`document.documentElement.scrollWidth`), b.eval(`window.innerWidth`))
+		}
+	}
+	b.open("/console/queue/" + resp.RequestID)
+	if out := b.eval(`[...document.querySelectorAll("#diff td.changed")].filter(td => td.getBoundingClientRect().right > window.innerWidth).length`); out != float64(0) {
+		t.Errorf("%v changed cells of the rehearsal lie outside the window", out)
+	}
+}
