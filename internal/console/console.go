@@ -350,7 +350,9 @@ var funcs = template.FuncMap{
 		switch x := v.(type) {
 		case json.RawMessage:
 			var anyv any
-			if json.Unmarshal(x, &anyv) != nil {
+			dec := json.NewDecoder(bytes.NewReader(x))
+			dec.UseNumber() // numbers as written, not as floats
+			if dec.Decode(&anyv) != nil {
 				return string(x)
 			}
 			b, _ = json.MarshalIndent(anyv, "", "  ")

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -202,8 +203,12 @@ func (c *Console) requestPage(r *http.Request, s *Session, id string) (*requestP
 		}
 	}
 	if len(p.V.Rehearsal) > 0 {
+		// Numbers as the report has them: read as floats, an integer past
+		// 2^53 would show a value other than the one the approval covers.
 		var rep pilot.Rehearsal
-		if err := json.Unmarshal(p.V.Rehearsal, &rep); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(p.V.Rehearsal))
+		dec.UseNumber()
+		if err := dec.Decode(&rep); err != nil {
 			p.RehearsalE = "The rehearsal report is unreadable."
 		} else {
 			p.Diff = diff(&rep)

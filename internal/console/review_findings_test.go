@@ -257,3 +257,23 @@ func TestLongValuesStayInView(t *testing.T) {
 		t.Errorf("%v changed cells of the rehearsal lie outside the window", out)
 	}
 }
+
+// TestRehearsalNumbersExact: the rehearsal report holds an integer beyond
+// 2^53 exactly (9007199254740993), but the approver's table read it as a
+// float and showed 9007199254740992: a value other than the one the
+// approval's rehearsal digest covers. It is shown as the report has it.
+func TestRehearsalNumbersExact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	resp := f.submit(t, "UPDATE orders SET total_cents = 9007199254740993 WHERE id = 1")
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%s, want referred", resp.Outcome)
+	}
+	if v := f.sys.WaitRehearsed(t, resp.RequestID); !strings.Contains(string(v.Rehearsal), `"total_cents":9007199254740993`) {
+		t.Fatalf("the rehearsal report does not hold the exact value: %s", v.Rehearsal)
+	}
+	diff := between(t, approverPage(t, f)("/console/queue/"+resp.RequestID), `id="diff"`, "</table>")
+	if !strings.Contains(diff, "</span>9007199254740993</ins>") {
+		t.Errorf("the rehearsal table does not show the exact value written: %s", diff)
+	}
+}
