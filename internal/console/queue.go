@@ -67,6 +67,9 @@ type diffCell struct {
 	Changed       bool
 	HasBefore     bool
 	HasAfter      bool
+	// BeforeNull and AfterNull mark SQL NULL, which must not read as
+	// the text 'NULL'.
+	BeforeNull, AfterNull bool
 }
 
 type diffTable struct {
@@ -135,13 +138,13 @@ func diff(rep *pilot.Rehearsal) *diffTable {
 			var cell diffCell
 			if b != nil {
 				v, ok := b[col]
-				cell.Before, cell.HasBefore = cellText(v), ok
+				cell.Before, cell.HasBefore, cell.BeforeNull = cellText(v), ok, v == nil
 			}
 			if a != nil {
 				v, ok := a[col]
-				cell.After, cell.HasAfter = cellText(v), ok
+				cell.After, cell.HasAfter, cell.AfterNull = cellText(v), ok, v == nil
 			}
-			cell.Changed = b != nil && a != nil && cell.Before != cell.After
+			cell.Changed = b != nil && a != nil && (cell.Before != cell.After || cell.BeforeNull != cell.AfterNull)
 			row.Cells = append(row.Cells, cell)
 		}
 		t.Rows = append(t.Rows, row)

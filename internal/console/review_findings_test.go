@@ -277,3 +277,29 @@ func TestRehearsalNumbersExact(t *testing.T) {
 		t.Errorf("the rehearsal table does not show the exact value written: %s", diff)
 	}
 }
+
+// TestRehearsalNullIsNotText: SQL NULL and the text 'NULL' were both shown
+// as NULL, so an update from NULL to the string 'NULL' (which passes an IS
+// NOT NULL check) showed as an unchanged cell. NULL is marked apart, and
+// the change is marked.
+func TestRehearsalNullIsNotText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "UPDATE customers SET email = NULL WHERE id = 3"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+	resp := f.submit(t, "UPDATE customers SET email = 'NULL' WHERE id = 3")
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%s, want referred", resp.Outcome)
+	}
+	f.sys.WaitRehearsed(t, resp.RequestID)
+	diff := between(t, approverPage(t, f)("/console/queue/"+resp.RequestID), `id="diff"`, "</table>")
+	if !strings.Contains(diff, `<del><span class="sr">before: </span><span class="null">NULL</span></del> <ins><span class="sr">after: </span>NULL</ins>`) {
+		t.Errorf("the change from NULL to the text NULL is not shown as one: %s", diff)
+	}
+}
