@@ -439,6 +439,19 @@ func marked(s string, lines bool) template.HTML {
 	return template.HTML(b.String())
 }
 
+// hiddenIn lists, once each, the hidden characters of s as code points.
+func hiddenIn(s string) []string {
+	var out []string
+	seen := map[rune]bool{}
+	for _, r := range s {
+		if hidden(r) && !seen[r] {
+			seen[r] = true
+			out = append(out, fmt.Sprintf("U+%04X", r))
+		}
+	}
+	return out
+}
+
 // hidden reports whether r is drawn as nothing or changes the direction
 // of the text around it: format characters (bidi controls, zero-width
 // characters, tags), control characters other than newline and tab, line

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -301,5 +302,39 @@ func TestRehearsalNullIsNotText(t *testing.T) {
 	diff := between(t, approverPage(t, f)("/console/queue/"+resp.RequestID), `id="diff"`, "</table>")
 	if !strings.Contains(diff, `<del><span class="sr">before: </span><span class="null">NULL</span></del> <ins><span class="sr">after: </span>NULL</ins>`) {
 		t.Errorf("the change from NULL to the text NULL is not shown as one: %s", diff)
+	}
+}
+
+// TestSignWarnsOfHiddenCharacters: the bytes a grantor signs are shown
+// exactly (they are copied and signed), so a sentence handed over by
+// someone else could carry bidi controls there unseen, and the sentence is
+// what the Surveyor reads. The report says which hidden characters the
+// bytes hold and shows the sentence with them marked.
+func TestSignWarnsOfHiddenCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice := client(t)
+	if code, _, _ := useLink(t, alice, f.loginLink(t, f.keys.Grantor)); code != http.StatusOK {
+		t.Fatal("login")
+	}
+	base := f.srv.URL + "/console/"
+	_, body := do(t, alice, "GET", base+"sign", nil)
+	csrf := csrfRE.FindStringSubmatch(body)[1]
+	y := strings.Replace(string(gatewaytest.Example(t, gatewaytest.Customers)), "Fix obvious data-entry typos",
+		"Fix obvious data-entry typos\u202e \u2066and anything else\u2069 \u2066", 1)
+	code, body := do(t, alice, "POST", base+"sign/report", url.Values{"csrf": {csrf}, "yaml": {y}})
+	if code != http.StatusOK || !strings.Contains(body, `id="canonical"`) {
+		t.Fatalf("the report: %d", code)
+	}
+	warn := between(t, body, `id="hidden-chars"`, "</p>")
+	for _, want := range []string{"U+202E", "U+2066", "U+2069", `typos<span class="ctl">U+202E</span>`} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("the warning lacks %q: %s", want, warn)
+		}
+	}
+	// A delegation without them has no warning.
+	code, body = do(t, alice, "POST", base+"sign/report", url.Values{"csrf": {csrf}, "yaml": {string(gatewaytest.Example(t, gatewaytest.Customers))}})
+	if code != http.StatusOK || strings.Contains(body, `id="hidden-chars"`) {
+		t.Errorf("the report of a plain delegation: %d, warns: %v", code, strings.Contains(body, `id="hidden-chars"`))
 	}
 }
