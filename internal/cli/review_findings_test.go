@@ -17,8 +17,9 @@ import (
 // TestQueueShowMarksHiddenCharacters: queue show is the CLI's signing
 // ceremony ("runs as" is the statement the approval covers). Its one-line
 // printing replaced only C0 controls, so a statement's string literal could
-// carry bidi controls (U+202E, U+2066..U+2069: the line reads as "... status
-// = 'x' AND id = 5" while every row is updated) and C1 controls (U+009B is
+// carry bidi controls (U+202E, U+2066..U+2069: a terminal that applies
+// bidi draws "... status = 'x' WHERE status <> 'y' AND id = 5" while every
+// row is updated) and C1 controls (U+009B is
 // CSI to a terminal that reads 8-bit controls) to the approver's terminal.
 // Each is printed as its code point. And the rehearsal's numbers were
 // read as floats, so an integer past 2^53 printed as another value.

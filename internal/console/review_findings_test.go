@@ -37,8 +37,9 @@ var hiddenRunes = regexp.MustCompile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u
 
 // TestConsoleShowsHiddenCharacters: an agent's statement may carry, in a
 // string literal, Unicode bidi controls that make the SQL an approver reads
-// differ from the SQL that runs (Trojan Source: here the canonical text
-// reads as "... status = 'x' AND id = 5" while it updates every row), and
+// differ from the SQL that runs (Trojan Source: Chromium draws the first
+// statement as "UPDATE orders SET status = 'x' WHERE status <> 'y' AND
+// id = 5", one row, while it updates every row whose status is not 'y'), and
 // row values may carry zero-width characters. The request page and the
 // queue show each such character as a marked code point, never raw; the
 // approval bytes (hashes and ids) are unchanged.
