@@ -413,22 +413,32 @@ func cellText(v any) string {
 // character a browser draws as nothing or that reorders the text around
 // it shown as a marked code point (a bidi control in a string literal can
 // make the SQL an approver reads differ from the SQL that runs; a
-// zero-width character makes two values look equal). Newline and tab stay
-// as they are; a byte that is not UTF-8 is shown as its hex value.
+// zero-width character makes two values look equal), and so is each
+// combining mark past maxMarks in a row. Newline and tab stay as they
+// are; a byte that is not UTF-8 is shown as its hex value.
 func visible(s string) template.HTML { return marked(s, false) }
+
+// maxMarks is the combining marks in a row shown as they are: a longer
+// run is drawn stacked past its line, over the text around it.
+const maxMarks = 4
 
 // marked is visible, and marks newline and tab too when lines is set.
 func marked(s string, lines bool) template.HTML {
 	var b strings.Builder
-	start := 0
+	start, marks := 0, 0
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
+		if unicode.In(r, unicode.Mn, unicode.Me) {
+			marks++
+		} else {
+			marks = 0
+		}
 		switch {
 		case r == utf8.RuneError && n == 1:
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">0x%02X</span>`, s[i])
 			start = i + n
-		case hidden(r) || lines && (r == '\n' || r == '\t'):
+		case hidden(r) || lines && (r == '\n' || r == '\t') || marks > maxMarks:
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
 			start = i + n

@@ -339,3 +339,24 @@ func TestSignWarnsOfHiddenCharacters(t *testing.T) {
 		t.Errorf("the report of a plain delegation: %d, warns: %v", code, strings.Contains(body, `id="hidden-chars"`))
 	}
 }
+
+// TestStackedMarksAreMarked: a value with a long run of combining marks
+// (here forty U+0316, each drawn below the last) paints over the rows of
+// the rehearsal table beneath it, hiding their values. Past four in a row,
+// each combining mark is shown as its code point.
+func TestStackedMarksAreMarked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	resp := f.submit(t, "UPDATE orders SET status = 'x"+strings.Repeat("\u0316", 40)+"' WHERE id <= 2")
+	if resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%s, want referred", resp.Outcome)
+	}
+	f.sys.WaitRehearsed(t, resp.RequestID)
+	body := approverPage(t, f)("/console/queue/" + resp.RequestID)
+	if m := regexp.MustCompile(`\p{M}{5,}`).FindAllString(body, -1); len(m) > 0 {
+		t.Errorf("the request page holds %d runs of more than four combining marks", len(m))
+	}
+	if canon := between(t, body, `id="canonical-sql"><code>`, "</code>"); !strings.Contains(canon, "x\u0316\u0316\u0316\u0316"+`<span class="ctl">U+0316</span>`) {
+		t.Errorf("the canonical SQL does not mark the fifth mark on: %q", canon)
+	}
+}
