@@ -13,9 +13,9 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
@@ -187,7 +187,7 @@ func oneLine(s string, n int) string {
 			fmt.Fprintf(&b, "<0x%02X>", s[i])
 		case r < 0x20 || r == 0x7f:
 			b.WriteByte(' ')
-		case hiddenRune(r):
+		case console.Hidden(r):
 			fmt.Fprintf(&b, "<U+%04X>", r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -202,17 +202,6 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "..."
 	}
 	return s
-}
-
-// hiddenRune: control and format characters (C1, bidi controls,
-// zero-width characters, tags), line and paragraph separators, variation
-// selectors and the Hangul fillers.
-func hiddenRune(r rune) bool {
-	switch r {
-	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u034f':
-		return true
-	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector)
 }
 
 func (c *humanClient) request(id string) (*gateway.RequestView, error) {

@@ -438,7 +438,7 @@ func marked(s string, lines bool) template.HTML {
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">0x%02X</span>`, s[i])
 			start = i + n
-		case hidden(r) || lines && (r == '\n' || r == '\t') || marks > maxMarks:
+		case Hidden(r) || lines && (r == '\n' || r == '\t') || marks > maxMarks:
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
 			start = i + n
@@ -454,7 +454,7 @@ func hiddenIn(s string) []string {
 	var out []string
 	seen := map[rune]bool{}
 	for _, r := range s {
-		if hidden(r) && !seen[r] {
+		if Hidden(r) && !seen[r] {
 			seen[r] = true
 			out = append(out, fmt.Sprintf("U+%04X", r))
 		}
@@ -462,11 +462,12 @@ func hiddenIn(s string) []string {
 	return out
 }
 
-// hidden reports whether r is drawn as nothing or changes the direction
+// Hidden reports whether r is drawn as nothing or changes the direction
 // of the text around it: format characters (bidi controls, zero-width
 // characters, tags), control characters other than newline and tab, line
 // and paragraph separators, variation selectors and the Hangul fillers.
-func hidden(r rune) bool {
+// The console marks them, and so does the CLI's queue printer.
+func Hidden(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
 		return false
