@@ -1,0 +1,131 @@
+package pilot_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+)
+
+// withSchema runs ddl on the fixture's target and gives the fixture a
+// Pilot that read its catalog afterwards.
+func (f *fixture) withSchema(t *testing.T, ddl string) {
+	t.Helper()
+	if _, err := f.pilotConn(t).Exec(t.Context(), ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f.pilot = p
+}
+
+func (f *fixture) count(t *testing.T, query string) int64 {
+	t.Helper()
+	var n int64
+	if err := f.pilotConn(t).QueryRow(context.Background(), query).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestReview4CascadesAreRowsTheWriteReaches: a foreign key with ON DELETE
+// CASCADE (or SET NULL, SET DEFAULT, and the same ON UPDATE) makes a
+// DELETE or a key UPDATE of one row change rows of another table. Those
+// rows are in no rule's fence, are not counted against max_rows (the
+// command tag and RETURNING count the target's rows only) and may be in
+// a table the bound never names: an agent allowed to delete one account
+// deleted its 100 ledger rows and cleared 10 notes, on the compiled path,
+// as "1 row affected" (DESIGN.md invariant 5). The Pilot now refers such
+// a write: it cannot count or fence what the cascade reaches.
+func TestReview4CascadesAreRowsTheWriteReaches(t *testing.T) {
+	f := newFixture(t)
+	f.withSchema(t, `
+CREATE TABLE accounts (id int PRIMARY KEY, region text, label text);
+CREATE TABLE ledger (id int PRIMARY KEY, account_id int REFERENCES accounts (id) ON DELETE CASCADE ON UPDATE CASCADE, amount int);
+CREATE TABLE notes (id int PRIMARY KEY, account_id int REFERENCES accounts (id) ON DELETE SET NULL ON UPDATE SET NULL, body text);
+CREATE TABLE plain (id int PRIMARY KEY, region text);
+CREATE TABLE plain_ref (id int PRIMARY KEY, plain_id int REFERENCES plain (id));
+CREATE TABLE accounts_kid () INHERITS (accounts);
+CREATE TABLE kid_ref (id int PRIMARY KEY, kid_id int);
+ALTER TABLE accounts_kid ADD PRIMARY KEY (id);
+ALTER TABLE kid_ref ADD FOREIGN KEY (kid_id) REFERENCES accounts_kid (id) ON DELETE CASCADE;
+INSERT INTO accounts VALUES (1, 'EU', 'a'), (2, 'EU', 'b'), (3, 'US', 'c'), (4, 'EU', 'd');
+INSERT INTO ledger SELECT g, 1 + g % 3, g FROM generate_series(1, 300) g;
+INSERT INTO notes SELECT g, 1 + g % 3, 'n' FROM generate_series(1, 30) g;
+INSERT INTO plain VALUES (1, 'EU'), (2, 'EU');
+INSERT INTO accounts_kid VALUES (50, 'EU', 'k');
+INSERT INTO kid_ref VALUES (1, 50);`)
+	f.addBound(t, "accounts", []byte(`sentence: tidy EU accounts
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.accounts
+    columns: [id, region, label]
+    fence: region = 'EU'
+    max_rows: 10
+  - op: delete
+    table: public.accounts
+    fence: region = 'EU'
+    max_rows: 1
+  - op: update
+    table: public.accounts
+    columns: [id, label]
+    fence: region = 'EU'
+    max_rows: 1
+  - op: select
+    table: public.plain
+    columns: [id, region]
+    max_rows: 10
+  - op: delete
+    table: public.plain
+    max_rows: 1
+`))
+	ledger, notes := f.count(t, "SELECT count(*) FROM ledger"), f.count(t, "SELECT count(*) FROM notes WHERE account_id IS NOT NULL")
+	for _, sql := range []string{
+		"DELETE FROM accounts WHERE id = 1",
+		"DELETE FROM accounts WHERE id = 2 RETURNING id",
+		"UPDATE accounts SET id = 100 WHERE id = 2",
+		// A row of a child table goes with a DELETE of the parent.
+		"DELETE FROM accounts WHERE id = 50",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Refused || !strings.Contains(fmt.Sprint(res.Reasons), "foreign key") {
+			t.Errorf("%s: %s %s %v rows=%d, want it referred: a foreign key's action changes rows no rule counts", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
+		}
+	}
+	if n := f.count(t, "SELECT count(*) FROM ledger"); n != ledger {
+		t.Errorf("the cascade deleted %d ledger rows, which no rule names", ledger-n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM notes WHERE account_id IS NOT NULL"); n != notes {
+		t.Errorf("the cascade cleared %d notes, which no rule names", notes-n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM kid_ref"); n != 1 {
+		t.Errorf("the cascade from a child table deleted kid_ref rows: %d left", n)
+	}
+	// What no action reaches beyond the target still runs: a column no
+	// foreign key references, and a table referenced without an action.
+	for _, sql := range []string{
+		"UPDATE accounts SET label = 'x' WHERE id = 4",
+		"DELETE FROM ONLY plain WHERE id = 2",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+			t.Errorf("%s: %s %s %v rows=%d, want it executed", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
+		}
+	}
+}
