@@ -129,3 +129,27 @@ allow:
 		}
 	}
 }
+
+// TestReview4NaturalJoinLeak: end to end, the count of a NATURAL JOIN of a
+// fenced table with a subquery naming one of its unlisted columns told the
+// agent that column's value (sqlcheck TestReview4NaturalJoinReadsSubqueryColumns
+// has the cases); the Pilot's own check now refers it.
+func TestReview4NaturalJoinLeak(t *testing.T) {
+	f := newFixture(t)
+	var at string
+	if err := f.pilotConn(t).QueryRow(t.Context(), "SELECT updated_at::text FROM customers WHERE id = 2").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		fmt.Sprintf("SELECT count(*) FROM customers NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x", at),
+		fmt.Sprintf("UPDATE customers SET name = name FROM customers c NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x WHERE customers.id = c.id", at),
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck {
+			t.Errorf("%s: %s %s rows=%v, want it referred: customers.updated_at is in no rule", sql, res.Outcome, res.Code, res.Rows)
+		}
+	}
+}

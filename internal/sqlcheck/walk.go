@@ -782,11 +782,18 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 			w.columnRef([]string{u}, &scope{items: both})
 		}
 		if j.IsNatural {
-			// NATURAL joins compare every column of the same name.
+			// NATURAL joins compare every column of the same name, that of
+			// a table and that of a subquery, CTE or join alias alike.
 			seen := map[string]int{}
 			for _, it := range both {
+				names := it.cols
 				if it.table != nil {
-					for _, c := range it.table.ColumnNames() {
+					names = it.table.ColumnNames()
+				}
+				mine := map[string]bool{}
+				for _, c := range names {
+					if !mine[c] {
+						mine[c] = true
 						seen[c]++
 					}
 				}
