@@ -153,3 +153,18 @@ func TestReview4NaturalJoinLeak(t *testing.T) {
 		}
 	}
 }
+
+// TestReview4JoinAliasColumnsLeak: end to end, a join's column alias list
+// renamed customers.email to region, and the agent of fix-name-typos read
+// every EU customer's email (sqlcheck TestReview4JoinAliasColumnList).
+func TestReview4JoinAliasColumnsLeak(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml",
+		"SELECT j.region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j (id, name, region, x) WHERE j.id < 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Refused || strings.Contains(fmt.Sprint(res.Rows), "@") {
+		t.Errorf("%s %s %v: the agent reads customers.email, which no rule lists", res.Outcome, res.Code, res.Rows)
+	}
+}

@@ -56,3 +56,38 @@ CREATE TABLE public.orders (id bigint NOT NULL, customer_id bigint, status text,
 		}
 	}
 }
+
+// TestReview4JoinAliasColumnList: a column alias list on a join renames
+// its columns in order, (customers c CROSS JOIN s) AS j (id, name, region)
+// makes j.region customers' third column, email; the walker ignored the
+// list and credited j.region to customers.region, so a delegation listing
+// id, name and region read every email through its fence view (found in
+// review, end to end). A join's column aliases now refer, as a table's do.
+func TestReview4JoinAliasColumnList(t *testing.T) {
+	cat, err := sqlcheck.ParseSchemaDDL(`
+CREATE TABLE public.customers (id bigint NOT NULL, name text, email text, region text);
+CREATE TABLE public.orders (id bigint NOT NULL, customer_id bigint, status text);`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []sqlcheck.Rule{
+		{Index: 0, Op: sqlcheck.OpSelect, Table: sqlcheck.TableName{Schema: "public", Name: "customers"}, Columns: []string{"id", "name", "region"}},
+		{Index: 1, Op: sqlcheck.OpSelect, Table: sqlcheck.TableName{Schema: "public", Name: "orders"}, Columns: []string{"customer_id", "id", "status"}},
+		{Index: 2, Op: sqlcheck.OpUpdate, Table: sqlcheck.TableName{Schema: "public", Name: "orders"}, Columns: []string{"status"}},
+	}
+	c := &sqlcheck.Checker{Catalog: cat}
+	for _, sql := range []string{
+		"SELECT j.region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j (id, name, region, x)",
+		"SELECT region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j (id, name, region, x)",
+		"SELECT j.status FROM (customers c JOIN orders o ON o.customer_id = c.id) AS j (a, b, status)",
+		"UPDATE orders SET status = j.region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j (id, name, region) WHERE orders.customer_id = j.id",
+	} {
+		d := c.Check(sql, rules)
+		if d.Outcome != sqlcheck.Refer {
+			t.Errorf("%s: %s %v, want it referred: the join's column aliases rename columns the check credited by their old names", sql, d.Outcome, d.ReasonStrings())
+		}
+	}
+	if d := c.Check("SELECT j.region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j", rules); d.Outcome != sqlcheck.Conforms {
+		t.Errorf("a join alias without a column list: %s %v", d.Outcome, d.ReasonStrings())
+	}
+}
