@@ -133,8 +133,8 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	// and pushes below it only leakproof operators (an index on id = 3
 	// still serves). The reference keeps its name as the alias, so the
 	// agent's column references resolve unchanged.
-	useView := func(rv *pg.RangeVar, t sqlcheck.TableName, expr string) error {
-		v, err := o.cache.view(expr, t, rv.Inh, cat)
+	useView := func(rv *pg.RangeVar, t sqlcheck.TableName, expr string, cols []string) error {
+		v, err := o.cache.view(expr, t, rv.Inh, cols, cat)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,10 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if ref.RangeVar == nil {
 			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
 		}
-		if err := useView(ref.RangeVar, ref.Table, r.Fence); err != nil {
+		// A read sees only the rule's columns, as an unfenced table's
+		// subquery does: a column the check credited to another name (a
+		// flaw in its attribution) is not there to be read.
+		if err := useView(ref.RangeVar, ref.Table, r.Fence, r.Columns); err != nil {
 			return nil, err
 		}
 	}
@@ -248,7 +251,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 					}
 				}
 			}
-			if err := useView(rel, target, barrier); err != nil {
+			// The target keeps every column: its fence, check and SET
+			// name columns the select rule may not list.
+			if err := useView(rel, target, barrier, nil); err != nil {
 				return nil, err
 			}
 		}

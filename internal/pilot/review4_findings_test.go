@@ -168,3 +168,45 @@ func TestReview4JoinAliasColumnsLeak(t *testing.T) {
 		t.Errorf("%s %s %v: the agent reads customers.email, which no rule lists", res.Outcome, res.Code, res.Rows)
 	}
 }
+
+// TestReview4ReadViewsHoldTheRulesColumns: the two findings above were
+// flaws in the static check's column attribution, and each read a column
+// no rule lists through a fence view, which held every column of the
+// table. An unfenced table was already read as a subquery of its rule's
+// columns; a fenced table read through its view now is too, so such a
+// flaw finds nothing to read. The target of an UPDATE or DELETE keeps
+// every column: its fence, check and SET may name columns the select rule
+// does not list.
+func TestReview4ReadViewsHoldTheRulesColumns(t *testing.T) {
+	f := newFixture(t)
+	view := func(g *pilot.Guarded, alias string) string {
+		for _, v := range g.Views {
+			if strings.Contains(g.SQL, v.Name+" "+alias) {
+				return v.Create
+			}
+		}
+		t.Fatalf("no view for %s in %s", alias, g.SQL)
+		return ""
+	}
+	g := guarded(t, f, "fix-name-typos.yaml", "SELECT c.name FROM customers c WHERE c.id = 3")
+	if v := view(g, "c"); strings.Contains(v, "email") || strings.Contains(v, "updated_at") || !strings.Contains(v, "region") {
+		t.Errorf("the read view holds columns the rule does not list: %s", v)
+	}
+	g = guarded(t, f, "fix-name-typos.yaml", "UPDATE customers SET name = 'x' FROM customers c WHERE customers.id = c.id AND c.id = 3")
+	if v := view(g, "customers"); !strings.Contains(v, "email") || !strings.Contains(v, "updated_at") {
+		t.Errorf("the write target's view lacks the table's columns: %s", v)
+	}
+	if v := view(g, "c"); strings.Contains(v, "email") {
+		t.Errorf("the view of a read beside a write holds columns the rule does not list: %s", v)
+	}
+	// And it still runs: the join alias of TestReview4JoinAliasColumnsLeak,
+	// without its column list, reads what the rule lists.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml",
+		"SELECT j.region, j.name FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j WHERE j.id < 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || len(res.Rows) != 2 {
+		t.Errorf("%s %s %v", res.Outcome, res.Code, res.Reasons)
+	}
+}
