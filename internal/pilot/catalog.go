@@ -28,7 +28,9 @@ ORDER BY n.nspname, c.relname, a.attnum`
 // table under it (inheritance children and partitions, which a write of
 // the table reaches) whose action changes rows of another table: CASCADE,
 // SET NULL or SET DEFAULT, on delete, and on update with the referenced
-// columns.
+// columns; and whether such an ON DELETE action is declared on a
+// partition under it (not cloned from one on the table: a row a
+// cross-partition UPDATE moves is deleted from its partition).
 const cascadeQuery = `
 WITH RECURSIVE under (top, rel) AS (
     SELECT c.oid, c.oid FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'p')
@@ -37,10 +39,12 @@ WITH RECURSIVE under (top, rel) AS (
 )
 SELECT n.nspname, c.relname,
        bool_or(k.confdeltype IN ('c', 'n', 'd')),
-       coalesce(array_agg(DISTINCT a.attname::text) FILTER (WHERE k.confupdtype IN ('c', 'n', 'd') AND a.attname IS NOT NULL), '{}')
+       coalesce(array_agg(DISTINCT a.attname::text) FILTER (WHERE k.confupdtype IN ('c', 'n', 'd') AND a.attname IS NOT NULL), '{}'),
+       bool_or(u.rel <> u.top AND r.relispartition AND k.conparentid = 0 AND k.confdeltype IN ('c', 'n', 'd'))
 FROM under u
 JOIN pg_catalog.pg_constraint k ON k.contype = 'f' AND k.confrelid = u.rel
 JOIN pg_catalog.pg_class c ON c.oid = u.top
+JOIN pg_catalog.pg_class r ON r.oid = u.rel
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey)
 WHERE k.confdeltype IN ('c', 'n', 'd') OR k.confupdtype IN ('c', 'n', 'd')
@@ -88,13 +92,13 @@ func LoadCatalog(ctx context.Context, q Querier, searchPath []string) (*sqlcheck
 	defer rows.Close()
 	for rows.Next() {
 		var schema, rel string
-		var del bool
+		var del, move bool
 		var upd []string
-		if err := rows.Scan(&schema, &rel, &del, &upd); err != nil {
+		if err := rows.Scan(&schema, &rel, &del, &upd, &move); err != nil {
 			return nil, fmt.Errorf("pilot: load catalog: foreign keys: %w", err)
 		}
 		if i, ok := idx[sqlcheck.TableName{Schema: schema, Name: rel}]; ok {
-			tables[i].DeleteCascades, tables[i].UpdateCascades = del, upd
+			tables[i].DeleteCascades, tables[i].UpdateCascades, tables[i].MoveCascades = del, upd, move
 		}
 	}
 	if err := rows.Err(); err != nil {

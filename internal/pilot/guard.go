@@ -360,6 +360,9 @@ func refuseCascades(f *sqlcheck.Facts, cat *sqlcheck.Catalog) error {
 	if f.Kind == sqlcheck.OpDelete && tbl.DeleteCascades {
 		return fmt.Errorf("%w: a foreign key's ON DELETE action on %s changes rows of another table, which no rule counts", ErrGuard, tbl.Name)
 	}
+	if f.Kind == sqlcheck.OpUpdate && tbl.MoveCascades {
+		return fmt.Errorf("%w: a foreign key's ON DELETE action on a partition of %s changes rows of another table when an UPDATE moves a row out of it, which no rule counts", ErrGuard, tbl.Name)
+	}
 	if f.Kind == sqlcheck.OpUpdate {
 		for _, c := range f.Written {
 			if slices.Contains(tbl.UpdateCascades, c) {

@@ -61,7 +61,18 @@ INSERT INTO ledger SELECT g, 1 + g % 3, g FROM generate_series(1, 300) g;
 INSERT INTO notes SELECT g, 1 + g % 3, 'n' FROM generate_series(1, 30) g;
 INSERT INTO plain VALUES (1, 'EU'), (2, 'EU');
 INSERT INTO accounts_kid VALUES (50, 'EU', 'k');
-INSERT INTO kid_ref VALUES (1, 50);`)
+INSERT INTO kid_ref VALUES (1, 50);
+CREATE TABLE parts (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('EU');
+CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('US');
+CREATE TABLE leaf_ref (id int PRIMARY KEY, pid int, preg text, FOREIGN KEY (pid, preg) REFERENCES parts_eu (id, region) ON DELETE CASCADE);
+CREATE TABLE roots (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE roots_eu PARTITION OF roots FOR VALUES IN ('EU');
+CREATE TABLE root_ref (id int PRIMARY KEY, rid int, rreg text, FOREIGN KEY (rid, rreg) REFERENCES roots (id, region) ON DELETE CASCADE);
+INSERT INTO parts VALUES (1, 'EU', 'a');
+INSERT INTO leaf_ref VALUES (1, 1, 'EU');
+INSERT INTO roots VALUES (1, 'EU', 'a');
+INSERT INTO root_ref VALUES (1, 1, 'EU');`)
 	f.addBound(t, "accounts", []byte(`sentence: tidy EU accounts
 grantee: agent:demo
 target: shop
@@ -88,6 +99,25 @@ allow:
   - op: delete
     table: public.plain
     max_rows: 1
+  - op: select
+    table: public.parts
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.parts
+    columns: [region, v]
+    max_rows: 1
+  - op: select
+    table: public.roots
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.roots
+    columns: [v]
+    max_rows: 1
+  - op: delete
+    table: public.roots
+    max_rows: 1
 `))
 	ledger, notes := f.count(t, "SELECT count(*) FROM ledger"), f.count(t, "SELECT count(*) FROM notes WHERE account_id IS NOT NULL")
 	for _, sql := range []string{
@@ -96,6 +126,10 @@ allow:
 		"UPDATE accounts SET id = 100 WHERE id = 2",
 		// A row of a child table goes with a DELETE of the parent.
 		"DELETE FROM accounts WHERE id = 50",
+		// A row moved to another partition is deleted from its own, whose
+		// foreign key cascades.
+		"UPDATE parts SET region = 'US' WHERE id = 1",
+		"DELETE FROM roots WHERE id = 1",
 	} {
 		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
 		if err != nil {
@@ -114,11 +148,16 @@ allow:
 	if n := f.count(t, "SELECT count(*) FROM kid_ref"); n != 1 {
 		t.Errorf("the cascade from a child table deleted kid_ref rows: %d left", n)
 	}
+	if n := f.count(t, "SELECT count(*) FROM leaf_ref") + f.count(t, "SELECT count(*) FROM root_ref"); n != 2 {
+		t.Errorf("a cascade from a partition deleted rows: %d of 2 left", n)
+	}
 	// What no action reaches beyond the target still runs: a column no
 	// foreign key references, and a table referenced without an action.
 	for _, sql := range []string{
 		"UPDATE accounts SET label = 'x' WHERE id = 4",
 		"DELETE FROM ONLY plain WHERE id = 2",
+		// A partitioned table referenced as a whole: an UPDATE is one.
+		"UPDATE roots SET v = 'b' WHERE id = 1",
 	} {
 		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
 		if err != nil {

@@ -36,9 +36,13 @@ type Table struct {
 	// do to rows of other tables, known only when the catalog was read
 	// from a live database: a DELETE of a row runs an ON DELETE CASCADE,
 	// SET NULL or SET DEFAULT action, and an UPDATE of one of
-	// UpdateCascades runs such an ON UPDATE action.
+	// UpdateCascades runs such an ON UPDATE action. MoveCascades is set
+	// when such an ON DELETE action is declared on a partition under the
+	// table, not on the table itself: an UPDATE that moves a row to another
+	// partition deletes it from its own.
 	DeleteCascades bool     `json:"delete_cascades,omitempty"`
 	UpdateCascades []string `json:"update_cascades,omitempty"`
+	MoveCascades   bool     `json:"move_cascades,omitempty"`
 
 	index map[string]int
 }
