@@ -116,8 +116,9 @@ func (ev *Evaluator) eval(n *pg.Node, r Row) (any, error) {
 		tn := typeName(x.TypeCast.TypeName)
 		v, err = castTo(v, kindOf(tn))
 		if t, ok := v.(time.Time); ok && err == nil && tn == "date" {
-			// A date is the day in the session's time zone; the gates
-			// take UTC, as a server with the default TimeZone does.
+			// A date is the day in the session's time zone, which the
+			// Pilot pins to UTC (internal/pilot pinSelect): the gates
+			// take the same.
 			y, m, d := t.UTC().Date()
 			v = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 		}

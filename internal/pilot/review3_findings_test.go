@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -90,6 +91,56 @@ allow:
 		}
 		if res.Outcome != pilot.Refused || !strings.Contains(fmt.Sprint(res.Reasons), "whole-row reference") {
 			t.Errorf("%s: %s %v %v %v rows=%d, want it refused: a whole-row reference reads a column no rule lists", sql, res.Outcome, res.Reasons, res.Columns, res.Rows, res.RowsAffected)
+		}
+	}
+}
+
+// TestPinnedTextSettings: the settings that decide a value's text
+// (TimeZone, DateStyle, IntervalStyle, bytea_output, extra_float_digits)
+// were the target's or the role's defaults, so a statement converting a
+// time to text answered in another zone and style than the wire front
+// announces (UTC, ISO), and a fence over such text meant one thing on one
+// target and another elsewhere. The Pilot pins them.
+func TestPinnedTextSettings(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "read-customers", []byte(`sentence: read customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, updated_at]
+    max_rows: 10
+`))
+	conn := f.pilotConn(t)
+	var db string
+	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"TimeZone = 'America/New_York'", "DateStyle = 'SQL, DMY'", "IntervalStyle = 'sql_standard'"} {
+		if _, err := conn.Exec(t.Context(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET `+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Pilot whose connections open after the change.
+	p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sql := "SELECT id, updated_at::text AS t, (updated_at - updated_at + interval '1 day 2 hours')::text AS i FROM customers WHERE id = 1"
+	for range 2 { // the literal path, then the remembered template
+		res, err := p.Execute(t.Context(), f.request(t, "read-customers", sql))
+		if err != nil || res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		ts, _ := res.Rows[0]["t"].(string)
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\+00$`).MatchString(ts) {
+			t.Errorf("updated_at::text = %q, want ISO in UTC", ts)
+		}
+		if iv := res.Rows[0]["i"]; iv != "1 day 02:00:00" {
+			t.Errorf("interval::text = %q, want the postgres style", iv)
 		}
 	}
 }

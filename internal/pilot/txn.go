@@ -53,7 +53,7 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if err == nil {
-		dst := []any{nil, nil, nil, nil}
+		dst := make([]any, pinColumns)
 		if withID {
 			dst = append(dst, &t.id)
 		}
@@ -85,11 +85,22 @@ const (
 
 // pinSelect sets the pinned settings ($1 search path, $2 statement and $3
 // lock timeouts): for the transaction (set_config(..., true) is SET LOCAL),
-// or for the session.
+// or for the session. Those that decide what a value's text is (TimeZone,
+// DateStyle, IntervalStyle, bytea_output, extra_float_digits) are the
+// ones the wire front announces, whatever the target's or the role's
+// defaults: a fence or a statement that converts a time to text or a date
+// means the same on every target, and over the wire the same as the
+// client was told.
 func pinSelect(local bool) string {
 	return fmt.Sprintf(`SELECT set_config('search_path', $1, %[1]t), set_config('statement_timeout', $2, %[1]t),
-		set_config('lock_timeout', $3, %[1]t), set_config('standard_conforming_strings', 'on', %[1]t)`, local)
+		set_config('lock_timeout', $3, %[1]t), set_config('standard_conforming_strings', 'on', %[1]t),
+		set_config('TimeZone', 'UTC', %[1]t), set_config('DateStyle', 'ISO, MDY', %[1]t),
+		set_config('IntervalStyle', 'postgres', %[1]t), set_config('bytea_output', 'hex', %[1]t),
+		set_config('extra_float_digits', '1', %[1]t)`, local)
 }
+
+// pinColumns is how many columns pinSelect returns.
+const pinColumns = 9
 
 var pinSelectBody = pinSelect(true)
 
