@@ -249,3 +249,18 @@ func TestReview4ReadViewsHoldTheRulesColumns(t *testing.T) {
 		t.Errorf("%s %s %v", res.Outcome, res.Code, res.Reasons)
 	}
 }
+
+// TestReview4TemplateMinInt4: -2147483648 is an int4 constant to
+// PostgreSQL; the template bound it as bigint, so the template ran a
+// statement the literal one is not (sqlcheck TestReview4MinInt4IsAnInteger).
+// The template and the literal statement now answer alike: both refuse.
+func TestReview4TemplateMinInt4(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", "SELECT id, -2147483648 - 1 AS v FROM orders WHERE id = 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Refused || res.Code != pilot.RefusedDatabase {
+		t.Errorf("%s %s %v (ran %s %v), want the target's integer out of range, as for the literal statement", res.Outcome, res.Code, res.Rows, res.ExecutedSQL, res.ExecutedArgs)
+	}
+}

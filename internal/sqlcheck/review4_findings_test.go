@@ -91,3 +91,31 @@ CREATE TABLE public.orders (id bigint NOT NULL, customer_id bigint, status text)
 		t.Errorf("a join alias without a column list: %s %v", d.Outcome, d.ReasonStrings())
 	}
 }
+
+// TestReview4MinInt4IsAnInteger: PostgreSQL reads -2147483648 as the
+// float token 2147483648 negated, and types the constant int4 because it
+// fits (make_const), not int8; the shape called it int8, so the Pilot's
+// template bound $1::bigint and ran "-2147483648 - 1" as -2147483649
+// where the statement it checked fails with integer out of range (a
+// statement other than the one checked; DESIGN.md invariant 4).
+func TestReview4MinInt4IsAnInteger(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT -2147483648 - 1 FROM orders",
+		"UPDATE orders SET id = - 2147483648 WHERE id = 1",
+	} {
+		s, ok := sqlcheck.ShapeOf(sql, sqlcheck.Limits{})
+		if !ok {
+			t.Fatalf("%s: no shape", sql)
+		}
+		for _, c := range s.Consts {
+			if c.Value == "-2147483648" && c.Kind != sqlcheck.ConstInt4 {
+				t.Errorf("%s: -2147483648 is kind %d, want int4, as PostgreSQL types it", sql, c.Kind)
+			}
+		}
+	}
+	// Past int4, it is int8 as before.
+	s, ok := sqlcheck.ShapeOf("SELECT -2147483649 FROM orders", sqlcheck.Limits{})
+	if !ok || s.Consts[0].Kind != sqlcheck.ConstInt8 {
+		t.Errorf("-2147483649: %+v", s)
+	}
+}
