@@ -465,6 +465,11 @@ func compileRule(rs RuleSpec, field string, cat *sqlcheck.Catalog, prob, lint fu
 		} else {
 			r.Fence = e.Canonical
 			fenceCols = e.Columns
+			if op == sqlcheck.OpSelect && mayRaise(e.Node) {
+				lint(field+".fence", "the fence can fail on some values (a cast, arithmetic or a function of a column): "+
+					"it is evaluated on rows outside it too, so one such row makes every read of %s fail, and tells the grantee it exists; "+
+					"compare columns with constants", t.Name)
+			}
 		}
 	}
 	if rs.Check != "" {

@@ -158,7 +158,10 @@ func (g *Gateway) AddDelegation(ctx context.Context, yaml, signature []byte, sou
 	if !ok {
 		return nil, nil, &DelegationError{Problems: []string{fmt.Sprintf("unknown target %q", dy.Target)}}
 	}
-	b, rep := bound.Compile(dy, p.Catalog(), bound.Options{Now: g.cfg.Clock})
+	// Without the planner's row estimates: anyone who reaches the API may
+	// upload, and a refusal carries the report, whose lints would quote
+	// how many rows a table holds (invariant 10).
+	b, rep := bound.Compile(dy, p.Catalog().WithoutEstimates(), bound.Options{Now: g.cfg.Clock})
 	if !rep.Signable {
 		var probs []string
 		for _, pr := range rep.Problems {

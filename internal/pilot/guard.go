@@ -65,8 +65,10 @@ var ErrGuard = errors.New("cannot build guards")
 //
 //   - every FROM/JOIN/USING reference to a fenced table, anywhere in the
 //     tree, is replaced by the Pilot's security-barrier view of its
-//     select-rule fence (views.go), aliased as the reference was, so
-//     nothing the agent wrote is evaluated on a row outside the read fence;
+//     select-rule fence (views.go), read as a subquery of the rule's
+//     columns and aliased as the reference was, so nothing the agent wrote
+//     is evaluated on a row outside the read fence, and no column the rule
+//     does not list is in what it reads;
 //   - the target of an UPDATE or DELETE goes through the view of its read
 //     fence (or, when the statement reads nothing of it, of its write
 //     fence), and the write fence is a guard that raises on any row the
@@ -133,8 +135,8 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	// and pushes below it only leakproof operators (an index on id = 3
 	// still serves). The reference keeps its name as the alias, so the
 	// agent's column references resolve unchanged.
-	useView := func(rv *pg.RangeVar, t sqlcheck.TableName, expr string, cols []string) error {
-		v, err := o.cache.view(expr, t, rv.Inh, cols, cat)
+	useView := func(rv *pg.RangeVar, t sqlcheck.TableName, expr string) error {
+		v, err := o.cache.view(expr, t, rv.Inh, cat)
 		if err != nil {
 			return err
 		}
@@ -162,19 +164,24 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 			// column added since the catalog was read is in no rule: it
 			// must not be in what they expand to (invariant 10).
 			if ref.Item != nil && ref.RangeVar != nil {
-				if err := deriveColumns(ref, r, cat); err != nil {
+				if err := deriveColumns(ref, r, cat, nil); err != nil {
 					return nil, err
 				}
 			}
 			continue
 		}
-		if ref.RangeVar == nil {
+		if ref.RangeVar == nil || ref.Item == nil {
 			return nil, fmt.Errorf("%w: cannot fence a reference to %s", ErrGuard, ref.Table)
 		}
-		// A read sees only the rule's columns, as an unfenced table's
-		// subquery does: a column the check credited to another name (a
-		// flaw in its attribution) is not there to be read.
-		if err := useView(ref.RangeVar, ref.Table, r.Fence, r.Columns); err != nil {
+		if err := useView(ref.RangeVar, ref.Table, r.Fence); err != nil {
+			return nil, err
+		}
+		// And the view, which holds every column of the table, is read as
+		// a subquery of the rule's columns: a whole-row reference the
+		// check misread (found in review: c::text beside a function in
+		// FROM) still carries no column the rule does not list.
+		view := &pg.RangeVar{Schemaname: ViewSchema, Relname: ref.RangeVar.Relname, Inh: true, Relpersistence: "p"}
+		if err := deriveColumns(ref, r, cat, view); err != nil {
 			return nil, err
 		}
 	}
@@ -251,9 +258,7 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 					}
 				}
 			}
-			// The target keeps every column: its fence, check and SET
-			// name columns the select rule may not list.
-			if err := useView(rel, target, barrier, nil); err != nil {
+			if err := useView(rel, target, barrier); err != nil {
 				return nil, err
 			}
 		}
@@ -373,11 +378,12 @@ func refuseCascades(f *sqlcheck.Facts, cat *sqlcheck.Catalog) error {
 	return nil
 }
 
-// deriveColumns replaces the FROM item of ref, a table without a fence,
-// by (SELECT <the rule's columns, in the catalog's order> FROM table) AS
-// alias, so that what the statement reads of the table is fixed by the
-// catalog it was checked against.
-func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog) error {
+// deriveColumns replaces the FROM item of ref by (SELECT <the rule's
+// columns, in the catalog's order> FROM from) AS alias, where from is the
+// table itself (nil: a table without a fence) or its fence view, so that
+// what the statement reads of the table is fixed by the catalog it was
+// checked against and the rule it uses.
+func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog, from *pg.RangeVar) error {
 	tbl, ok := cat.Table(ref.Table)
 	if !ok {
 		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, ref.Table)
@@ -405,9 +411,12 @@ func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog) 
 			alias = rv.Alias.Aliasname
 		}
 	}
+	if from == nil {
+		from = &pg.RangeVar{Schemaname: tbl.Name.Schema, Relname: tbl.Name.Name, Inh: rv.Inh, Relpersistence: "p"}
+	}
 	sel := &pg.SelectStmt{
 		TargetList:  columnTargets("", cols),
-		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Schemaname: tbl.Name.Schema, Relname: tbl.Name.Name, Inh: rv.Inh, Relpersistence: "p"}}}},
+		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: from}}},
 		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
 		Op:          pg.SetOperation_SETOP_NONE,
 	}

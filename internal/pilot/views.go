@@ -60,17 +60,12 @@ type viewKey struct {
 	table sqlcheck.TableName
 	expr  string
 	inh   bool
-	cols  string
 }
 
 // view returns the fence view of expr over table t (with its inheritance
-// children unless inh is false), of the columns cols (nil: every column
-// of the catalog), remembered per catalog.
-func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cols []string, cat *sqlcheck.Catalog) (FenceView, error) {
-	k := viewKey{cat, t, expr, inh, strings.Join(cols, "\x00")}
-	if cols == nil {
-		k.cols = "*"
-	}
+// children unless inh is false), remembered per catalog.
+func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cat *sqlcheck.Catalog) (FenceView, error) {
+	k := viewKey{cat, t, expr, inh}
 	if c != nil {
 		c.mu.Lock()
 		v, ok := c.views[k]
@@ -87,7 +82,7 @@ func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cols []str
 	if err != nil {
 		return FenceView{}, err
 	}
-	v, err := buildView(tbl, node, inh, cols)
+	v, err := buildView(tbl, node, inh)
 	if err != nil {
 		return FenceView{}, err
 	}
@@ -103,32 +98,18 @@ func (c *ExprCache) view(expr string, t sqlcheck.TableName, inh bool, cols []str
 }
 
 // buildView writes the view's definition from the tree: SELECT the
-// table's columns, as the Pilot's catalog lists them (only those of cols
-// when it is not nil), FROM the table WHERE the fence. The columns are
-// named, never *: a column added to the table after the catalog was read
-// is not in a view created later either, so no *, t.* or whole-row
-// reference through it reads a column the check never saw (invariant 10).
-// Its name hashes the definition and the table's columns as the catalog
-// has them, so a changed table gets a new view.
-func buildView(tbl *sqlcheck.Table, fence *pg.Node, inh bool, cols []string) (FenceView, error) {
-	shown := tbl.Columns
-	if cols != nil {
-		listed := make(map[string]bool, len(cols))
-		for _, c := range cols {
-			listed[c] = true
-		}
-		shown = nil
-		for _, c := range tbl.Columns {
-			if listed[c.Name] {
-				shown = append(shown, c)
-			}
-		}
-	}
-	if len(shown) == 0 {
-		return FenceView{}, fmt.Errorf("%w: table %s has no columns in the catalog that the rule lists", ErrGuard, tbl.Name)
+// table's columns, as the Pilot's catalog lists them, FROM the table WHERE
+// the fence. The columns are named, never *: a column added to the table
+// after the catalog was read is not in a view created later either, so no
+// *, t.* or whole-row reference through it reads a column the check never
+// saw (invariant 10). Its name hashes the definition and the table's
+// columns as the catalog has them, so a changed table gets a new view.
+func buildView(tbl *sqlcheck.Table, fence *pg.Node, inh bool) (FenceView, error) {
+	if len(tbl.Columns) == 0 {
+		return FenceView{}, fmt.Errorf("%w: table %s has no columns in the catalog", ErrGuard, tbl.Name)
 	}
 	sel := &pg.SelectStmt{
-		TargetList:  columnTargets("", shown),
+		TargetList:  columnTargets("", tbl.Columns),
 		FromClause:  []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Schemaname: tbl.Name.Schema, Relname: tbl.Name.Name, Inh: inh, Relpersistence: "p"}}}},
 		WhereClause: fence,
 		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,

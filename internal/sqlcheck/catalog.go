@@ -140,6 +140,19 @@ func (c *Catalog) Resolve(schema, name string) (*Table, bool) {
 	return nil, false
 }
 
+// WithoutEstimates is the catalog with every table's EstimatedRows
+// unknown (-1): the names and columns alone, for what is shown to someone
+// who may not learn how many rows a table holds.
+func (c *Catalog) WithoutEstimates() *Catalog {
+	out := &Catalog{tables: make(map[TableName]*Table, len(c.tables)), searchPath: c.searchPath}
+	for n, t := range c.tables {
+		cp := *t
+		cp.EstimatedRows = -1
+		out.tables[n] = &cp
+	}
+	return out
+}
+
 // IsReservedSchema reports whether no statement may ever reach a relation in
 // that schema: Harbormaster's own schema and the system catalogs.
 func IsReservedSchema(schema string) bool {

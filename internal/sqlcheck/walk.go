@@ -338,6 +338,19 @@ func (w *walker) selectStmt(s *pg.SelectStmt, outer *scope) []string {
 	return outputs
 }
 
+// uniqueNames is names without repeats, in order.
+func uniqueNames(names []string) []string {
+	var out []string
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func nameSet(names []string) map[string]bool {
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -782,20 +795,17 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 			w.columnRef([]string{u}, &scope{items: both})
 		}
 		if j.IsNatural {
-			// NATURAL joins compare every column of the same name, that of
-			// a table and that of a subquery, CTE or join alias alike.
+			// NATURAL joins compare every column of the same name, of
+			// tables and of subqueries, CTEs, VALUES and functions with
+			// column aliases alike (a subquery's email joins a table's).
 			seen := map[string]int{}
 			for _, it := range both {
-				names := it.cols
+				cols := it.cols
 				if it.table != nil {
-					names = it.table.ColumnNames()
+					cols = it.table.ColumnNames()
 				}
-				mine := map[string]bool{}
-				for _, c := range names {
-					if !mine[c] {
-						mine[c] = true
-						seen[c]++
-					}
+				for _, c := range uniqueNames(cols) {
+					seen[c]++
 				}
 			}
 			for c, k := range seen {
@@ -1068,6 +1078,17 @@ func (w *walker) lookupItem(qual []string, sc *scope) *rte {
 // Attribution errs toward more reads, never fewer: an ambiguity resolves to
 // every table the name could reach.
 func (w *walker) columnRef(names []string, sc *scope) {
+	if len(names) > 0 && systemColumns[names[len(names)-1]] {
+		col := names[len(names)-1]
+		// Where the catalog cannot name a relation's columns (a function
+		// in FROM), a system column would be counted as the function's,
+		// and PostgreSQL gives it to a table that is written as itself: its
+		// place in the heap and its transaction ids depend on rows and
+		// columns outside the bound (invariant 10). No catalog column has
+		// such a name; an output named like one refers too.
+		w.refer(CodeUnknownColumn, "%s is a system column, which no statement may read", QuoteIdent(col))
+		return
+	}
 	switch len(names) {
 	case 1:
 		col := names[0]
@@ -1097,6 +1118,13 @@ func (w *walker) columnRef(names []string, sc *scope) {
 						}
 					}
 				}
+				// And if no relation supplies it after all, PostgreSQL
+				// reads it as a whole-row reference to the relation of
+				// that name (c in SELECT c::text FROM customers c,
+				// generate_series(1, 1) g), which reads every column.
+				if it := w.lookupItem(names, sc); it != nil {
+					w.readAll(it)
+				}
 				return
 			}
 		}
@@ -1121,11 +1149,21 @@ func (w *walker) columnRef(names []string, sc *scope) {
 			w.refer(CodeUnknownColumn, "column %s.%s does not exist", QuoteIdent(qual[len(qual)-1]), QuoteIdent(col))
 			return
 		}
+		if !it.has(col) {
+			// Perhaps no column of it: then PostgreSQL reads rel.f as
+			// f(rel), a function of the whole row (j.to_jsonb of a join
+			// with a function in it reads every column of the join).
+			w.readAll(it)
+		}
 		w.readColumn(it, col)
 	default:
 		w.refer(CodeUnknownColumn, "column reference %s has too many parts", strings.Join(quoteAll(names), "."))
 	}
 }
+
+// systemColumns are PostgreSQL's system columns, which every table has
+// and no table may name a column of its own after.
+var systemColumns = map[string]bool{"ctid": true, "xmin": true, "xmax": true, "cmin": true, "cmax": true, "tableoid": true}
 
 func (w *walker) readColumn(it *rte, col string) {
 	if it.table != nil {
@@ -1195,6 +1233,9 @@ func (w *walker) windowDef(wd *pg.WindowDef, sc *scope, n *pg.Node) {
 	}
 	for _, o := range wd.OrderClause {
 		if sb := o.GetSortBy(); sb != nil {
+			if len(sb.UseOp) > 0 {
+				w.operator(sb.UseOp)
+			}
 			w.expr(sb.Node, sc)
 		} else {
 			w.expr(o, sc)
