@@ -13,7 +13,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
@@ -170,15 +172,33 @@ func runQueueList(e *env, args []string) int {
 
 func age(t time.Time) string { return "waiting " + time.Since(t).Round(time.Second).String() }
 
-// oneLine makes untrusted text safe to print on one terminal line.
+// oneLine makes untrusted text safe to print on one terminal line: C0
+// controls become spaces, and a character a terminal draws as nothing,
+// reads as a control (C1: U+009B is CSI) or that reorders the text around
+// it (bidi controls in a string literal can make the statement read
+// otherwise than it runs) is printed as its code point, as is a byte that
+// is not UTF-8.
 func oneLine(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "<0x%02X>", s[i])
+		case r < 0x20 || r == 0x7f:
+			b.WriteByte(' ')
+		case console.Hidden(r):
+			fmt.Fprintf(&b, "<U+%04X>", r)
+		default:
+			b.WriteString(s[i : i+size])
 		}
-		return r
-	}, s)
+		i += size
+	}
+	s = b.String()
 	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
 		s = s[:n] + "..."
 	}
 	return s
@@ -289,8 +309,12 @@ func printRequest(e *env, v *gateway.RequestView) {
 		fmt.Fprintf(w, "rehearsal: none (the statement could not be rehearsed; it can only be denied here)\n")
 		return
 	}
+	// Numbers as the report has them: read as floats, an integer past 2^53
+	// would print a value other than the one the approval's digest covers.
 	var rep pilot.Rehearsal
-	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(v.Rehearsal))
+	dec.UseNumber()
+	if err := dec.Decode(&rep); err != nil {
 		fmt.Fprintf(w, "rehearsal: unreadable: %v\n", err)
 		return
 	}

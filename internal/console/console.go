@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -348,7 +350,9 @@ var funcs = template.FuncMap{
 		switch x := v.(type) {
 		case json.RawMessage:
 			var anyv any
-			if json.Unmarshal(x, &anyv) != nil {
+			dec := json.NewDecoder(bytes.NewReader(x))
+			dec.UseNumber() // numbers as written, not as floats
+			if dec.Decode(&anyv) != nil {
 				return string(x)
 			}
 			b, _ = json.MarshalIndent(anyv, "", "  ")
@@ -358,7 +362,11 @@ var funcs = template.FuncMap{
 		return string(b)
 	},
 	"cell": cellText,
-	"join": strings.Join,
+	"vis":  visible,
+	// visline is vis for the canonical SQL, deparsed on one line: a
+	// newline or tab in it is inside a literal, so it is marked too.
+	"visline": func(s string) template.HTML { return marked(s, true) },
+	"join":    strings.Join,
 	"tier": func(t string) string {
 		if t == "B" {
 			return "Tier B surveyed"
@@ -399,6 +407,78 @@ func cellText(v any) string {
 		b, _ := json.Marshal(x)
 		return string(b)
 	}
+}
+
+// visible renders untrusted text for a person: escaped, and with every
+// character a browser draws as nothing or that reorders the text around
+// it shown as a marked code point (a bidi control in a string literal can
+// make the SQL an approver reads differ from the SQL that runs; a
+// zero-width character makes two values look equal), and so is each
+// combining mark past maxMarks in a row. Newline and tab stay as they
+// are; a byte that is not UTF-8 is shown as its hex value.
+func visible(s string) template.HTML { return marked(s, false) }
+
+// maxMarks is the combining marks in a row shown as they are: a longer
+// run is drawn stacked past its line, over the text around it.
+const maxMarks = 4
+
+// marked is visible, and marks newline and tab too when lines is set.
+func marked(s string, lines bool) template.HTML {
+	var b strings.Builder
+	start, marks := 0, 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unicode.In(r, unicode.Mn, unicode.Me) {
+			marks++
+		} else {
+			marks = 0
+		}
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(template.HTMLEscapeString(s[start:i]))
+			fmt.Fprintf(&b, `<span class="ctl">0x%02X</span>`, s[i])
+			start = i + n
+		case Hidden(r) || lines && (r == '\n' || r == '\t') || marks > maxMarks:
+			b.WriteString(template.HTMLEscapeString(s[start:i]))
+			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
+			start = i + n
+		}
+		i += n
+	}
+	b.WriteString(template.HTMLEscapeString(s[start:]))
+	return template.HTML(b.String())
+}
+
+// hiddenIn lists, once each, the hidden characters of s as code points.
+func hiddenIn(s string) []string {
+	var out []string
+	seen := map[rune]bool{}
+	for _, r := range s {
+		if Hidden(r) && !seen[r] {
+			seen[r] = true
+			out = append(out, fmt.Sprintf("U+%04X", r))
+		}
+	}
+	return out
+}
+
+// Hidden reports whether r is drawn as nothing or changes the direction
+// of the text around it: format characters (bidi controls, zero-width
+// characters, tags), control characters other than newline and tab, line
+// and paragraph separators, variation selectors and the Hangul fillers.
+// The console marks them, and so does the CLI's queue printer.
+func Hidden(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector):
+		return true
+	}
+	switch r {
+	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u034f', '\u180e':
+		return true
+	}
+	return false
 }
 
 func constantEqual(a, b string) bool {

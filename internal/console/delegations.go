@@ -269,6 +269,11 @@ type signPage struct {
 	Command   string
 	CanSign   bool
 	NotYours  string
+	// Hidden lists the hidden characters the canonical bytes hold (shown
+	// exactly, since they are copied and signed); Sentence is shown
+	// marked beside them.
+	Hidden   []string
+	Sentence string
 }
 
 func (c *Console) getSign(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -315,6 +320,7 @@ func (c *Console) report(s *Session, yaml string) signPage {
 	}
 	p.bound = b
 	p.Canonical = string(canon)
+	p.Hidden, p.Sentence = hiddenIn(p.Canonical), b.Sentence
 	p.Download = template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(canon))
 	p.Command = "ssh-keygen -Y sign -n harbormaster-delegation -f ~/.ssh/id_ed25519 delegation.json"
 	p.CanSign = true

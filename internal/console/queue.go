@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -43,9 +44,22 @@ func (c *Console) getQueue(w http.ResponseWriter, r *http.Request, s *Session) {
 	c.render(w, r, http.StatusOK, "queue", s, page{Title: "Queue", Nav: "queue", Data: q})
 }
 
-// diffRow is one row of a rehearsal's before/after table.
+// diffRow is one row of a rehearsal's before/after table. Side is "" for
+// a before image paired with its after image, "before" or "after" for an
+// image shown alone.
 type diffRow struct {
+	Side  string
 	Cells []diffCell
+}
+
+// Changed reports whether any value of a paired row changes.
+func (r diffRow) Changed() bool {
+	for _, c := range r.Cells {
+		if c.Changed {
+			return true
+		}
+	}
+	return false
 }
 
 type diffCell struct {
@@ -53,6 +67,9 @@ type diffCell struct {
 	Changed       bool
 	HasBefore     bool
 	HasAfter      bool
+	// BeforeNull and AfterNull mark SQL NULL, which must not read as
+	// the text 'NULL'.
+	BeforeNull, AfterNull bool
 }
 
 type diffTable struct {
@@ -63,8 +80,10 @@ type diffTable struct {
 	Truncated   bool
 }
 
-// diff pairs before and after images by id where both have one, else by
-// position, and marks the cells that change.
+// diff pairs before and after images by id where the id is on exactly one
+// image of each side, else by position where neither has an id, and marks
+// the cells that change. Every image is shown exactly once: one that
+// cannot be paired stands alone, marked as the side it is.
 func diff(rep *pilot.Rehearsal) *diffTable {
 	t := &diffTable{Kind: rep.Kind, RowsReached: rep.RowsReached, Truncated: rep.ImagesTruncated}
 	cols := map[string]bool{}
@@ -91,44 +110,57 @@ func diff(rep *pilot.Rehearsal) *diffTable {
 		}
 		return ""
 	}
+	nBefore, nAfter := map[string]int{}, map[string]int{}
+	for _, b := range rep.Before {
+		nBefore[key(b)]++
+	}
 	after := map[string]map[string]any{}
 	for _, a := range rep.After {
-		if k := key(a); k != "" {
-			after[k] = a
-		}
+		k := key(a)
+		nAfter[k]++
+		after[k] = a
 	}
-	used := map[string]bool{}
+	// byID: k names one image on each side (a table without a key may
+	// repeat an id; pairing those would hide an image behind another).
+	byID := func(k string) bool { return k != "" && nBefore[k] == 1 && nAfter[k] == 1 }
+	byPosition := func(i int) bool {
+		return i < len(rep.Before) && i < len(rep.After) && key(rep.Before[i]) == "" && key(rep.After[i]) == ""
+	}
 	pair := func(b, a map[string]any) {
 		var row diffRow
+		switch {
+		case a == nil:
+			row.Side = "before"
+		case b == nil:
+			row.Side = "after"
+		}
 		for _, col := range t.Columns {
 			var cell diffCell
 			if b != nil {
 				v, ok := b[col]
-				cell.Before, cell.HasBefore = cellText(v), ok
+				cell.Before, cell.HasBefore, cell.BeforeNull = cellText(v), ok, v == nil
 			}
 			if a != nil {
 				v, ok := a[col]
-				cell.After, cell.HasAfter = cellText(v), ok
+				cell.After, cell.HasAfter, cell.AfterNull = cellText(v), ok, v == nil
 			}
-			cell.Changed = b != nil && a != nil && cell.Before != cell.After
+			cell.Changed = b != nil && a != nil && (cell.Before != cell.After || cell.BeforeNull != cell.AfterNull)
 			row.Cells = append(row.Cells, cell)
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	for i, b := range rep.Before {
-		var a map[string]any
-		if k := key(b); k != "" {
-			a = after[k]
-			used[k] = a != nil
-		} else if i < len(rep.After) && key(rep.After[i]) == "" {
-			a = rep.After[i]
+		switch k := key(b); {
+		case byID(k):
+			pair(b, after[k])
+		case byPosition(i):
+			pair(b, rep.After[i])
+		default:
+			pair(b, nil)
 		}
-		pair(b, a)
 	}
 	for i, a := range rep.After {
-		if k := key(a); k != "" && used[k] {
-			continue
-		} else if k == "" && i < len(rep.Before) {
+		if byID(key(a)) || byPosition(i) {
 			continue
 		}
 		pair(nil, a)
@@ -174,8 +206,12 @@ func (c *Console) requestPage(r *http.Request, s *Session, id string) (*requestP
 		}
 	}
 	if len(p.V.Rehearsal) > 0 {
+		// Numbers as the report has them: read as floats, an integer past
+		// 2^53 would show a value other than the one the approval covers.
 		var rep pilot.Rehearsal
-		if err := json.Unmarshal(p.V.Rehearsal, &rep); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(p.V.Rehearsal))
+		dec.UseNumber()
+		if err := dec.Decode(&rep); err != nil {
 			p.RehearsalE = "The rehearsal report is unreadable."
 		} else {
 			p.Diff = diff(&rep)

@@ -48,9 +48,11 @@ func (g *Gateway) postWebhook(req *request) {
 		reasons = reasons[:500] + "..."
 	}
 	// Statement text and reasons are untrusted: sent as JSON strings, in a
-	// code block, never as markup of ours.
+	// code block, never as markup of ours. The reasons hold names the agent
+	// chose, so &, < and > are escaped as Slack asks: unescaped, Slack
+	// reads <url|label> as a disguised link and <!channel> as a mention.
 	text := fmt.Sprintf("Harbormaster: request %s from %s on %s is waiting for a human.\nReasons: %s\n```%s```",
-		req.ID, req.Principal, req.Target, reasons, strings.ReplaceAll(truncate(req.Canonical, 1000), "```", "'''"))
+		req.ID, req.Principal, req.Target, slackEscape(reasons), slackEscape(strings.ReplaceAll(truncate(req.Canonical, 1000), "```", "'''")))
 	body, _ := json.Marshal(map[string]any{"text": text, "request_id": req.ID, "principal": req.Principal, "target": req.Target})
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.cfg.Webhook, bytes.NewReader(body))
 	if err != nil {
@@ -68,6 +70,10 @@ func (g *Gateway) postWebhook(req *request) {
 		g.cfg.Logger.Warn("webhook failed", "request", req.ID, "status", resp.StatusCode)
 	}
 }
+
+// slackEscape escapes the three characters Slack's message text reads as
+// control characters.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 func truncate(s string, n int) string {
 	if len(s) > n {

@@ -3,6 +3,7 @@ package sqlcheck
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -34,7 +35,8 @@ type ConstKind uint8
 const (
 	// ConstInt4 is an integer literal within int4.
 	ConstInt4 ConstKind = iota + 1
-	// ConstInt8 is an integer literal past int4 within int8.
+	// ConstInt8 is an integer literal past int4 within int8 (-2147483648,
+	// which PostgreSQL reads as 2147483648 negated, is int4).
 	ConstInt8
 	// ConstNumeric is any other numeric literal (a decimal point, an
 	// exponent, or past int8).
@@ -195,7 +197,9 @@ func decodeConst(c *Const, tok pg.Token, text string) bool {
 		c.Literal = c.Value
 	case pg.Token_FCONST:
 		// The parser keeps an FCONST's text as written (a Float node), and
-		// PostgreSQL types it int8 when it is an integer within int8.
+		// PostgreSQL types it as an integer when it is one within int8:
+		// int4 when it fits (only -2147483648, 2147483648 negated, can),
+		// int8 otherwise.
 		if !plainDecimal(text) {
 			return false
 		}
@@ -203,9 +207,7 @@ func decodeConst(c *Const, tok pg.Token, text string) bool {
 		c.Literal = c.Value
 		c.Kind = ConstNumeric
 		if strings.Trim(text, "0123456789") == "" {
-			if _, err := strconv.ParseInt(c.Value, 10, 64); err == nil {
-				c.Kind = ConstInt8
-			}
+			c.Kind = integerKind(c.Value, c.Kind)
 		}
 	case pg.Token_SCONST:
 		v, ok := simpleString(text)
@@ -228,6 +230,20 @@ func decodeConst(c *Const, tok pg.Token, text string) bool {
 		return false
 	}
 	return true
+}
+
+// integerKind is the type PostgreSQL gives an integer written as a Float
+// node (make_const): int4 when it fits, int8 when it fits that, otherwise
+// orElse.
+func integerKind(v string, orElse ConstKind) ConstKind {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil:
+		return orElse
+	case n >= math.MinInt32 && n <= math.MaxInt32:
+		return ConstInt4
+	}
+	return ConstInt8
 }
 
 // lexConst reads the constant that starts at sql[i], with the token

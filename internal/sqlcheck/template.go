@@ -243,9 +243,7 @@ func kindOf(k *pg.A_Const) ConstKind {
 	case *pg.A_Const_Fval:
 		s := v.Fval.Fval
 		if strings.Trim(strings.TrimPrefix(s, "-"), "0123456789") == "" {
-			if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return ConstInt8
-			}
+			return integerKind(s, ConstNumeric)
 		}
 		return ConstNumeric
 	case *pg.A_Const_Sval:

@@ -823,6 +823,12 @@ func (w *walker) fromItem(n *pg.Node, sc *scope) []*rte {
 		// the FROM items before it in a comma list, which PostgreSQL hides
 		// here (a name they share resolves to an outer level instead).
 		w.expr(j.Quals, &scope{parent: sc.parent, items: both, ctes: sc.ctes})
+		if j.Alias != nil && len(j.Alias.Colnames) > 0 {
+			// They rename the join's columns in an order (merged columns
+			// first) the walker does not follow: a renamed column would be
+			// credited to the column whose name it took.
+			w.refer(CodeUnsupported, "column aliases on a join (%s) are not supported", QuoteIdent(j.Alias.Aliasname))
+		}
 		if j.Alias != nil && j.Alias.Aliasname != "" {
 			r := &rte{name: j.Alias.Aliasname, join: both}
 			for _, it := range both {
