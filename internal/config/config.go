@@ -25,6 +25,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/harbormaster-dev/harbormaster/internal/llm"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 )
 
@@ -790,12 +791,24 @@ func (c *Config) validateSurveyor(bad func(field, format string, args ...any)) {
 		bad("surveyor.jurors", "must be at least 3 (the floor is enforced)")
 	}
 	seenProv := map[string]bool{}
+	endpoints := map[string]string{}
 	for i, p := range c.Surveyor.Providers {
 		f := fmt.Sprintf("surveyor.providers[%d]", i)
 		if p.Name == "" || seenProv[p.Name] {
 			bad(f+".name", "required and unique")
 		}
 		seenProv[p.Name] = true
+		// Diversity is counted by provider: one endpoint and model under
+		// two names would make a correlated panel look diverse.
+		base := p.BaseURL
+		if base == "" {
+			base = map[string]string{"openai": llm.DefaultOpenAIBaseURL, "anthropic": llm.DefaultAnthropicBaseURL}[p.Kind]
+		}
+		key := p.Kind + " " + strings.TrimRight(strings.ToLower(base), "/") + " " + p.Model
+		if other, dup := endpoints[key]; dup {
+			bad(f, "the same endpoint and model as provider %q: one provider under two names would count twice towards the panel's diversity", other)
+		}
+		endpoints[key] = p.Name
 		validateProvider(f, p, bad)
 	}
 }
