@@ -560,6 +560,18 @@ func (c *Config) Validate(getenv func(string) string) error {
 	if c.Audit.Rate < 0 || c.Audit.Rate > 1 || c.Audit.CorrelatedRate < 0 || c.Audit.CorrelatedRate > 1 {
 		bad("audit.rate", "rates must be between 0 and 1")
 	}
+	// A correlated panel is sampled more than a diverse one (the Surveyor
+	// EDR): its rate must be above the deployment's, unless that is 1.
+	rate, corr := c.Audit.Rate, c.Audit.CorrelatedRate
+	if rate == 0 {
+		rate = 0.10
+	}
+	if corr == 0 {
+		corr = 0.5
+	}
+	if rate < 1 && corr <= rate {
+		bad("audit.correlated_rate", "must be above audit.rate (%g), got %g: a correlated panel is sampled more than a diverse one", rate, corr)
+	}
 	if c.Audit.Window < 0 || c.Audit.MaxWrong < 0 {
 		bad("audit.window", "window and max_wrong must not be negative")
 	}

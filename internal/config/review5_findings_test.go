@@ -26,3 +26,26 @@ func TestReview5ProvidersAreDistinctEndpoints(t *testing.T) {
 		t.Fatalf("two endpoints: %v", err)
 	}
 }
+
+// TestReview5CorrelatedPanelsAreSampledMore: the EDR raises a correlated
+// panel's audit sampling above the deployment's rate. A correlated_rate
+// at or below audit.rate (or a rate at or above the default correlated
+// rate, 0.5) was accepted and clamped to audit.rate, so a correlated panel
+// was sampled exactly like a diverse one. It is now refused.
+func TestReview5CorrelatedPanelsAreSampledMore(t *testing.T) {
+	for _, tc := range []struct {
+		rate, corr float64
+		ok         bool
+	}{
+		{0, 0, true}, {0.1, 0.5, true}, {1, 0, true}, {0.2, 0.9, true},
+		{0.2, 0.2, false}, {0.3, 0.1, false}, {0, 0.05, false}, {0.6, 0, false},
+	} {
+		c := Config{}.WithDefaults()
+		c.Audit.Rate, c.Audit.CorrelatedRate = tc.rate, tc.corr
+		err := c.Validate(func(string) string { return "" })
+		refused := err != nil && strings.Contains(err.Error(), "audit.correlated_rate")
+		if refused == tc.ok {
+			t.Errorf("rate %g correlated_rate %g: %v, want accepted %v", tc.rate, tc.corr, err, tc.ok)
+		}
+	}
+}
