@@ -275,7 +275,13 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 				w = and(w, caseWhen(proto.Clone(w).(*pg.Node), check, boolConst(false)))
 			}
 		}
-		*where = w
+		// The foreign keys the catalog had were refused above; one added
+		// since raises as the statement runs.
+		cg, err := cascadeGuard(a.Facts.Kind, target, a.Facts.Written)
+		if err != nil {
+			return nil, err
+		}
+		*where = and(w, cg)
 		g.Returning = len(*returning) > 0
 		if g.Returning {
 			g.MaxRows = returnedCap(g.MaxRows, readRule)

@@ -1,0 +1,96 @@
+package pilot_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+)
+
+// TestReview6CascadeAddedAfterTheCatalog: the Pilot refers a DELETE or a
+// key UPDATE that a foreign key's CASCADE, SET NULL or SET DEFAULT
+// answers, but it read those actions with its catalog, once. A foreign
+// key added by a migration after that (ON DELETE CASCADE from a new
+// table) was unknown to it: DELETE FROM orders WHERE id = 1 ran on the
+// compiled path as "1 row affected" and deleted the new table's rows with
+// it, in no fence and uncounted (DESIGN.md invariant 5). The guarded
+// statement now asks the target's catalog as it runs, on the literal path
+// and through a remembered template alike, and such a write refers.
+func TestReview6CascadeAddedAfterTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "orders-w", []byte(`sentence: fix and delete orders
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.orders
+    columns: [id, customer_id, status, total_cents, created_at, updated_at]
+    max_rows: 500
+  - op: update
+    table: public.orders
+    columns: [id, status]
+    max_rows: 5
+  - op: delete
+    table: public.orders
+    max_rows: 5
+`))
+	// Before the migration: both run, and a template is remembered.
+	for _, sql := range []string{
+		"DELETE FROM orders WHERE id = 100000",
+		"UPDATE orders SET status = status WHERE id = 2",
+		"UPDATE orders SET id = id WHERE id = 100000",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed {
+			t.Fatalf("%s: %s %v, want it executed: no foreign key action reaches orders yet", sql, res.Outcome, res.Reasons)
+		}
+	}
+	if _, err := f.pilotConn(t).Exec(t.Context(), `
+CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint REFERENCES orders (id) ON DELETE CASCADE ON UPDATE CASCADE);
+INSERT INTO order_notes VALUES (1, 1), (2, 1), (3, 2)`); err != nil {
+		t.Fatal(err)
+	}
+	before := f.pilot.Stats()
+	for _, sql := range []string{
+		"DELETE FROM orders WHERE id = 1",
+		"DELETE FROM orders WHERE id = 2",
+		"UPDATE orders SET id = 9001 WHERE id = 3",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck || !strings.Contains(fmt.Sprint(res.Reasons), "foreign key") {
+			t.Errorf("%s: %s %s %v affected %d, want it refused: a foreign key added since the Pilot read its catalog cascades", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
+		}
+	}
+	if st := f.pilot.Stats(); st.Templated-before.Templated != 3 {
+		t.Errorf("%d of the 3 refused writes ran through their remembered template, want all: the folded statement carries the guard too", st.Templated-before.Templated)
+	}
+	// The literal path (a rehearsal takes it) carries it as well.
+	reh, err := f.pilot.Rehearse(t.Context(), "DELETE FROM orders WHERE id = 1", f.bounds["orders-w"], f.auth("orders-w"), "agent:demo", marque.PathCompiled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reh.Outcome != pilot.Refused || reh.Code != pilot.RefusedCheck || reh.Reasons[0] != pilot.MessageCascade {
+		t.Errorf("a rehearsal of the delete: %s %s %v, want it refused for the foreign key", reh.Outcome, reh.Code, reh.Reasons)
+	}
+	if n := f.count(t, "SELECT count(*) FROM order_notes"); n != 3 {
+		t.Errorf("order_notes holds %d rows, want 3: a cascade the Pilot did not know of ran", n)
+	}
+	// A write the new key does not answer still runs: a column it does
+	// not reference.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", "UPDATE orders SET status = 'failed' WHERE id = 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+		t.Errorf("an update of status: %s %v %d, want it executed", res.Outcome, res.Reasons, res.RowsAffected)
+	}
+}
