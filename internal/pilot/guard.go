@@ -246,7 +246,7 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 			if del, ok := s.(*pg.Node_DeleteStmt); ok {
 				from = del.DeleteStmt.UsingClause
 			}
-			if err := pinTargetColumns(stmt.ProtoReflect(), returning, len(from) > 0, target, alias, cat); err != nil {
+			if err := pinTargetColumns(stmt.ProtoReflect(), returning, from, target, alias, cat); err != nil {
 				return nil, err
 			}
 		}
@@ -278,7 +278,13 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 				w = and(w, caseWhen(proto.Clone(w).(*pg.Node), check, boolConst(false)))
 			}
 		}
-		*where = w
+		// The foreign keys the catalog had were refused above; one added
+		// since raises as the statement runs.
+		cg, err := cascadeGuard(a.Facts.Kind, target, a.Facts.Written)
+		if err != nil {
+			return nil, err
+		}
+		*where = and(w, cg)
 		g.Returning = len(*returning) > 0
 		if g.Returning {
 			g.MaxRows = returnedCap(g.MaxRows, readRule)
@@ -303,7 +309,7 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 		// The target is the table itself, in scope in RETURNING only (ON
 		// CONFLICT DO UPDATE is refused by the static check).
-		if err := pinTargetColumns(nil, &ins.ReturningList, false, *a.Facts.Target, alias, cat); err != nil {
+		if err := pinTargetColumns(nil, &ins.ReturningList, nil, *a.Facts.Target, alias, cat); err != nil {
 			return nil, err
 		}
 		g.Returning = len(ins.ReturningList) > 0
@@ -436,13 +442,15 @@ func deriveColumns(ref sqlcheck.Reference, r bound.Rule, cat *sqlcheck.Catalog, 
 // the Pilot read its catalog is in no rule, so it must not be in what they
 // expand to (invariant 10). In the statement's own RETURNING list (*
 // returning), * and alias.* become the catalog's columns, qualified by
-// alias; a bare * beside FROM or USING items, which it would expand too,
-// and any other whole-row reference to the target under scope (the
+// alias; a bare * beside FROM or USING items (from) is followed by item.*
+// of each, which it expands too (each is the rule's columns already: a
+// subquery, or a function's own); and any other whole-row reference to
+// the target under scope (the
 // statement; nil for the RETURNING list alone) (alias.*
 // elsewhere, alias alone where the table has no such column, schema.table)
 // are refused. A name that only looks like one (an inner alias of the
 // same spelling) is refused too: failing closed costs a rewrite.
-func pinTargetColumns(scope protoreflect.Message, returning *[]*pg.Node, hasFrom bool, t sqlcheck.TableName, alias string, cat *sqlcheck.Catalog) error {
+func pinTargetColumns(scope protoreflect.Message, returning *[]*pg.Node, from []*pg.Node, t sqlcheck.TableName, alias string, cat *sqlcheck.Catalog) error {
 	tbl, ok := cat.Table(t)
 	if !ok {
 		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, t)
@@ -462,9 +470,18 @@ func pinTargetColumns(scope protoreflect.Message, returning *[]*pg.Node, hasFrom
 	for _, n := range *returning {
 		bare, qualified := star(n)
 		switch {
-		case bare && hasFrom:
-			return fmt.Errorf("%w: RETURNING * with FROM or USING: name the columns to return", ErrGuard)
-		case bare || qualified:
+		case bare:
+			out = append(out, columnTargets(alias, tbl.Columns)...)
+			for _, item := range from {
+				names, ok := fromItemNames(item)
+				if !ok {
+					return fmt.Errorf("%w: RETURNING * beside this FROM or USING item (a join with USING or NATURAL, or one without an alias): name the columns to return, or give the item an alias and return alias.*", ErrGuard)
+				}
+				for _, name := range names {
+					out = append(out, pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(name), {Node: &pg.Node_AStar{AStar: &pg.A_Star{}}}}, -1), -1))
+				}
+			}
+		case qualified:
 			out = append(out, columnTargets(alias, tbl.Columns)...)
 		default:
 			out = append(out, n)
@@ -501,6 +518,62 @@ func pinTargetColumns(scope protoreflect.Message, returning *[]*pg.Node, hasFrom
 		return fmt.Errorf("%w: %s is a whole-row reference to %s, which is written as the table itself: name its columns", ErrGuard, found, t)
 	}
 	return nil
+}
+
+// fromItemNames are the names whose .* list, in order, the columns a bare
+// * expands a FROM item to: its alias, a table's or a single function's
+// own name, a join's sides. false when none does so exactly: a join with
+// USING or NATURAL and no alias merges the columns it joins on, which its
+// sides' .* would repeat, and ROWS FROM (...) without an alias has no
+// name.
+func fromItemNames(n *pg.Node) ([]string, bool) {
+	switch it := n.GetNode().(type) {
+	case *pg.Node_RangeVar:
+		if it.RangeVar.Alias != nil && it.RangeVar.Alias.Aliasname != "" {
+			return []string{it.RangeVar.Alias.Aliasname}, true
+		}
+		return []string{it.RangeVar.Relname}, true
+	case *pg.Node_RangeSubselect:
+		if it.RangeSubselect.Alias != nil && it.RangeSubselect.Alias.Aliasname != "" {
+			return []string{it.RangeSubselect.Alias.Aliasname}, true
+		}
+	case *pg.Node_RangeFunction:
+		rf := it.RangeFunction
+		if rf.Alias != nil && rf.Alias.Aliasname != "" {
+			return []string{rf.Alias.Aliasname}, true
+		}
+		if rf.IsRowsfrom || len(rf.Functions) != 1 {
+			return nil, false
+		}
+		// PostgreSQL names an unaliased function item after the function.
+		items := rf.Functions[0].GetList().GetItems()
+		if len(items) == 0 {
+			return nil, false
+		}
+		fc := items[0].GetFuncCall()
+		if fc == nil || len(fc.Funcname) == 0 || fc.Funcname[len(fc.Funcname)-1].GetString_() == nil {
+			return nil, false
+		}
+		return []string{fc.Funcname[len(fc.Funcname)-1].GetString_().Sval}, true
+	case *pg.Node_JoinExpr:
+		j := it.JoinExpr
+		if j.Alias != nil && j.Alias.Aliasname != "" {
+			return []string{j.Alias.Aliasname}, true
+		}
+		if j.IsNatural || len(j.UsingClause) > 0 || j.JoinUsingAlias != nil {
+			return nil, false
+		}
+		l, ok := fromItemNames(j.Larg)
+		if !ok {
+			return nil, false
+		}
+		r, ok := fromItemNames(j.Rarg)
+		if !ok {
+			return nil, false
+		}
+		return append(l, r...), true
+	}
+	return nil, false
 }
 
 // readableFence is what the bound's select rules on table t let the

@@ -301,6 +301,10 @@ const (
 	MessageDatabase = "the target refused the statement: rolled back"
 	MessageTimeout  = "the statement ran past the target's statement or lock timeout: rolled back"
 	MessageDrift    = "the rows the statement reaches differ from its rehearsal: rolled back"
+	// MessageCascade is the refusal of a write that a foreign key's action
+	// answers, found as it ran (a key added since the Pilot read its
+	// catalog).
+	MessageCascade = "a foreign key's CASCADE, SET NULL or SET DEFAULT action answers this write and would change rows of another table, which no rule counts: rolled back (a human may approve it)"
 )
 
 func refused(code, format string, args ...any) *Result {
@@ -721,6 +725,8 @@ func statementRefusal(err error) (*Result, error) {
 	}
 	var r *Result
 	switch {
+	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, cascadeReason):
+		r = refused(RefusedCheck, MessageCascade)
 	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, "check"):
 		r = refused(RefusedCheckRow, MessageCheckRow)
 	case pgErr.Code == ViolationSQLState:
