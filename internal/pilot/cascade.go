@@ -19,29 +19,45 @@ const cascadeReason = "foreign key action"
 // answers the write: the one refuseCascades applies with the Pilot's
 // catalog, asked of the target's own as the statement runs. A key added
 // by a migration after the Pilot read its catalog is then seen too. The
-// statement holds its lock on t by the time it reads pg_constraint, so no
-// key can be added between the question and the write. It is evaluated
-// once (an uncorrelated subquery), and only when a row is reached.
+// statement holds its lock on t by the time it asks, so no key can be
+// added between the question and the write. It is evaluated once (an
+// uncorrelated subquery), and only when a row is reached.
+//
+// It asks pg_trigger, not pg_constraint: every foreign key puts its
+// action triggers (RI_FKey_cascade_del, ...) on the table it references,
+// and pg_trigger is indexed by that table, where pg_constraint has no
+// index on confrelid and would be read whole by every write. The tables
+// under t (partitions, children) are asked too, since the write reaches
+// their rows.
 func cascadeGuard(kind sqlcheck.Op, t sqlcheck.TableName, written []string) (*pg.Node, error) {
-	under := fmt.Sprintf(`WITH RECURSIVE under (top, rel) AS (
-    SELECT c.oid, c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = %s AND c.relname = %s
+	top := literal(sqlcheck.QuoteIdent(t.Schema)+"."+sqlcheck.QuoteIdent(t.Name)) + "::regclass::oid"
+	actions := func(op string) string {
+		return fmt.Sprintf(`ARRAY['pg_catalog."RI_FKey_cascade_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setnull_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setdefault_%[1]s"'::regproc]::oid[]`, op)
+	}
+	under := fmt.Sprintf(`WITH RECURSIVE under (rel) AS (
+    SELECT %s
   UNION
-    SELECT u.top, i.inhrelid FROM under u JOIN pg_catalog.pg_inherits i ON i.inhparent = u.rel)
-SELECT FROM under u JOIN pg_catalog.pg_constraint k ON k.contype = 'f' AND k.confrelid = u.rel
-JOIN pg_catalog.pg_class r ON r.oid = u.rel WHERE `, literal(t.Schema), literal(t.Name))
+    SELECT i.inhrelid FROM under u JOIN pg_catalog.pg_inherits i ON i.inhparent = u.rel)
+SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, top)
 	var cond string
 	switch kind {
 	case sqlcheck.OpDelete:
-		cond = `k.confdeltype IN ('c', 'n', 'd')`
+		cond = "g.tgfoid = ANY (" + actions("del") + ")"
 	case sqlcheck.OpUpdate:
 		cols := make([]string, len(written))
 		for i, c := range written {
 			cols[i] = literal(c)
 		}
-		cond = fmt.Sprintf(`(k.confupdtype IN ('c', 'n', 'd') AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey) AND a.attname::text = ANY (ARRAY[%s]::text[])))
-  OR (u.rel <> u.top AND r.relispartition AND k.conparentid = 0 AND k.confdeltype IN ('c', 'n', 'd'))`, strings.Join(cols, ", "))
+		// An update of a referenced key sets off its key's update action;
+		// one that moves a row out of a partition deletes it there, which
+		// sets off the delete action of a key on that partition alone (a
+		// key on the partitioned table sees a move as an update).
+		cond = fmt.Sprintf(`EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.oid = g.tgconstraint AND (
+    (g.tgfoid = ANY (%s) AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
+      WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey) AND a.attname::text = ANY (ARRAY[%s]::text[])))
+    OR (u.rel <> %s AND k.conparentid = 0 AND g.tgfoid = ANY (%s)
+      AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = u.rel AND r.relispartition))))`,
+			actions("upd"), strings.Join(cols, ", "), top, actions("del"))
 	default:
 		return nil, nil
 	}
