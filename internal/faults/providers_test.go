@@ -216,12 +216,13 @@ func judgmentProblems(t *testing.T, sys *gatewaytest.System, id string, failing 
 				Path       string   `json:"path"`
 				JudgmentID string   `json:"judgment_id"`
 				Reasons    []string `json:"reasons"`
+				Detail     string   `json:"detail"`
 			}
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
 			if p.Outcome != gateway.OutcomeReferred || p.Path != "" || p.JudgmentID == "" ||
-				!strings.Contains(strings.Join(p.Reasons, "\n"), "failed to answer: "+failure) {
+				!strings.Contains(p.Detail, "failed to answer: "+failure) {
 				out = append(out, fmt.Sprintf("decision entry %s, want referred naming its judgment and the failure", e.Payload))
 			}
 		case "execution":

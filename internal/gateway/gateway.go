@@ -394,7 +394,12 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 				return nil, err
 			}
 			if sv.judgment.Outcome != surveyor.OutcomeConforms {
-				req.Reasons = append([]string{"the Surveyor referred it (judgment " + sv.id + ")"}, sv.judgment.Reasons...)
+				// Which juror refused, under which framing, and why one
+				// failed (a provider's own error text) are for humans: told
+				// to the agent, they would coach its next attempt past the
+				// framing that caught it.
+				req.Reasons = []string{"the Surveyor referred it (judgment " + sv.id + "): a human decides"}
+				req.Detail = strings.Join(sv.judgment.Reasons, "; ")
 			} else if why := g.surveyStillOpen(ctx, req, chosen, rt.Decision); why != "" {
 				// The panel took its time: what opened the path before it
 				// must still hold when its answer is acted on.
