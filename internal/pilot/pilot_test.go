@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -100,6 +101,21 @@ func newFixture(t *testing.T) *fixture {
 		f.addBound(t, name, readExample(t, name))
 	}
 	return f
+}
+
+// mustRefuse executes sql under the bound named example and fails the test
+// unless the Pilot refuses it with code ("": any) and a reason holding
+// why; what it wants says why it must be refused.
+func (f *fixture) mustRefuse(t *testing.T, example, sql, code, why, wants string) *pilot.Result {
+	t.Helper()
+	res, err := f.pilot.Execute(t.Context(), f.request(t, example, sql))
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if res.Outcome != pilot.Refused || code != "" && res.Code != code || !strings.Contains(fmt.Sprint(res.Reasons), why) {
+		t.Errorf("%s: %s %s %v columns %v rows %v affected %d, want it refused: %s", sql, res.Outcome, res.Code, res.Reasons, res.Columns, res.Rows, res.RowsAffected, wants)
+	}
+	return res
 }
 
 // addBound compiles a delegation and has alice sign it, under name.

@@ -52,13 +52,7 @@ allow:
 		"DELETE FROM orders USING generate_series(1, 1) g WHERE id = 100000 OR ctid > '(0,0)' RETURNING id",
 		"SELECT s.xmin FROM (SELECT id AS xmin FROM orders) s",
 	} {
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-rw", sql))
-		if err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck || !strings.Contains(fmt.Sprint(res.Reasons), "is a system column") {
-			t.Errorf("%s: %s %s %v columns %v rows %v affected %d, want it refused: it names a system column", sql, res.Outcome, res.Code, res.Reasons, res.Columns, res.Rows, res.RowsAffected)
-		}
+		f.mustRefuse(t, "orders-rw", sql, pilot.RefusedCheck, "is a system column", "it names a system column")
 	}
 }
 
@@ -202,13 +196,7 @@ func TestReview4NaturalJoinOnAHiddenColumn(t *testing.T) {
 		"SELECT c.name FROM customers c NATURAL JOIN generate_series(1, 1) AS g (email)",
 		"WITH s AS (SELECT 'x'::text AS email) SELECT c.name FROM s NATURAL JOIN customers c",
 	} {
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql))
-		if err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck || !strings.Contains(fmt.Sprint(res.Reasons), "email") {
-			t.Errorf("%s: %s %s %v rows %v, want it refused: it joins on email, which no rule lists", sql, res.Outcome, res.Code, res.Reasons, res.Rows)
-		}
+		f.mustRefuse(t, "fix-name-typos.yaml", sql, pilot.RefusedCheck, "email", "it joins on email, which no rule lists")
 	}
 	// A shared column the rule lists still joins.
 	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", "SELECT c.name FROM customers c NATURAL JOIN (SELECT 3::bigint AS id) s"))
@@ -340,13 +328,7 @@ allow:
 		"UPDATE parts SET region = 'US' WHERE id = 1",
 		"DELETE FROM roots WHERE id = 1",
 	} {
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Outcome != pilot.Refused || !strings.Contains(fmt.Sprint(res.Reasons), "foreign key") {
-			t.Errorf("%s: %s %s %v rows=%d, want it referred: a foreign key's action changes rows no rule counts", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
-		}
+		f.mustRefuse(t, "accounts", sql, "", "foreign key", "a foreign key's action changes rows no rule counts")
 	}
 	if n := f.count(t, "SELECT count(*) FROM ledger"); n != ledger {
 		t.Errorf("the cascade deleted %d ledger rows, which no rule names", ledger-n)

@@ -62,13 +62,7 @@ INSERT INTO order_notes VALUES (1, 1), (2, 1), (3, 2)`); err != nil {
 		"DELETE FROM orders WHERE id = 2",
 		"UPDATE orders SET id = 9001 WHERE id = 3",
 	} {
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", sql))
-		if err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck || !strings.Contains(fmt.Sprint(res.Reasons), "foreign key") {
-			t.Errorf("%s: %s %s %v affected %d, want it refused: a foreign key added since the Pilot read its catalog cascades", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
-		}
+		f.mustRefuse(t, "orders-w", sql, pilot.RefusedCheck, "foreign key", "a foreign key added since the Pilot read its catalog cascades")
 	}
 	if st := f.pilot.Stats(); st.Templated-before.Templated != 3 {
 		t.Errorf("%d of the 3 refused writes ran through their remembered template, want all: the folded statement carries the guard too", st.Templated-before.Templated)
@@ -167,11 +161,6 @@ allow:
 			t.Errorf("%s: a column no rule lists came back: %v %v", c.sql, res.Columns, res.Rows)
 		}
 	}
-	res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-from", "UPDATE orders o SET status = 'failed' FROM customers c JOIN customers d USING (id) WHERE c.id = o.customer_id AND o.id = 3 RETURNING *"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != pilot.Refused || !strings.Contains(fmt.Sprint(res.Reasons), "name the columns") {
-		t.Errorf("RETURNING * beside an unaliased join with USING: %s %v, want it refused saying what to write", res.Outcome, res.Reasons)
-	}
+	f.mustRefuse(t, "orders-from", "UPDATE orders o SET status = 'failed' FROM customers c JOIN customers d USING (id) WHERE c.id = o.customer_id AND o.id = 3 RETURNING *",
+		"", "name the columns", "RETURNING * beside an unaliased join with USING, saying what to write")
 }
