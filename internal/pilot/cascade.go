@@ -34,10 +34,12 @@ func cascadeGuard(kind sqlcheck.Op, t sqlcheck.TableName, written []string) (*pg
 	actions := func(op string) string {
 		return fmt.Sprintf(`ARRAY['pg_catalog."RI_FKey_cascade_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setnull_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setdefault_%[1]s"'::regproc]::oid[]`, op)
 	}
-	under := fmt.Sprintf(`WITH RECURSIVE under (rel) AS (
-    SELECT %s
+	// The depth, not the table's oid, tells t from the tables under it: an
+	// oid folded into the plan would differ from target to target.
+	under := fmt.Sprintf(`WITH RECURSIVE under (rel, depth) AS (
+    SELECT %s, 0
   UNION
-    SELECT i.inhrelid FROM under u JOIN pg_catalog.pg_inherits i ON i.inhparent = u.rel)
+    SELECT i.inhrelid, u.depth + 1 FROM under u JOIN pg_catalog.pg_inherits i ON i.inhparent = u.rel)
 SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, top)
 	var cond string
 	switch kind {
@@ -55,9 +57,9 @@ SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, t
 		cond = fmt.Sprintf(`EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.oid = g.tgconstraint AND (
     (g.tgfoid = ANY (%s) AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
       WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey) AND a.attname::text = ANY (ARRAY[%s]::text[])))
-    OR (u.rel <> %s AND k.conparentid = 0 AND g.tgfoid = ANY (%s)
+    OR (u.depth > 0 AND k.conparentid = 0 AND g.tgfoid = ANY (%s)
       AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = u.rel AND r.relispartition))))`,
-			actions("upd"), strings.Join(cols, ", "), top, actions("del"))
+			actions("upd"), strings.Join(cols, ", "), actions("del"))
 	default:
 		return nil, nil
 	}

@@ -164,3 +164,50 @@ allow:
 	f.mustRefuse(t, "orders-from", "UPDATE orders o SET status = 'failed' FROM customers c JOIN customers d USING (id) WHERE c.id = o.customer_id AND o.id = 3 RETURNING *",
 		"", "name the columns", "RETURNING * beside an unaliased join with USING, saying what to write")
 }
+
+// TestCascadeOnAPartitionAddedAfterTheCatalog: the run-time question also
+// covers the tables under the target. A partition that gains a foreign key
+// of its own with ON DELETE CASCADE after the Pilot read its catalog makes
+// an UPDATE that moves a row out of it a delete there, with the cascade;
+// the same statement ran before the key was added.
+func TestCascadeOnAPartitionAddedAfterTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	f.withSchema(t, `
+CREATE TABLE parts (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('EU');
+CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('US');
+CREATE TABLE leaf_ref (id int PRIMARY KEY, pid int, preg text);
+INSERT INTO parts VALUES (1, 'EU', 'a'), (2, 'EU', 'b');
+INSERT INTO leaf_ref VALUES (1, 2, 'EU');`)
+	f.addBound(t, "parts", []byte(`sentence: move parts
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.parts
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.parts
+    columns: [region, v]
+    max_rows: 1
+`))
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "parts", "UPDATE parts SET region = 'US' WHERE id = 1"))
+	if err != nil || res.Outcome != pilot.Executed {
+		t.Fatalf("before the key: %+v %v, want it executed", res, err)
+	}
+	if _, err := f.pilotConn(t).Exec(t.Context(), `ALTER TABLE leaf_ref ADD FOREIGN KEY (pid, preg) REFERENCES parts_eu (id, region) ON DELETE CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	f.mustRefuse(t, "parts", "UPDATE parts SET region = 'US' WHERE id = 2", pilot.RefusedCheck, "foreign key",
+		"moving the row deletes it from a partition whose new foreign key cascades")
+	if n := f.count(t, "SELECT count(*) FROM leaf_ref"); n != 1 {
+		t.Errorf("the cascade from the partition deleted leaf_ref rows: %d of 1 left", n)
+	}
+	// Like the catalog's check, the question does not look at which
+	// columns the update writes: any UPDATE of the partitioned table
+	// refers while such a key exists (docs/security.md, Guards).
+	f.mustRefuse(t, "parts", "UPDATE parts SET v = 'c' WHERE id = 2", pilot.RefusedCheck, "foreign key",
+		"an update of a partitioned table with a partition whose foreign key cascades refers")
+}
