@@ -16,9 +16,9 @@ const cascadeReason = "foreign key action"
 
 // cascadeGuard is a condition for the WHERE of a DELETE or UPDATE of t
 // that raises when a foreign key's CASCADE, SET NULL or SET DEFAULT
-// answers the write: the one refuseCascades applies with the Pilot's
-// catalog, asked of the target's own as the statement runs. A key added
-// by a migration after the Pilot read its catalog is then seen too. The
+// answers the write, asked of the target's own catalog as the statement
+// runs, so a key added by a migration after the Pilot read its catalog is
+// seen too. The
 // statement holds its lock on t by the time it asks, so no key can be
 // added between the question and the write. It is evaluated once (an
 // uncorrelated subquery), and only when a row is reached.

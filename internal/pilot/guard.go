@@ -3,7 +3,6 @@ package pilot
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -108,9 +107,6 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 	}
 	g := &Guarded{Kind: a.Facts.Kind, Written: append([]string(nil), a.Facts.Written...)}
-	if err := refuseCascades(a.Facts, cat); err != nil {
-		return nil, err
-	}
 	// Before any reference takes an alias of the Pilot's (a fence view, a
 	// subquery of the rule's columns), which a column written with its
 	// schema (public.orders.id) would no longer match.
@@ -278,8 +274,10 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 				w = and(w, caseWhen(proto.Clone(w).(*pg.Node), check, boolConst(false)))
 			}
 		}
-		// The foreign keys the catalog had were refused above; one added
-		// since raises as the statement runs.
+		// A foreign key whose action would change rows of another table,
+		// which no rule fences or counts (invariant 5), raises as the
+		// statement runs: the target's own catalog is asked, so a key
+		// added after the Pilot read its catalog is seen too.
 		cg, err := cascadeGuard(a.Facts.Kind, target, a.Facts.Written)
 		if err != nil {
 			return nil, err
@@ -356,35 +354,6 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		g.BeforeSQL = before
 	}
 	return g, nil
-}
-
-// refuseCascades refuses a DELETE from a table, or an UPDATE of a column
-// of it, that foreign keys referencing it answer with CASCADE, SET NULL or
-// SET DEFAULT: those actions change rows of other tables, which no rule
-// fences, whose count is in neither the command tag nor RETURNING, so
-// max_rows could not hold (DESIGN.md invariant 5).
-func refuseCascades(f *sqlcheck.Facts, cat *sqlcheck.Catalog) error {
-	if f.Target == nil || f.Kind != sqlcheck.OpDelete && f.Kind != sqlcheck.OpUpdate {
-		return nil
-	}
-	tbl, ok := cat.Table(*f.Target)
-	if !ok {
-		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, *f.Target)
-	}
-	if f.Kind == sqlcheck.OpDelete && tbl.DeleteCascades {
-		return fmt.Errorf("%w: a foreign key's ON DELETE action on %s changes rows of another table, which no rule counts", ErrGuard, tbl.Name)
-	}
-	if f.Kind == sqlcheck.OpUpdate && tbl.MoveCascades {
-		return fmt.Errorf("%w: a foreign key's ON DELETE action on a partition of %s changes rows of another table when an UPDATE moves a row out of it, which no rule counts", ErrGuard, tbl.Name)
-	}
-	if f.Kind == sqlcheck.OpUpdate {
-		for _, c := range f.Written {
-			if slices.Contains(tbl.UpdateCascades, c) {
-				return fmt.Errorf("%w: a foreign key's ON UPDATE action on %s.%s changes rows of another table, which no rule counts", ErrGuard, tbl.Name, sqlcheck.QuoteIdent(c))
-			}
-		}
-	}
-	return nil
 }
 
 // deriveColumns replaces the FROM item of ref by (SELECT <the rule's

@@ -31,18 +31,6 @@ type Table struct {
 	// EstimatedRows is the planner's estimate (pg_class.reltuples) when the
 	// catalog was read from a live database, or -1 when unknown. Lints use it.
 	EstimatedRows int64 `json:"estimated_rows"`
-	// DeleteCascades and UpdateCascades are what foreign keys referencing
-	// the table (or a table under it: an inheritance child, a partition)
-	// do to rows of other tables, known only when the catalog was read
-	// from a live database: a DELETE of a row runs an ON DELETE CASCADE,
-	// SET NULL or SET DEFAULT action, and an UPDATE of one of
-	// UpdateCascades runs such an ON UPDATE action. MoveCascades is set
-	// when such an ON DELETE action is declared on a partition under the
-	// table, not on the table itself: an UPDATE that moves a row to another
-	// partition deletes it from its own.
-	DeleteCascades bool     `json:"delete_cascades,omitempty"`
-	UpdateCascades []string `json:"update_cascades,omitempty"`
-	MoveCascades   bool     `json:"move_cascades,omitempty"`
 
 	index map[string]int
 }
@@ -89,7 +77,6 @@ func NewCatalog(tables []Table, searchPath []string) (*Catalog, error) {
 			return nil, fmt.Errorf("sqlcheck: catalog: table %s listed twice", t.Name)
 		}
 		t.Columns = append([]Column(nil), t.Columns...)
-		t.UpdateCascades = append([]string(nil), t.UpdateCascades...)
 		t.index = make(map[string]int, len(t.Columns))
 		for j, col := range t.Columns {
 			if _, dup := t.index[col.Name]; dup {
