@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 )
 
 // Memory is the path of a private in-memory database. It lives as long as the
@@ -156,7 +158,7 @@ func openSQLite(ctx context.Context, path string, o options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{driver: SQLite, path: path, w: w, ops: w, r: w, readConns: 1}
-	if err := s.checkPragmas(ctx, w, !memory); err != nil {
+	if err := firstConn(ctx, o.busyTimeout, func() error { return s.checkPragmas(ctx, w, !memory) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -196,6 +198,27 @@ func openSQLite(ctx context.Context, path string, o options) (*Store, error) {
 	}
 	s.r, s.readConns = r, o.readConns
 	return s, nil
+}
+
+// firstConn runs the first statement on a new file's writer, whose
+// connection switches the file to WAL: SQLite answers that switch with
+// SQLITE_BUSY at once, without its busy handler, while another process
+// opening the same new file holds a lock (seen with four at once). It is
+// tried again until busy has passed.
+func firstConn(ctx context.Context, busy time.Duration, run func() error) error {
+	deadline := time.Now().Add(busy)
+	for {
+		err := run()
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || se.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // checkPragmas confirms the settings durability rests on actually took.
