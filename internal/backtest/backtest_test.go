@@ -122,7 +122,7 @@ func TestBacktest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A human denies the update.
-	v := sys.WaitRehearsed(t, ids[3])
+	v := sys.Previewed(t, ids[3])
 	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "not a typo"})
 	if err != nil {

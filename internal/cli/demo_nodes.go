@@ -27,7 +27,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
-	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
@@ -339,7 +338,7 @@ func demoSwitch(ctx context.Context, inf demoInfo, from demoNode, readers []demo
 }
 
 // demoApproveElsewhere sends sql through decide (it must refer), has bob
-// approve it through approve once its rehearsal is in, and checks through
+// approve it through approve (which previews it then), and checks through
 // check that it ran once and cannot be approved again.
 func demoApproveElsewhere(ctx context.Context, out io.Writer, inf demoInfo, sql string, decide, approve, check demoNode) error {
 	agent := &http.Client{Timeout: 30 * time.Second}
@@ -364,27 +363,19 @@ func demoApproveElsewhere(ctx context.Context, out io.Writer, inf demoInfo, sql 
 	if err != nil {
 		return err
 	}
-	// The rehearsal runs on the deciding node after the answer; until it is
-	// in the store, there is nothing to approve.
+	// Asking for the proposed approval is a human asking for the preview:
+	// the approving node computes it then (nothing of a referred statement
+	// ran before), and the approval binds its digest.
 	var prop struct {
 		Approval string              `json:"approval"`
 		Request  gateway.RequestView `json:"request"`
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := bob.do(http.MethodGet, "/v1/requests/"+a.RequestID+"/approval", signing.NamespaceSession, nil, &prop)
-		var ae *apiError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || time.Now().After(deadline) {
-			return fmt.Errorf("the proposed approval through %s: %w", approve.Name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := bob.do(http.MethodGet, "/v1/requests/"+a.RequestID+"/approval", signing.NamespaceSession, nil, &prop); err != nil {
+		return fmt.Errorf("the proposed approval through %s: %w", approve.Name, err)
 	}
 	ap, err := queue.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != a.RequestID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
-		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) {
+		ap.PreviewSHA256 == "" || ap.PreviewSHA256 != prop.Request.PreviewSHA256 {
 		return errors.New("the proposed approval does not match the request; not signing")
 	}
 	sig, err := bob.key.Sign(signing.NamespaceApproval, []byte(prop.Approval))

@@ -41,7 +41,7 @@ func TestQueueShowNote(t *testing.T) {
 		if err != nil || resp.Outcome != gateway.OutcomeReferred {
 			t.Fatalf("%+v, %v", resp, err)
 		}
-		sys.WaitRehearsed(t, resp.RequestID)
+		sys.Previewed(t, resp.RequestID)
 		return resp.RequestID
 	}
 	bare := submit()
@@ -55,7 +55,7 @@ func TestQueueShowNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := leadsman.New(ctx, leadsman.Config{RehearsalWait: time.Millisecond}, w, sys.Store, sys.Logbook)
+	l, err := leadsman.New(ctx, leadsman.Config{}, w, sys.Store, sys.Logbook)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func (f *serverFlags) client(e *env, fs *flag.FlagSet) (*humanClient, int, bool)
 func runQueue(e *env, args []string) int {
 	return e.dispatch("harbormaster queue", []command{
 		{"list", "list the requests waiting for a human", runQueueList},
-		{"show", "show one request: statement, reasons, rehearsal diff", runQueueShow},
+		{"show", "show one request: statement, reasons, preview (computed now if none)", runQueueShow},
 		{"approve", "approve a request by signing it with your SSH key", runQueueApprove},
 		{"deny", "deny a request by signing the denial with your SSH key", runQueueDeny},
 	}, args)
@@ -213,10 +213,16 @@ func (c *humanClient) request(id string) (*gateway.RequestView, error) {
 }
 
 func runQueueShow(e *env, args []string) int {
-	fs := e.flags("harbormaster queue show ID --server URL --key KEY [--json]", "Shows a request: the statement as submitted and as it would run, why it was\nreferred, and what its rehearsal did (rows reached, before and after).")
+	fs := e.flags("harbormaster queue show ID --server URL --key KEY [--refresh] [--json]",
+		"Shows a request: the statement as submitted and as it would run, why it was\n"+
+			"referred, and its preview: what it would reach and write, read without running\n"+
+			"it. A waiting request is previewed the first time a human asks (this command,\n"+
+			"the console); every approver then shares that preview until one asks for a\n"+
+			"fresh one with --refresh.")
 	var sf serverFlags
 	sf.register(e, fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	refresh := fs.Bool("refresh", false, "take a fresh preview (of a waiting request) first")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -228,6 +234,12 @@ func runQueueShow(e *env, args []string) int {
 		return code
 	}
 	v, err := c.request(fs.Arg(0))
+	if err == nil && *refresh {
+		var fresh gateway.RequestView
+		if err = c.do(http.MethodPost, "/v1/requests/"+v.ID+"/preview", signing.NamespaceSession, map[string]string{}, &fresh); err == nil {
+			v = &fresh
+		}
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -305,25 +317,85 @@ func printRequest(e *env, v *gateway.RequestView) {
 	for _, r := range v.Reasons {
 		fmt.Fprintf(w, "  - %s\n", oneLine(r, 500))
 	}
-	if len(v.Rehearsal) == 0 {
-		fmt.Fprintf(w, "rehearsal: none (the statement could not be rehearsed; it can only be denied here)\n")
+	printPreview(e, v)
+}
+
+// printPreview prints a request's preview, or why it has none.
+func printPreview(e *env, v *gateway.RequestView) {
+	w := e.stdout
+	if len(v.Preview) == 0 {
+		switch {
+		case v.PreviewError != "":
+			fmt.Fprintf(w, "preview:  none: %s\n", oneLine(v.PreviewError, 500))
+		case v.Status == gateway.StatusWaiting:
+			fmt.Fprintf(w, "preview:  none yet\n")
+		}
 		return
 	}
-	// Numbers as the report has them: read as floats, an integer past 2^53
+	// Numbers as the preview has them: read as floats, an integer past 2^53
 	// would print a value other than the one the approval's digest covers.
-	var rep pilot.Rehearsal
-	dec := json.NewDecoder(bytes.NewReader(v.Rehearsal))
+	var pv pilot.Preview
+	dec := json.NewDecoder(bytes.NewReader(v.Preview))
 	dec.UseNumber()
-	if err := dec.Decode(&rep); err != nil {
-		fmt.Fprintf(w, "rehearsal: unreadable: %v\n", err)
+	if err := dec.Decode(&pv); err != nil {
+		fmt.Fprintf(w, "preview:  unreadable: %v\n", err)
 		return
 	}
-	fmt.Fprintf(w, "rehearsal: %s reached %d row(s) (rolled back; digest %s)\n", strings.ToUpper(rep.Kind), rep.RowsReached, v.RehearsalSHA256[:16])
-	printImages(e, "before", rep.Before)
-	printImages(e, "after", rep.After)
-	if rep.ImagesTruncated {
-		fmt.Fprintf(w, "  (images truncated)\n")
+	more := ""
+	if pv.TooMany {
+		more = " or more (too many to approve here)"
 	}
+	fmt.Fprintf(w, "preview:  %s would reach %d row(s)%s%s, read %s without running it (digest %s)\n", strings.ToUpper(pv.Kind), pv.Rows, more,
+		map[bool]string{true: " of " + oneLine(pv.Table, 200), false: ""}[pv.Table != ""], pv.Taken.Local().Format(time.RFC1123), shortDigest(pv.Digest))
+	label := map[string][2]string{"update": {"before", "sets"}, "delete": {"deletes", ""}, "insert": {"", "adds"}, "select": {"returns", ""}}[pv.Kind]
+	printImages(e, label[0], pv.Before)
+	after := make([]map[string]any, len(pv.After))
+	for i, a := range pv.After {
+		img := map[string]any{}
+		for k, x := range a {
+			img[k] = x
+		}
+		if i < len(pv.AsWritten) {
+			for k, x := range pv.AsWritten[i] {
+				img[k] = asWrittenValue(x)
+			}
+		}
+		after[i] = img
+	}
+	printImages(e, label[1], after)
+	if pv.ImagesTruncated {
+		fmt.Fprintf(w, "  (the first rows only)\n")
+	}
+	keys := make([]string, 0, len(pv.Defaults))
+	for k := range pv.Defaults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  filled by the table: %s %s (not evaluated)\n", oneLine(k, 100), oneLine(pv.Defaults[k], 300))
+	}
+	for _, f := range pv.Fires {
+		fmt.Fprintf(w, "  sets off (listed, not run): %s\n", oneLine(f, 500))
+	}
+	fmt.Fprintf(w, "  a preview cannot show:\n")
+	for _, l := range pv.Limits {
+		fmt.Fprintf(w, "    - %s\n", oneLine(l, 500))
+	}
+}
+
+// asWrittenValue is a value a preview shows as the statement wrote it: it
+// prints as <expression, when it runs>.
+type asWrittenValue string
+
+func (a asWrittenValue) MarshalJSON() ([]byte, error) {
+	return json.Marshal("<" + string(a) + ", when it runs>")
+}
+
+func shortDigest(d string) string {
+	if len(d) > 16 {
+		return d[:16]
+	}
+	return d
 }
 
 func printImages(e *env, label string, rows []map[string]any) {
@@ -349,10 +421,11 @@ func printImages(e *env, label string, rows []map[string]any) {
 func runQueueApprove(e *env, args []string) int {
 	fs := e.flags("harbormaster queue approve ID --server URL --key KEY [--yes] [--json]",
 		"Approves a waiting request: fetches the canonical approval (request, target,\n"+
-			"statement hash, rehearsal digest, row guard, expiry), shows the request and the\n"+
+			"statement hash, preview digest, row guard, expiry), shows the request and the\n"+
 			"exact approval it would sign, asks you to confirm, signs it with your SSH key\n"+
-			"(namespace harbormaster-approval) and sends it. The statement then runs with no\n"+
-			"more rows than its rehearsal reached.\n\n"+
+			"(namespace harbormaster-approval) and sends it. The statement then runs only if\n"+
+			"it reaches and writes what its preview showed; otherwise it goes back to the\n"+
+			"queue with a fresh preview.\n\n"+
 			"Without a terminal on stdin it signs only with --yes. Exit 0 when the statement\n"+
 			"ran, 1 when it did not (or you declined), 2 for bad usage.")
 	var sf serverFlags
@@ -382,8 +455,12 @@ func runQueueApprove(e *env, args []string) int {
 	}
 	// Check the proposal against what we were shown before signing it.
 	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	var pv pilot.Preview
+	if err == nil {
+		err = json.Unmarshal(prop.Request.Preview, &pv)
+	}
 	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
-		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) {
+		ap.PreviewSHA256 != pv.Digest || ap.PreviewSHA256 != prop.Request.PreviewSHA256 || ap.MaxRows != pv.Rows {
 		e.errorf("the server's approval does not match the request it showed; not signing")
 		return exitFail
 	}

@@ -42,7 +42,7 @@ func TestQueueShowMarksHiddenCharacters(t *testing.T) {
 	if err != nil || resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%+v, %v", resp, err)
 	}
-	sys.WaitRehearsed(t, resp.RequestID)
+	sys.Previewed(t, resp.RequestID)
 	out, errOut, code := run(t, dir, nil, "queue", "show", resp.RequestID, "--server", api.URL, "--key", keyFile)
 	if code != 0 {
 		t.Fatalf("queue show: exit %d\n%s\n%s", code, out, errOut)

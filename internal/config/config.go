@@ -257,14 +257,13 @@ type Leadsman struct {
 	// Provider is the model endpoint. Unset: the Leadsman is off.
 	// structured_output does not apply (a note is prose).
 	Provider *Provider `yaml:"provider"`
-	// ShareRows sends the rehearsal's row values (before and after) to the
-	// provider. Defaults to false: the model sees the statement, the
-	// reasons, the row count and the column names.
-	ShareRows bool `yaml:"share_rows"`
-	// RehearsalWait is how long after its referral every note is written,
-	// with the request's rehearsal if it has come by then, else without.
-	// Defaults to 15s.
-	RehearsalWait Duration `yaml:"rehearsal_wait"`
+	// ShareRows and RehearsalWait are gone: nothing of a referred
+	// statement runs before a human asks, so there are no rows to share
+	// and nothing to wait for; the model sees the statement and the
+	// reasons. Setting either is an error that says so. (A field tagged
+	// gone is read only to refuse it; the example config omits it.)
+	ShareRows     bool     `yaml:"share_rows" gone:"true"`
+	RehearsalWait Duration `yaml:"rehearsal_wait" gone:"true"`
 	// Poll is how often the Leadsman looks for requests without a note.
 	// Defaults to 1s.
 	Poll Duration `yaml:"poll"`
@@ -832,8 +831,11 @@ func (c *Config) validateLeadsman(bad func(field, format string, args ...any)) {
 	if l.Identity != "" && !leadsmanRE.MatchString(l.Identity) {
 		bad("leadsman.identity", "must look like leadsman:default, got %q", l.Identity)
 	}
-	if l.RehearsalWait.D() < 0 || l.RehearsalWait.D() > time.Hour {
-		bad("leadsman.rehearsal_wait", "must be between 0 (default 15s) and 1h")
+	if l.ShareRows {
+		bad("leadsman.share_rows", "is gone: a referred statement is no longer run before a human asks, so the Leadsman has no rows to share; remove the line")
+	}
+	if l.RehearsalWait.D() != 0 {
+		bad("leadsman.rehearsal_wait", "is gone: notes no longer wait for a rehearsal; remove the line")
 	}
 	if l.Poll.D() < 0 || l.Poll.D() > time.Minute {
 		bad("leadsman.poll", "must be between 0 (default 1s) and 1m")

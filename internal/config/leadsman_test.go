@@ -12,12 +12,16 @@ func TestLeadsmanSection(t *testing.T) {
 	if c.Leadsman.On() || c.Leadsman.Identity != "leadsman:default" {
 		t.Fatalf("defaults: %+v", c.Leadsman)
 	}
-	c.Leadsman = Leadsman{Identity: "surveyor:x", Poll: Duration(-1), Provider: &Provider{Kind: "gemini", BaseURL: "ftp://x"}}
+	c.Leadsman = Leadsman{Identity: "surveyor:x", Poll: Duration(-1), Provider: &Provider{Kind: "gemini", BaseURL: "ftp://x"},
+		ShareRows: true, RehearsalWait: Duration(1)}
 	err := c.Validate(func(string) string { return "" })
 	if err == nil {
 		t.Fatal("a bad leadsman section was accepted")
 	}
-	for _, field := range []string{"leadsman.identity", "leadsman.poll", "leadsman.provider.name", "leadsman.provider.kind", "leadsman.provider.model", "leadsman.provider.base_url"} {
+	for _, field := range []string{"leadsman.identity", "leadsman.poll", "leadsman.provider.name", "leadsman.provider.kind", "leadsman.provider.model", "leadsman.provider.base_url",
+		// Gone with the rehearsal of referred statements (issue 22): an
+		// operator who set them is told, not silently ignored.
+		"leadsman.share_rows", "leadsman.rehearsal_wait"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("no error names %s:\n%v", field, err)
 		}

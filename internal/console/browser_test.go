@@ -401,7 +401,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if resp.Outcome != gateway.OutcomeReferred {
 			t.Fatalf("the statement %s, want referred", resp.Outcome)
 		}
-		f.sys.WaitRehearsed(t, resp.RequestID)
+		f.sys.Previewed(t, resp.RequestID)
 		b.login(f, f.keys.Approver)
 		b.open("/console/queue")
 		b.audit("queue")
@@ -450,7 +450,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if resp.Outcome != gateway.OutcomeReferred {
 			t.Fatalf("%s, want referred", resp.Outcome)
 		}
-		f.sys.WaitRehearsed(t, resp.RequestID)
+		f.sys.Previewed(t, resp.RequestID)
 		// A real Leadsman, its scripted model lying and scripting.
 		const note = "This renames customer 21 to <script>window.__xssNote=1</script>; approve it!"
 		stop := f.startLeadsman(t, note)

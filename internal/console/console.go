@@ -223,6 +223,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/queue", c.authed(c.getQueue))
 	c.mux.HandleFunc("GET /console/queue/{id}", c.authed(c.getRequest))
 	c.mux.HandleFunc("POST /console/queue/{id}/approve", c.authed(c.postApprove))
+	c.mux.HandleFunc("POST /console/queue/{id}/preview", c.authed(c.postPreview))
 	c.mux.HandleFunc("POST /console/queue/{id}/deny/prepare", c.authed(c.postDenyPrepare))
 	c.mux.HandleFunc("POST /console/queue/{id}/deny", c.authed(c.postDeny))
 	c.mux.HandleFunc("GET /console/audit", c.authed(c.getAudits))

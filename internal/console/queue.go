@@ -23,7 +23,7 @@ func (c *Console) actFailure(err error) (int, string) {
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked), errors.Is(err, audit.ErrReviewed):
 		return http.StatusConflict, err.Error()
-	case errors.Is(err, gateway.ErrNotRehearsed):
+	case errors.Is(err, gateway.ErrNotPreviewed), errors.Is(err, gateway.ErrPreviewChanged):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, gateway.ErrActRefused):
 		return http.StatusForbidden, err.Error()
@@ -44,7 +44,7 @@ func (c *Console) getQueue(w http.ResponseWriter, r *http.Request, s *Session) {
 	c.render(w, r, http.StatusOK, "queue", s, page{Title: "Queue", Nav: "queue", Data: q})
 }
 
-// diffRow is one row of a rehearsal's before/after table. Side is "" for
+// diffRow is one row of a preview's before/after table. Side is "" for
 // a before image paired with its after image, "before" or "after" for an
 // image shown alone.
 type diffRow struct {
@@ -70,7 +70,13 @@ type diffCell struct {
 	// BeforeNull and AfterNull mark SQL NULL, which must not read as
 	// the text 'NULL'.
 	BeforeNull, AfterNull bool
+	// AfterAsWritten marks a value computed only when the statement runs,
+	// shown as the statement wrote it (After), never evaluated.
+	AfterAsWritten bool
 }
+
+// unevaluated is a preview's value shown as the statement wrote it.
+type unevaluated string
 
 type diffTable struct {
 	Kind        string
@@ -78,14 +84,35 @@ type diffTable struct {
 	Columns     []string
 	Rows        []diffRow
 	Truncated   bool
+	TooMany     bool
 }
 
 // diff pairs before and after images by id where the id is on exactly one
 // image of each side, else by position where neither has an id, and marks
 // the cells that change. Every image is shown exactly once: one that
-// cannot be paired stands alone, marked as the side it is.
-func diff(rep *pilot.Rehearsal) *diffTable {
-	t := &diffTable{Kind: rep.Kind, RowsReached: rep.RowsReached, Truncated: rep.ImagesTruncated}
+// cannot be paired stands alone, marked as the side it is. An UPDATE's
+// after image holds only the columns it sets: the others keep their
+// values, and show unchanged.
+func diff(pv *pilot.Preview) *diffTable {
+	rep := struct{ Before, After []map[string]any }{Before: pv.Before}
+	for i, a := range pv.After {
+		img := map[string]any{}
+		if pv.Kind == "update" && i < len(pv.Before) {
+			for k, v := range pv.Before[i] {
+				img[k] = v
+			}
+		}
+		for k, v := range a {
+			img[k] = v
+		}
+		if i < len(pv.AsWritten) {
+			for k, v := range pv.AsWritten[i] {
+				img[k] = unevaluated(v)
+			}
+		}
+		rep.After = append(rep.After, img)
+	}
+	t := &diffTable{Kind: pv.Kind, RowsReached: pv.Rows, Truncated: pv.ImagesTruncated, TooMany: pv.TooMany}
 	cols := map[string]bool{}
 	for _, set := range [][]map[string]any{rep.Before, rep.After} {
 		for _, row := range set {
@@ -143,6 +170,9 @@ func diff(rep *pilot.Rehearsal) *diffTable {
 			if a != nil {
 				v, ok := a[col]
 				cell.After, cell.HasAfter, cell.AfterNull = cellText(v), ok, v == nil
+				if w, ok := v.(unevaluated); ok {
+					cell.After, cell.AfterAsWritten = string(w), true
+				}
 			}
 			cell.Changed = b != nil && a != nil && (cell.Before != cell.After || cell.BeforeNull != cell.AfterNull)
 			row.Cells = append(row.Cells, cell)
@@ -170,8 +200,9 @@ func diff(rep *pilot.Rehearsal) *diffTable {
 
 type requestPage struct {
 	V          *gateway.RequestView
+	Preview    *pilot.Preview
 	Diff       *diffTable
-	RehearsalE string
+	PreviewE   string
 	Note       *Note
 	Approval   string
 	ApproveCmd string
@@ -182,10 +213,20 @@ type requestPage struct {
 	Reason     string
 }
 
-func (c *Console) requestPage(r *http.Request, s *Session, id string) (*requestPage, int, string) {
+// requestPage is a request as a human sees it. Opening it is a human
+// asking for its preview: a waiting request without one gets one now
+// (DESIGN.md invariant 10), and refresh computes a fresh one.
+func (c *Console) requestPage(r *http.Request, s *Session, id string, refresh bool) (*requestPage, int, string) {
 	v, err := c.cfg.Gateway.Request(r.Context(), id, "")
 	if err != nil || !s.Sees(v.Target) {
 		return nil, http.StatusNotFound, "There is no request " + id + " on your targets."
+	}
+	if v.Status == gateway.StatusWaiting {
+		if pv, err := c.cfg.Gateway.Preview(r.Context(), id, refresh); err == nil {
+			v = pv
+		} else {
+			c.cfg.Logger.Error("console: preview", "request", id, "err", err)
+		}
 	}
 	p := &requestPage{V: v, CanApprove: s.Has(RoleApprover, v.Target)}
 	if c.cfg.Notes != nil {
@@ -200,28 +241,29 @@ func (c *Console) requestPage(r *http.Request, s *Session, id string) (*requestP
 		} else {
 			p.Approval = string(ap)
 			p.ApproveCmd = "ssh-keygen -Y sign -n " + signing.NamespaceApproval + " -f ~/.ssh/id_ed25519 approval.json"
-			if v, err = c.cfg.Gateway.Request(r.Context(), id, ""); err == nil { // proposing may have rehearsed it
+			if v, err = c.cfg.Gateway.Request(r.Context(), id, ""); err == nil { // proposing may have previewed it
 				p.V = v
 			}
 		}
 	}
-	if len(p.V.Rehearsal) > 0 {
-		// Numbers as the report has them: read as floats, an integer past
+	p.PreviewE = p.V.PreviewError
+	if len(p.V.Preview) > 0 {
+		// Numbers as the preview has them: read as floats, an integer past
 		// 2^53 would show a value other than the one the approval covers.
-		var rep pilot.Rehearsal
-		dec := json.NewDecoder(bytes.NewReader(p.V.Rehearsal))
+		var pv pilot.Preview
+		dec := json.NewDecoder(bytes.NewReader(p.V.Preview))
 		dec.UseNumber()
-		if err := dec.Decode(&rep); err != nil {
-			p.RehearsalE = "The rehearsal report is unreadable."
+		if err := dec.Decode(&pv); err != nil {
+			p.PreviewE = "The preview is unreadable."
 		} else {
-			p.Diff = diff(&rep)
+			p.Preview, p.Diff = &pv, diff(&pv)
 		}
 	}
 	return p, http.StatusOK, ""
 }
 
 func (c *Console) getRequest(w http.ResponseWriter, r *http.Request, s *Session) {
-	p, status, msg := c.requestPage(r, s, r.PathValue("id"))
+	p, status, msg := c.requestPage(r, s, r.PathValue("id"), false)
 	if p == nil {
 		c.fail(w, r, s, status, "Not found", msg)
 		return
@@ -237,8 +279,20 @@ func (c *Console) postApprove(w http.ResponseWriter, r *http.Request, s *Session
 	c.afterAct(w, r, s, id, err, "Approved.")
 }
 
+// postPreview computes a fresh preview of a waiting request, which every
+// approver then shares.
+func (c *Console) postPreview(w http.ResponseWriter, r *http.Request, s *Session) {
+	id := r.PathValue("id")
+	p, status, msg := c.requestPage(r, s, id, true)
+	if p == nil {
+		c.fail(w, r, s, status, "Not found", msg)
+		return
+	}
+	c.render(w, r, http.StatusOK, "request", s, page{Title: "Request " + id, Nav: "queue", Data: p, Notice: "A fresh preview was taken."})
+}
+
 func (c *Console) afterAct(w http.ResponseWriter, r *http.Request, s *Session, id string, err error, ok string) {
-	p, status, msg := c.requestPage(r, s, id)
+	p, status, msg := c.requestPage(r, s, id, false)
 	if p == nil {
 		c.fail(w, r, s, status, "Not found", msg)
 		return
@@ -255,7 +309,7 @@ func (c *Console) afterAct(w http.ResponseWriter, r *http.Request, s *Session, i
 
 func (c *Console) postDenyPrepare(w http.ResponseWriter, r *http.Request, s *Session) {
 	id := r.PathValue("id")
-	p, status, msg := c.requestPage(r, s, id)
+	p, status, msg := c.requestPage(r, s, id, false)
 	if p == nil {
 		c.fail(w, r, s, status, "Not found", msg)
 		return

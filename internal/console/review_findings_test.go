@@ -68,7 +68,7 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 		if resp.Outcome != gateway.OutcomeReferred {
 			t.Fatalf("%q: %s, want referred", sql, resp.Outcome)
 		}
-		f.sys.WaitRehearsed(t, resp.RequestID)
+		f.sys.Previewed(t, resp.RequestID)
 		body := read("/console/queue/" + resp.RequestID)
 		if m := hiddenRunes.FindAllString(body, -1); len(m) > 0 {
 			t.Errorf("the request page of %q holds %d raw hidden characters (%q)", sql, len(m), m)
@@ -178,7 +178,7 @@ func TestRehearsalDiffShowsEveryImage(t *testing.T) {
 		if resp.Outcome != gateway.OutcomeReferred {
 			t.Fatalf("%q: %s, want referred", sql, resp.Outcome)
 		}
-		if v := f.sys.WaitRehearsed(t, resp.RequestID); v.RehearsalSHA256 == "" {
+		if v := f.sys.Previewed(t, resp.RequestID); v.PreviewSHA256 == "" {
 			t.Fatalf("%q was not rehearsed: %s", sql, v.Detail)
 		}
 		return diffRows(t, read("/console/queue/"+resp.RequestID))
@@ -245,7 +245,7 @@ func TestLongValuesStayInView(t *testing.T) {
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%s, want referred", resp.Outcome)
 	}
-	f.sys.WaitRehearsed(t, resp.RequestID)
+	f.sys.Previewed(t, resp.RequestID)
 	b.login(f, f.keys.Approver)
 	for _, path := range []string{"/console/queue/" + resp.RequestID, "/console/queue"} {
 		b.open(path)
@@ -271,8 +271,8 @@ func TestRehearsalNumbersExact(t *testing.T) {
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%s, want referred", resp.Outcome)
 	}
-	if v := f.sys.WaitRehearsed(t, resp.RequestID); !strings.Contains(string(v.Rehearsal), `"total_cents":9007199254740993`) {
-		t.Fatalf("the rehearsal report does not hold the exact value: %s", v.Rehearsal)
+	if v := f.sys.Previewed(t, resp.RequestID); !strings.Contains(string(v.Preview), `"total_cents":9007199254740993`) {
+		t.Fatalf("the rehearsal report does not hold the exact value: %s", v.Preview)
 	}
 	diff := between(t, approverPage(t, f)("/console/queue/"+resp.RequestID), `id="diff"`, "</table>")
 	if !strings.Contains(diff, "</span>9007199254740993</ins>") {
@@ -299,7 +299,7 @@ func TestRehearsalNullIsNotText(t *testing.T) {
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%s, want referred", resp.Outcome)
 	}
-	f.sys.WaitRehearsed(t, resp.RequestID)
+	f.sys.Previewed(t, resp.RequestID)
 	diff := between(t, approverPage(t, f)("/console/queue/"+resp.RequestID), `id="diff"`, "</table>")
 	if !strings.Contains(diff, `<del><span class="sr">before: </span><span class="null">NULL</span></del> <ins><span class="sr">after: </span>NULL</ins>`) {
 		t.Errorf("the change from NULL to the text NULL is not shown as one: %s", diff)
@@ -351,7 +351,7 @@ func TestStackedMarksAreMarked(t *testing.T) {
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%s, want referred", resp.Outcome)
 	}
-	f.sys.WaitRehearsed(t, resp.RequestID)
+	f.sys.Previewed(t, resp.RequestID)
 	body := approverPage(t, f)("/console/queue/" + resp.RequestID)
 	if m := regexp.MustCompile(`\p{M}{5,}`).FindAllString(body, -1); len(m) > 0 {
 		t.Errorf("the request page holds %d runs of more than four combining marks", len(m))

@@ -171,7 +171,7 @@ func yamlFields(t reflect.Type, prefix string) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		if name == "" || name == "-" || !f.IsExported() || f.Tag.Get("gone") != "" {
 			continue
 		}
 		out = append(out, prefix+name)

@@ -73,16 +73,6 @@ type Config struct {
 	// human; past it a statement that would be referred is refused.
 	// Defaults to 1000; negative turns it off.
 	MaxWaiting int
-	// RehearsalWorkers run referred statements' rehearsals in the
-	// background, after the agent has its answer. Defaults to 2.
-	RehearsalWorkers int
-	// RehearsalQueue is how many referred requests may wait for a
-	// rehearsal worker; past it a request is rehearsed when an approver
-	// asks. Defaults to 256.
-	RehearsalQueue int
-	// RehearsalTimeout bounds one rehearsal (the Pilot's statement timeout
-	// applies as well). Defaults to 10s.
-	RehearsalTimeout time.Duration
 	// Services tunes the node's background services (services.go).
 	Services Services
 	// StoreClock, when set, reads the control store's clock, the one every
@@ -128,15 +118,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1000
-	}
-	if c.RehearsalWorkers <= 0 {
-		c.RehearsalWorkers = 2
-	}
-	if c.RehearsalQueue <= 0 {
-		c.RehearsalQueue = 256
-	}
-	if c.RehearsalTimeout <= 0 {
-		c.RehearsalTimeout = 10 * time.Second
 	}
 	c.Services = c.Services.WithDefaults()
 	if c.ClockLeeway <= 0 {
@@ -215,7 +196,6 @@ type Gateway struct {
 	inflight    sync.WaitGroup // execution entries being written after the answer
 
 	quota        *quota.Limiter
-	rehearsals   *rehearsals
 	http         *http.Client
 	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under mu)
 }
@@ -229,8 +209,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
-		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo(),
-		rehearsals: newRehearsals(cfg.RehearsalQueue)}
+		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo()}
 	var err error
 	if g.rq, err = store.NewRequests(ctx, st); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -467,7 +446,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 	if req.Path == "" {
 		resp = req.response()
-		g.referred(p, req)
+		g.referred(req)
 		return resp, nil
 	}
 	m := <-minted
@@ -514,7 +493,7 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		// Decided to run, then referred by the Pilot: it is queued all the
 		// same, and counts against the referral rate.
 		g.takeReferral(principal)
-		g.referred(p, req)
+		g.referred(req)
 	} else if survey != nil {
 		g.sampleAudit(ctx, req, chosen, survey)
 	}

@@ -662,8 +662,8 @@ func TestReferralsDoNotStarveThePool(t *testing.T) {
 			if r.err != nil || r.resp.Outcome != gateway.OutcomeReferred {
 				t.Fatalf("referral %d: %+v, %v", i, r.resp, r.err)
 			}
-			if v := f.rehearsed(t, r.resp.RequestID); len(v.Rehearsal) == 0 {
-				t.Fatalf("referral %d has no rehearsal (its rehearsal found no connection in time)", i)
+			if v := f.previewed(t, r.resp.RequestID); len(v.Preview) == 0 {
+				t.Fatalf("referral %d has no preview (%s)", i, v.PreviewError)
 			}
 		case <-deadline:
 			t.Fatalf("referral %d did not finish: the Pilot's pool is starved", i)

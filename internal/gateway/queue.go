@@ -21,18 +21,24 @@ import (
 
 // Errors of the queue.
 var (
-	ErrNotWaiting     = errors.New("the request is not waiting for a decision")
-	ErrNotRehearsed   = errors.New("the request has no rehearsal, so it cannot be approved here; deny it or run it by hand")
+	ErrNotWaiting = errors.New("the request is not waiting for a decision")
+	// ErrNotPreviewed: the request has no preview a human could have seen
+	// (it cannot be previewed, or it reaches more rows than a preview
+	// binds), so it cannot be approved here.
+	ErrNotPreviewed = errors.New("the request has no preview to approve, so it cannot be approved here; deny it or run it by hand")
+	// ErrPreviewChanged: the approval names a preview other than the one
+	// the request has now (a human refreshed it): look again.
+	ErrPreviewChanged = errors.New("the approval names another preview than the request's: the preview was refreshed, look at it again")
 	ErrActRefused     = errors.New("the signed act is refused")
 	ErrNotAuthorized  = errors.New("not authorized")
 	ErrAlreadyRevoked = errors.New("the delegation is already revoked")
 )
 
 // referred is called once a request is waiting and its answer is ready:
-// it queues the rehearsal (rehearsals.go) and tells the webhook. Neither
-// may hold up, fail or shape the agent's answer.
-func (g *Gateway) referred(p pilot.Executor, req *request) {
-	g.enqueueRehearsal(p, req)
+// it tells the webhook, which may not hold up, fail or shape the agent's
+// answer. Nothing of the statement runs: its preview waits for a human
+// (previews.go).
+func (g *Gateway) referred(req *request) {
 	if g.cfg.Webhook != "" {
 		go g.postWebhook(req)
 	}
@@ -105,36 +111,31 @@ func (g *Gateway) Queue(ctx context.Context, targets []string) ([]*RequestView, 
 }
 
 // ProposeApproval returns the canonical approval a human would sign for a
-// waiting, rehearsed request: its guard is the rows the rehearsal reached.
+// waiting request: it names the request's preview (computed now when it
+// has none: a human is asking), and its guard is the rows the preview
+// counted.
 func (g *Gateway) ProposeApproval(ctx context.Context, id string) ([]byte, error) {
-	v, err := g.Request(ctx, id, "")
+	v, err := g.Preview(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
 	if v.Status != StatusWaiting {
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
 	}
-	if v.RehearsalSHA256 == "" {
-		// Not rehearsed yet (the pool is behind, or the node restarted):
-		// a human is asking, so rehearse it now.
-		if p, ok := g.targets[v.Target]; ok {
-			g.rehearse(ctx, p, v.ID, v.CanonicalSQL)
-			if v, err = g.Request(ctx, id, ""); err != nil {
-				return nil, err
-			}
+	pv, err := v.preview()
+	if err != nil {
+		if v.PreviewError != "" {
+			return nil, fmt.Errorf("gateway: %s: %w: %s", id, ErrNotPreviewed, v.PreviewError)
 		}
+		return nil, fmt.Errorf("gateway: %s: %w", id, err)
 	}
-	if v.RehearsalSHA256 == "" {
-		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
-	}
-	var rep pilot.Rehearsal
-	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil {
-		return nil, fmt.Errorf("gateway: %s: rehearsal: %w", id, err)
+	if pv.TooMany {
+		return nil, fmt.Errorf("gateway: %s: %w: it reaches more than %d rows", id, ErrNotPreviewed, pilot.MaxPreviewRows)
 	}
 	exp := g.cfg.Clock().Add(g.cfg.ApprovalTTL).UTC().Truncate(time.Second)
-	return queue.Canonical(queue.Approval{Version: 1, Kind: queue.KindApproval, RequestID: v.ID, Target: v.Target,
-		StatementSHA256: marque.StatementHash(v.CanonicalSQL), RehearsalSHA256: v.RehearsalSHA256,
-		MaxRows: rep.RowsReached, Expires: exp.Format(time.RFC3339)})
+	return queue.Canonical(queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: v.ID, Target: v.Target,
+		StatementSHA256: marque.StatementHash(v.CanonicalSQL), PreviewSHA256: v.PreviewSHA256,
+		MaxRows: pv.Rows, Expires: exp.Format(time.RFC3339)})
 }
 
 // Approve executes a waiting request on the strength of a human's signed
@@ -149,7 +150,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	// The signature first, by a signer allowed for the target the approval
 	// names (it must be the request's, below): until then nothing about
 	// the request may show, neither whether it exists nor its status nor
-	// whether its rehearsal ran, which depends on rows outside the bound
+	// whether it has a preview, which depends on rows outside the bound
 	// (DESIGN.md invariant 10). The approve route needs no token.
 	act := signedAct{kind: logbook.KindApproval, namespace: signing.NamespaceApproval, field: "approval", bytes: approval, sig: signature}
 	signer, err := g.verifyAct(act, ap.Target)
@@ -171,18 +172,17 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: the approval is for request %s on %s", ErrActRefused, ap.RequestID, ap.Target)
 	case v.Status != StatusWaiting:
 		return nil, fmt.Errorf("gateway: %s: %w (%s)", id, ErrNotWaiting, v.Status)
-	case v.RehearsalSHA256 == "":
-		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotRehearsed)
+	case v.PreviewSHA256 == "":
+		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotPreviewed)
 	case ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL):
 		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
-	case ap.RehearsalSHA256 != v.RehearsalSHA256:
-		return nil, fmt.Errorf("gateway: %w: the approval is for another rehearsal", ErrActRefused)
+	case ap.PreviewSHA256 != v.PreviewSHA256:
+		return nil, fmt.Errorf("gateway: %s: %w: %w", id, ErrActRefused, ErrPreviewChanged)
 	case g.expiredAt(ap.ExpiresAt(), now):
 		return nil, fmt.Errorf("gateway: %w: the approval expired at %s", ErrActRefused, ap.Expires)
 	}
-	var rep pilot.Rehearsal
-	if err := json.Unmarshal(v.Rehearsal, &rep); err != nil || ap.MaxRows > rep.RowsReached {
-		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the rehearsal reached", ErrActRefused)
+	if pv, err := v.preview(); err != nil || pv.TooMany || ap.MaxRows > pv.Rows {
+		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the preview counted", ErrActRefused)
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
 	claimed, err := g.rq.Decide(ctx, id, StatusWaiting, store.Decision{Status: StatusRunning, Path: marque.PathApproved,
@@ -228,8 +228,14 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	}
 	req.applyResult(pres)
 	g.cfg.Metrics.PilotRefusal(pres.Code)
+	drifted := pres.Outcome != pilot.Executed && pres.Code == pilot.RefusedDrift
 	if pres.Outcome != pilot.Executed {
-		req.Status = StatusFailed
+		// A statement that would not do what its preview showed goes back
+		// to the queue, for a human to look at afresh; any other refusal
+		// ends the request.
+		if !drifted {
+			req.Status = StatusFailed
+		}
 		g.cfg.Metrics.Decision(marque.PathApproved, OutcomeReferred, g.cfg.Clock().Sub(now))
 	} else {
 		g.cfg.Metrics.Decision(marque.PathApproved, OutcomeExecuted, g.cfg.Clock().Sub(now))
@@ -243,6 +249,17 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	g.cfg.Logger.Info("approval", "request", id, "principal", v.Principal, "target", v.Target, "signer", signer.Name,
 		"status", req.Status, "rows", pres.RowsAffected, "code", pres.Code)
 	g.notify(id)
+	if drifted {
+		// Back in the queue with a fresh preview: the approver is a human
+		// who asked, and is shown what the statement would do now. The old
+		// one goes first, so that no approver is shown it again even if
+		// the fresh one cannot be computed now.
+		ctx := context.WithoutCancel(ctx)
+		if _, err := g.rq.SetPreview(ctx, id, StatusWaiting, "", "", true); err != nil {
+			return nil, fmt.Errorf("gateway: %s: preview: %w", id, err)
+		}
+		return g.Preview(ctx, id, false)
+	}
 	return g.Request(ctx, id, "")
 }
 

@@ -78,19 +78,24 @@ func (f *fixture) submit(t *testing.T, principal, sql string) *gateway.Response 
 	return resp
 }
 
-// referred submits a statement that must be referred and rehearsed.
+// referred submits a statement that must be referred, checks that nothing
+// of it ran (it has no preview until a human asks), then asks for its
+// preview as a human would.
 func (f *fixture) referred(t *testing.T, sql string) *gateway.RequestView {
 	t.Helper()
 	resp := f.submit(t, gatewaytest.Agent, sql)
 	if resp.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("%q: %+v, want referred", sql, resp)
 	}
-	v := f.rehearsed(t, resp.RequestID)
-	if v.Status != gateway.StatusWaiting || v.RehearsalSHA256 == "" || len(v.Rehearsal) == 0 {
-		t.Fatalf("%q: %+v, want waiting with a rehearsal", sql, v)
+	if v := f.view(t, resp.RequestID); v.Status != gateway.StatusWaiting || v.PreviewSHA256 != "" || len(v.Preview) != 0 {
+		t.Fatalf("%q: %+v, want waiting with no preview before a human asks", sql, v)
 	}
-	if pilot.Digest(v.Rehearsal) != v.RehearsalSHA256 {
-		t.Fatalf("%q: the rehearsal digest does not match the report", sql)
+	v := f.previewed(t, resp.RequestID)
+	if v.Status != gateway.StatusWaiting || v.PreviewSHA256 == "" || len(v.Preview) == 0 {
+		t.Fatalf("%q: %+v, want waiting with a preview", sql, v)
+	}
+	if pv := previewOf(t, v); pv.Digest != v.PreviewSHA256 {
+		t.Fatalf("%q: the stored digest %s is not the preview's %s", sql, v.PreviewSHA256, pv.Digest)
 	}
 	return v
 }
@@ -104,11 +109,11 @@ func (f *fixture) view(t *testing.T, id string) *gateway.RequestView {
 	return v
 }
 
-func rehearsal(t *testing.T, v *gateway.RequestView) pilot.Rehearsal {
+func previewOf(t *testing.T, v *gateway.RequestView) pilot.Preview {
 	t.Helper()
-	var r pilot.Rehearsal
-	if err := json.Unmarshal(v.Rehearsal, &r); err != nil {
-		t.Fatal(err)
+	var r pilot.Preview
+	if err := json.Unmarshal(v.Preview, &r); err != nil {
+		t.Fatalf("preview %s: %v", v.Preview, err)
 	}
 	return r
 }
@@ -164,7 +169,7 @@ func signAct(t *testing.T, key *signing.PrivateKey, namespace string, act []byte
 	return sig
 }
 
-// TestApproveEndToEnd: a referred statement is rehearsed; the proposed
+// TestApproveEndToEnd: a referred statement is previewed; the proposed
 // approval names it exactly; every approval that is not bob's signature
 // over exactly that approval is refused with nothing run; bob's signature
 // made by the real ssh-keygen executes it once, on the approved path, with
@@ -180,15 +185,15 @@ func TestApproveEndToEnd(t *testing.T) {
 	if !strings.Contains(strings.Join(v.Reasons, " "), "Tier B") {
 		t.Fatalf("reasons %q do not say Tier B is off", v.Reasons)
 	}
-	rep := rehearsal(t, v)
-	if rep.RowsReached != 1 || len(rep.Before) != 1 || len(rep.After) != 1 || rep.After[0]["name"] != "John Smith" {
-		t.Fatalf("rehearsal %+v, want one row, Jonh Smith -> John Smith", rep)
+	rep := previewOf(t, v)
+	if rep.Rows != 1 || len(rep.Before) != 1 || len(rep.After) != 1 || rep.After[0]["name"] != "John Smith" || rep.Before[0]["name"] != "Jonh Smith" {
+		t.Fatalf("preview %+v, want one row, Jonh Smith -> John Smith", rep)
 	}
 	other := f.referred(t, "UPDATE customers SET name = 'Maria Garcia' WHERE id = 7")
 
 	before := gatewaytest.Snapshot(t, f.dsn, "customers")
 	if strings.Contains(before, "John Smith") {
-		t.Fatal("the rehearsal changed the target")
+		t.Fatal("the preview changed the target")
 	}
 
 	// The proposed approval.
@@ -202,7 +207,7 @@ func TestApproveEndToEnd(t *testing.T) {
 		t.Fatalf("the proposal is not a canonical approval: %v\n%s", err, act)
 	}
 	if ap.RequestID != v.ID || ap.Target != gatewaytest.Target || ap.StatementSHA256 != marque.StatementHash(v.CanonicalSQL) ||
-		ap.RehearsalSHA256 != v.RehearsalSHA256 || ap.MaxRows != 1 {
+		ap.PreviewSHA256 != v.PreviewSHA256 || ap.MaxRows != 1 {
 		t.Fatalf("proposal %+v does not name request %s exactly", ap, v.ID)
 	}
 	if exp := ap.ExpiresAt(); exp.Before(start.Add(14*time.Minute)) || exp.After(time.Now().Add(15*time.Minute)) {
@@ -253,9 +258,9 @@ func TestApproveEndToEnd(t *testing.T) {
 		{"another statement", func(a *queue.Approval) {
 			a.StatementSHA256 = marque.StatementHash("UPDATE customers SET name = 'John Smith' WHERE id > 0")
 		}},
-		{"another rehearsal", func(a *queue.Approval) { a.RehearsalSHA256 = other.RehearsalSHA256 }},
+		{"another preview", func(a *queue.Approval) { a.PreviewSHA256 = other.PreviewSHA256 }},
 		{"expired", func(a *queue.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
-		{"more rows than the rehearsal reached", func(a *queue.Approval) { a.MaxRows = 2 }},
+		{"more rows than the preview counted", func(a *queue.Approval) { a.MaxRows = 2 }},
 	} {
 		act, sig := bobSign(edit(e.edit))
 		add(e.name, act, sig)
@@ -426,25 +431,27 @@ func TestDenial(t *testing.T) {
 	f.sys.Verify(t)
 }
 
-// TestApprovalCannotExceedRehearsal: the approval's guard is the rows the
-// rehearsal reached. When the data changes so that the statement would
-// reach one row more, the Pilot rolls it back and nothing changes.
-func TestApprovalCannotExceedRehearsal(t *testing.T) {
+// TestApprovalGoesBackOnDrift: the approval signs the preview's digest and
+// its count. When the data changes so that the statement would reach one
+// row more, the Pilot computes the preview again in the statement's own
+// snapshot, rolls back, and the request goes back to the queue with a
+// fresh preview; the old approval no longer applies, a new one runs it.
+func TestApprovalGoesBackOnDrift(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := t.Context()
 	const sql = "DELETE FROM orders WHERE status = 'failed'"
 	v := f.referred(t, sql)
-	n := rehearsal(t, v).RowsReached
+	n := previewOf(t, v).Rows
 	if n < 2 {
-		t.Fatalf("the rehearsal reached %d rows; the demo data has more failed orders", n)
+		t.Fatalf("the preview counted %d rows; the demo data has more failed orders", n)
 	}
 	act, err := f.sys.Gateway.ProposeApproval(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ap, _ := queue.ParseApproval(act); ap.MaxRows != n {
-		t.Fatalf("proposal guard %d, rehearsal %d", ap.MaxRows, n)
+		t.Fatalf("proposal guard %d, preview %d", ap.MaxRows, n)
 	}
 	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
 
@@ -457,22 +464,74 @@ func TestApprovalCannotExceedRehearsal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != gateway.StatusFailed || got.RowsAffected != 0 || !strings.Contains(strings.Join(got.Reasons, " "), "max_rows") {
-		t.Fatalf("approved beyond the rehearsal: %+v, want failed on max_rows", got)
+	if got.Status != gateway.StatusWaiting || got.RowsAffected != 0 || !strings.Contains(strings.Join(got.Reasons, " "), "preview") {
+		t.Fatalf("approved beyond the preview: %+v, want back in the queue", got)
 	}
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
-		t.Fatal("the Pilot ran an approval over more rows than the rehearsal reached")
+		t.Fatal("the Pilot ran an approval over more rows than the preview counted")
+	}
+	if pv := previewOf(t, got); pv.Rows != n+1 || got.PreviewSHA256 == v.PreviewSHA256 {
+		t.Fatalf("back in the queue with preview %+v (%s), want a fresh one of %d rows", pv, got.PreviewSHA256, n+1)
 	}
 	execs := ofKind(entries(t, f.sys.Logbook, v.ID), "execution")
 	if len(execs) != 1 {
 		t.Fatalf("%d execution entries, want 1", len(execs))
 	}
-	if x := payload(t, execs[0]); x["outcome"] != string(pilot.Refused) || x["code"] != pilot.RefusedMaxRows {
-		t.Fatalf("execution entry %v, want refused %s", x, pilot.RefusedMaxRows)
+	if x := payload(t, execs[0]); x["outcome"] != string(pilot.Refused) || x["code"] != pilot.RefusedDrift {
+		t.Fatalf("execution entry %v, want refused %s", x, pilot.RefusedDrift)
 	}
-	// A failed approval is final: it cannot be approved again.
-	if _, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig); !errors.Is(err, gateway.ErrNotWaiting) {
-		t.Fatalf("approving a failed request: %v", err)
+	// The old approval names a preview the request no longer has.
+	if _, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig); !errors.Is(err, gateway.ErrPreviewChanged) {
+		t.Fatalf("approving with the old approval: %v, want ErrPreviewChanged", err)
+	}
+	// An approval of the fresh preview runs it, over n+1 rows.
+	act, err = f.sys.Gateway.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := f.sys.Gateway.Approve(ctx, v.ID, act, signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act))
+	if err != nil || done.Status != gateway.StatusExecuted || done.RowsAffected != n+1 {
+		t.Fatalf("approval of the fresh preview: %+v, %v", done, err)
+	}
+	f.sys.Verify(t)
+}
+
+// TestApprovalBaitAndSwitch (issue 22, finding 6): the approver is shown
+// the one order a DELETE reaches through its subquery; the agent then
+// changes a row that subquery reads, inside its own bound, so the same
+// statement would delete another order, with the same count. The Pilot
+// compares the preview it computes in the statement's snapshot with the
+// one the approval signed, and deletes nothing.
+func TestApprovalBaitAndSwitch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	const sql = "DELETE FROM orders WHERE id = (SELECT max(id) FROM orders WHERE status = 'failed')"
+	v := f.referred(t, sql)
+	pv := previewOf(t, v)
+	if pv.Rows != 1 || len(pv.Before) != 1 {
+		t.Fatalf("preview %+v, want the one order the subquery picks", pv)
+	}
+	shown := pv.Before[0]["id"]
+	act, err := f.sys.Gateway.ProposeApproval(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
+	// A newer order fails: the subquery now picks it.
+	if _, err := f.conn(t).Exec(ctx, "UPDATE orders SET status = 'failed' WHERE id = (SELECT max(id) FROM orders)"); err != nil {
+		t.Fatal(err)
+	}
+	before := gatewaytest.Snapshot(t, f.dsn, "orders")
+	got, err := f.sys.Gateway.Approve(ctx, v.ID, act, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != gateway.StatusWaiting || gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+		t.Fatalf("the approval of a preview of order %v ran on other rows: %+v", shown, got)
+	}
+	if now := previewOf(t, got); len(now.Before) != 1 || now.Before[0]["id"] == shown {
+		t.Fatalf("the fresh preview %+v should show the order the statement now reaches", now)
 	}
 	f.sys.Verify(t)
 }
@@ -523,8 +582,8 @@ func TestWaitRequest(t *testing.T) {
 	if r.v.Status == gateway.StatusWaiting || r.took >= wait {
 		t.Fatalf("the long-poll returned %s after %s, want the resolved request before %s", r.v.Status, r.took, wait)
 	}
-	if r.v.Rehearsal != nil {
-		t.Fatal("the agent's long-poll shows the rehearsal")
+	if r.v.Preview != nil || r.v.PreviewSHA256 != "" {
+		t.Fatal("the agent's long-poll shows the preview")
 	}
 	t.Logf("long-poll returned %s after the approval returned (status %s, %s in all)", r.at.Sub(approvedAt), r.v.Status, r.took)
 
@@ -850,7 +909,8 @@ func TestOutcomeRecordedAfterCallerLeft(t *testing.T) {
 		return f.view(t, v.ID), err
 	}
 	// Refused by the Pilot: someone else fails one more order after the
-	// rehearsal, so the statement reaches more rows than approved.
+	// preview, so the statement reaches more rows than approved: back to
+	// the queue.
 	v := f.referred(t, "DELETE FROM orders WHERE status = 'failed'")
 	act, err := f.sys.Gateway.ProposeApproval(t.Context(), v.ID)
 	if err != nil {
@@ -865,8 +925,8 @@ func TestOutcomeRecordedAfterCallerLeft(t *testing.T) {
 	_, _ = f.sys.Gateway.Approve(ctx, v.ID, act, sig)
 	wrap.cancel.Store(nil)
 	cancel()
-	if got := f.view(t, v.ID); got.Status != gateway.StatusFailed {
-		t.Errorf("approved, refused by the Pilot, caller gone: the request is %s, want failed", got.Status)
+	if got := f.view(t, v.ID); got.Status != gateway.StatusWaiting || got.PreviewSHA256 == v.PreviewSHA256 {
+		t.Errorf("approved, refused by the Pilot, caller gone: the request is %s (preview %s), want waiting with a fresh preview", got.Status, got.PreviewSHA256)
 	}
 	// Run by the Pilot.
 	if got, _ := approve("UPDATE orders SET total_cents = 1 WHERE id = 45"); got.Status != gateway.StatusExecuted {

@@ -67,9 +67,9 @@ func TestDelegationQuota(t *testing.T) {
 	if gatewaytest.Receipts(t, f.dsn) != receipts {
 		t.Fatal("a statement over quota ran")
 	}
-	// The quota refusal is a referral a human can approve: it was rehearsed.
-	if v := f.rehearsed(t, r.RequestID); v.RehearsalSHA256 == "" {
-		t.Fatal("a quota referral was not rehearsed")
+	// The quota refusal is a referral a human can approve: it previews.
+	if v := f.previewed(t, r.RequestID); v.PreviewSHA256 == "" {
+		t.Fatalf("a quota referral has no preview: %s", v.PreviewError)
 	}
 
 	// One token per 20s.

@@ -60,9 +60,7 @@ type request struct {
 	Created      time.Time
 	Updated      time.Time
 
-	Rehearsal       []byte
-	RehearsalSHA256 string
-	JudgmentID      string
+	JudgmentID string
 }
 
 func (r *request) response() *Response {
@@ -393,7 +391,7 @@ func (g *Gateway) didNotRun(ctx context.Context, p pilot.Executor, req *request,
 		return nil, errors.Join(err, ferr)
 	}
 	g.takeReferral(req.Principal)
-	g.referred(p, req)
+	g.referred(req)
 	return req.response(), nil
 }
 
@@ -417,10 +415,15 @@ type RequestView struct {
 	RowsAffected int64     `json:"rows_affected"`
 	Created      time.Time `json:"created"`
 	Updated      time.Time `json:"updated"`
-	// Rehearsal is the report of a rolled-back run (referred requests), and
-	// RehearsalSHA256 its digest, which an approval signs.
-	Rehearsal       json.RawMessage `json:"rehearsal,omitempty"`
-	RehearsalSHA256 string          `json:"rehearsal_sha256,omitempty"`
+	// Preview is a waiting request's preview (pilot.Preview), computed
+	// when a human first asked for it, and PreviewSHA256 its digest, which
+	// an approval signs. Humans only.
+	Preview       json.RawMessage `json:"preview,omitempty"`
+	PreviewSHA256 string          `json:"preview_sha256,omitempty"`
+	// PreviewError says why a waiting request has no preview, when a human
+	// asked for one: it cannot be previewed (so it can only be denied, or
+	// run by hand), or the target did not answer. Humans only; not stored.
+	PreviewError string `json:"preview_error,omitempty"`
 	// DecidedBy is the human who approved or denied it.
 	DecidedBy string `json:"decided_by,omitempty"`
 }
@@ -449,11 +452,12 @@ func (g *Gateway) Request(ctx context.Context, id, principal string) (*RequestVi
 		}
 	}
 	if principal != "" {
-		// What only humans see (DESIGN.md invariant 10): the rehearsal
-		// holds row images the agent may not read, and whether it ran, what
-		// it counted and its digest depend on rows outside the bound; the
-		// detail holds the target's own error text.
-		rows[0].Rehearsal, rows[0].RehearsalSHA256, rows[0].Detail = nil, "", ""
+		// What only humans see (DESIGN.md invariant 10): the preview holds
+		// row images the agent may not read, and whether it exists, what it
+		// counted and its digest depend on rows outside the bound and on
+		// whether a human has looked; the detail holds the target's own
+		// error text.
+		rows[0].Preview, rows[0].PreviewSHA256, rows[0].Detail = nil, "", ""
 	}
 	return rows[0], nil
 }
@@ -467,14 +471,14 @@ func (g *Gateway) queryRequests(ctx context.Context, f store.RequestFilter) ([]*
 	for _, r := range rows {
 		v := RequestView{ID: r.ID, Principal: r.Principal, Target: r.Target, SQL: r.SQL, CanonicalSQL: r.Canonical,
 			Outcome: r.Outcome, Status: r.Status, Path: r.Path, DelegationID: r.DelegationID, Detail: r.Detail,
-			MarqueID: r.MarqueID, RowsAffected: r.RowsAffected, RehearsalSHA256: r.RehearsalSHA256, DecidedBy: r.DecidedBy}
+			MarqueID: r.MarqueID, RowsAffected: r.RowsAffected, PreviewSHA256: r.PreviewSHA256, DecidedBy: r.DecidedBy}
 		if r.Rule.Valid {
 			n := int(r.Rule.Int64)
 			v.Rule = &n
 		}
 		_ = json.Unmarshal([]byte(r.Reasons), &v.Reasons)
-		if r.Rehearsal != "" {
-			v.Rehearsal = json.RawMessage(r.Rehearsal)
+		if r.Preview != "" {
+			v.Preview = json.RawMessage(r.Preview)
 		}
 		v.Created, v.Updated = time.Unix(0, r.CreatedNS).UTC(), time.Unix(0, r.UpdatedNS).UTC()
 		out = append(out, &v)

@@ -87,13 +87,11 @@ func (g *Gateway) Services() []Service {
 	return out
 }
 
-// Run runs the rehearsal workers and every service until ctx ends, then
+// Run runs every service until ctx ends, then
 // waits for the execution entries still being written (Drain).
 func (g *Gateway) Run(ctx context.Context) error {
 	g.delegationsWatched.Store(true)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); g.runRehearsals(ctx) }()
 	for _, s := range g.Services() {
 		wg.Add(1)
 		go func() { defer wg.Done(); runService(ctx, s, g.cfg.Logger) }()

@@ -24,6 +24,7 @@ import (
 func (s *Server) registerHumanRoutes() {
 	s.HandleFunc("GET /v1/queue", s.getQueue)
 	s.HandleFunc("GET /v1/requests/{id}/approval", s.getApproval)
+	s.HandleFunc("POST /v1/requests/{id}/preview", s.postPreview)
 	s.HandleFunc("POST /v1/requests/{id}/approve", s.actOnce(s.postApprove))
 	s.HandleFunc("POST /v1/requests/{id}/deny", s.actOnce(s.postDeny))
 	s.HandleFunc("POST /v1/delegations/{id}/revoke", s.actOnce(s.postRevoke))
@@ -118,17 +119,37 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestForHuman serves GET /v1/requests/{id} to a human: everything,
-// rehearsal included.
+// the preview included, computed now if the request is waiting and has
+// none (a human is asking: DESIGN.md invariant 10).
 // Who asks is settled before the request is looked up, so that a caller
 // who is not such a human cannot learn which request ids exist; a request
 // of a target the human may not read is not found.
 func (s *Server) requestForHuman(w http.ResponseWriter, r *http.Request) {
-	_, targets, err := s.humanTargets(r, nil, signing.NamespaceSession, s.gw.Targets())
+	s.previewForHuman(w, r, nil, false)
+}
+
+// postPreview is POST /v1/requests/{id}/preview: a human asks for a fresh
+// preview of a waiting request, which every approver then shares.
+func (s *Server) postPreview(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.bufferBody(w, r)
+	if !ok {
+		return
+	}
+	s.previewForHuman(w, r, body, true)
+}
+
+// previewForHuman answers a signed human request for a request, with its
+// preview (computed now when it has none, or with refresh).
+func (s *Server) previewForHuman(w http.ResponseWriter, r *http.Request, body []byte, refresh bool) {
+	_, targets, err := s.humanTargets(r, body, signing.NamespaceSession, s.gw.Targets())
 	if err != nil {
 		s.unauthorizedHuman(w, err)
 		return
 	}
 	v, err := s.gw.Request(r.Context(), r.PathValue("id"), "")
+	if err == nil && slices.Contains(targets, v.Target) {
+		v, err = s.gw.Preview(r.Context(), v.ID, refresh)
+	}
 	if errors.Is(err, gateway.ErrNotFound) || err == nil && !slices.Contains(targets, v.Target) {
 		writeError(w, http.StatusNotFound, "not_found", "no request "+r.PathValue("id"))
 		return
@@ -164,7 +185,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 		s.actError(w, r, err)
 		return
 	}
-	// Proposing may have rehearsed it just now: show what the approval signs.
+	// Proposing may have previewed it just now: show what the approval signs.
 	if v, err = s.gw.Request(r.Context(), id, ""); err != nil {
 		s.actError(w, r, err)
 		return
@@ -195,8 +216,10 @@ func (s *Server) actError(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, gateway.ErrNotWaiting), errors.Is(err, gateway.ErrAlreadyRevoked), errors.Is(err, audit.ErrReviewed):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, gateway.ErrNotRehearsed):
-		writeError(w, http.StatusConflict, "not_rehearsed", err.Error())
+	case errors.Is(err, gateway.ErrNotPreviewed):
+		writeError(w, http.StatusConflict, "not_previewed", err.Error())
+	case errors.Is(err, gateway.ErrPreviewChanged):
+		writeError(w, http.StatusConflict, "preview_changed", err.Error())
 	case errors.Is(err, gateway.ErrActRefused):
 		writeError(w, http.StatusForbidden, "act_refused", err.Error())
 	case errors.Is(err, gateway.ErrLogUnavailable):

@@ -81,7 +81,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // TestHumanRequestSignatures: the queue and a request's full view need a
 // request signed now, for this method, path and body, in the session
 // namespace, by a key the signers file lists for the target. The agent's
-// view of a request never carries the rehearsal.
+// view of a request never carries the preview.
 func TestHumanRequestSignatures(t *testing.T) {
 	t.Parallel()
 	f := newAPIFixture(t)
@@ -149,9 +149,8 @@ func TestHumanRequestSignatures(t *testing.T) {
 		t.Fatalf("a tampered request set a switch: %+v", f.sys.Switches.Snapshot())
 	}
 
-	// A request's full view: the human sees the rehearsal (once the
-	// background worker has run it), the agent not.
-	f.sys.WaitRehearsed(t, waiting.RequestID)
+	// A request's full view: the human's GET computes the preview (a
+	// human asked), the agent's never shows it.
 	path := "/v1/requests/" + waiting.RequestID
 	st, body = f.signedAs(t, keys.Approver, signing.NamespaceSession, http.MethodGet, path, nil)
 	if st != http.StatusOK {
@@ -161,12 +160,10 @@ func TestHumanRequestSignatures(t *testing.T) {
 	if err := json.Unmarshal(body, &hv); err != nil {
 		t.Fatal(err)
 	}
-	if len(hv.Rehearsal) == 0 || pilot.Digest(hv.Rehearsal) != hv.RehearsalSHA256 {
-		t.Fatalf("the human's view lacks the rehearsal: %s", body)
-	}
-	var rep pilot.Rehearsal
-	if err := json.Unmarshal(hv.Rehearsal, &rep); err != nil || rep.RowsReached != 1 || len(rep.Before) != 1 {
-		t.Fatalf("rehearsal %s: %v", hv.Rehearsal, err)
+	var pv pilot.Preview
+	if len(hv.Preview) == 0 || json.Unmarshal(hv.Preview, &pv) != nil || pv.Digest == "" || pv.Digest != hv.PreviewSHA256 ||
+		pv.Rows != 1 || len(pv.Before) != 1 {
+		t.Fatalf("the human's view lacks the preview: %s", body)
 	}
 	st, body = f.do(t, http.MethodGet, path, gatewaytest.AgentToken, nil)
 	if st != http.StatusOK {
@@ -176,8 +173,8 @@ func TestHumanRequestSignatures(t *testing.T) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := raw["rehearsal"]; ok || strings.Contains(string(body), "Jonh Smith") {
-		t.Fatalf("the agent's view carries the rehearsal: %s", body)
+	if _, ok := raw["preview"]; ok || strings.Contains(string(body), "Jonh Smith") {
+		t.Fatalf("the agent's view carries the preview: %s", body)
 	}
 	if raw["id"] == nil || string(raw["status"]) != `"waiting"` {
 		t.Fatalf("the agent's view: %s", body)
@@ -193,7 +190,7 @@ func TestHumanRequestSignatures(t *testing.T) {
 		st, body := f.human(t, http.MethodGet, path, c.auth, nil)
 		apiError(t, st, body, http.StatusUnauthorized, "unauthorized")
 		if strings.Contains(string(body), "Jonh Smith") {
-			t.Fatalf("%s: the refusal shows the rehearsal", c.name)
+			t.Fatalf("%s: the refusal shows the preview", c.name)
 		}
 	}
 	// The proposed approval needs a session too.
@@ -381,7 +378,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 	}
 	ap, err := queue.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
-		ap.RehearsalSHA256 != pilot.Digest(prop.Request.Rehearsal) || ap.MaxRows != 1 {
+		ap.PreviewSHA256 == "" || ap.PreviewSHA256 != prop.Request.PreviewSHA256 || ap.MaxRows != 1 {
 		t.Fatalf("the proposal %+v does not match the request shown %+v (%v)", ap, prop.Request, err)
 	}
 

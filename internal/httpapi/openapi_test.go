@@ -80,6 +80,7 @@ var operations = map[string]operation{
 	"GET /v1/openapi.json":                {"", map[string]string{"200": ""}},
 	"GET /v1/queue":                       {"", map[string]string{"200": "QueuePage"}},
 	"GET /v1/requests/{id}/approval":      {"", map[string]string{"200": "ApprovalProposal"}},
+	"POST /v1/requests/{id}/preview":      {"", map[string]string{"200": "RequestView"}},
 	"GET /v1/requests/{id}/note":          {"", map[string]string{"200": "Note"}},
 	"POST /v1/requests/{id}/approve":      {"SignedAct", map[string]string{"200": "RequestView"}},
 	"POST /v1/requests/{id}/deny":         {"SignedAct", map[string]string{"200": "RequestView"}},

@@ -46,7 +46,7 @@ func forgedApproval(t *testing.T, keys *gatewaytest.Keys, id, target, canonical 
 	t.Helper()
 	act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceApproval, queue.Approval{Version: 1, Kind: queue.KindApproval,
 		RequestID: id, Target: target, StatementSHA256: marque.StatementHash(canonical),
-		RehearsalSHA256: "0000000000000000000000000000000000000000000000000000000000000000", MaxRows: 1,
+		PreviewSHA256: "0000000000000000000000000000000000000000000000000000000000000000", MaxRows: 1,
 		Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)})
 	return map[string]string{"act": string(act), "signature": string(sig)}
 }
@@ -89,7 +89,7 @@ func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
 	if first.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("setup: %+v", first)
 	}
-	if v := f.sys.WaitRehearsed(t, first.RequestID); v.RehearsalSHA256 == "" {
+	if v := f.sys.Previewed(t, first.RequestID); v.PreviewSHA256 == "" {
 		t.Fatal("setup: the first probe was not rehearsed")
 	}
 	rehearsed := observe(first.RequestID)
@@ -112,11 +112,11 @@ func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
 	if second.Outcome != gateway.OutcomeReferred || decoy.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("setup: %+v %+v", second, decoy)
 	}
-	if v := f.sys.WaitRehearsed(t, decoy.RequestID); v.RehearsalSHA256 == "" {
+	if v := f.sys.Previewed(t, decoy.RequestID); v.PreviewSHA256 == "" {
 		t.Fatal("setup: the decoy was not rehearsed")
 	}
 	time.Sleep(200 * time.Millisecond)
-	if v, err := f.sys.Gateway.Request(ctx, second.RequestID, ""); err != nil || v.RehearsalSHA256 != "" {
+	if v, err := f.sys.Gateway.Request(ctx, second.RequestID, ""); err != nil || v.PreviewSHA256 != "" {
 		t.Fatalf("setup: the second probe's rehearsal should have failed: %v %+v", err, v)
 	}
 	failed := observe(second.RequestID)

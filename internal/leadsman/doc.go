@@ -1,7 +1,8 @@
 // Package leadsman is the Leadsman: an analyst model that helps humans
 // read the queue (EDR-0009). For each referred request waiting for a
 // human, a configured model writes a short, discursive note: what the
-// statement does, which rows it reaches, why it was referred. The note is
+// statement does, which rows its text says it reaches, why it was
+// referred. The note is
 // advice to an approver and nothing more.
 //
 // # What it is not
@@ -35,7 +36,7 @@
 //
 // Its input is adversarial: a statement is attacker-written, and an SQL
 // comment is a fine place for an instruction aimed at whatever reads it.
-// The statement, the reasons and any row values go to the model in
+// The statement and the reasons go to the model in
 // delimited blocks marked with a per-call random marker, and the
 // instructions say to describe them, never to follow them. That is a
 // mitigation, not a guarantee, and nothing depends on it: the model's
@@ -45,10 +46,13 @@
 // # Egress
 //
 // The model is called through the provider's official SDK (internal/llm),
-// with the deployment's egress settings. Row values from the rehearsal
-// leave the deployment only with Config.ShareRows; by default the model
-// sees the statement, the reasons, the rehearsal's kind, row count and
-// column names.
+// with the deployment's egress settings. It sees the statement and the
+// reasons, never a row: nothing of a referred statement runs before a
+// human asks (DESIGN.md invariant 10), and the Leadsman, which writes its
+// note on its own schedule, must never be what makes anything run. A
+// human's preview, once there, is not shown to it either: the note would
+// then depend on whether a human had looked, and on rows the agent may
+// not read.
 //
 // # The record
 //

@@ -2,8 +2,8 @@ package leadsman_test
 
 import (
 	"context"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,20 +18,16 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
-// TestFindingNoteTimeRevealsRehearsal (hostile review, rv-http): the
-// Leadsman notes a rehearsed request at its next poll and an unrehearsed
-// one only after RehearsalWait (15 s by default), and counts every note
-// in harbormaster_leadsman_notes_total, which GET /metrics serves to
-// anyone on the API's listener, agents included. Whether a referred
-// statement's rehearsal succeeded depends on rows outside the agent's
-// bound, so an agent that sends a probe and watches the counter learns
-// it: the oracle the background rehearsal exists to close (invariant 10).
-// Here two referrals of one statement differ only in the email (a column
-// no rule lists) of a US customer (outside the fence).
-//
-// Fixed: every referral is noted on one schedule, RehearsalWait after it
-// was made, rehearsed or not.
-func TestFindingNoteTimeRevealsRehearsal(t *testing.T) {
+// TestNotesIgnoreHiddenRows (hostile review, rv-http; issue 22): a note
+// was once written on a schedule that depended on whether the request's
+// background rehearsal succeeded, which depends on rows outside the
+// agent's bound, and harbormaster_leadsman_notes_total told the agent
+// which. Now nothing of a referred statement runs until a human asks, and
+// the Leadsman never asks: two referrals of one probe on a target that
+// differs only in the email (a column no rule lists) of a US customer
+// (outside the fence) are noted in the same poll, from the same prompt,
+// and neither gains a preview.
+func TestNotesIgnoreHiddenRows(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
@@ -47,9 +43,6 @@ func TestFindingNoteTimeRevealsRehearsal(t *testing.T) {
 		return r.RequestID
 	}
 	clean := submit(probe)
-	if v := sys.WaitRehearsed(t, clean); v.RehearsalSHA256 == "" {
-		t.Fatal("setup: the first probe was not rehearsed")
-	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +52,6 @@ func TestFindingNoteTimeRevealsRehearsal(t *testing.T) {
 		t.Fatal(err)
 	}
 	poisoned := submit(probe)
-	decoy := submit("UPDATE customers SET name = 'Jon Smith' WHERE id = 3")
-	if v := sys.WaitRehearsed(t, decoy); v.RehearsalSHA256 == "" {
-		t.Fatal("setup: the decoy was not rehearsed")
-	}
-	time.Sleep(200 * time.Millisecond)
-	if v, err := sys.Gateway.Request(ctx, poisoned, ""); err != nil || v.RehearsalSHA256 != "" {
-		t.Fatalf("setup: the second probe's rehearsal should have failed: %v", err)
-	}
 
 	srv := llmtest.NewOpenAI(t, llmtest.Text("A note."))
 	w, err := llm.NewWriter(llm.ProviderConfig{Name: "scripted", Kind: llm.KindOpenAI, BaseURL: srv.URL, Model: "m"}, nil)
@@ -74,27 +59,30 @@ func TestFindingNoteTimeRevealsRehearsal(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New([]string{gatewaytest.Target}, nil, nil)
-	now := time.Now()
-	l, err := leadsman.New(ctx, leadsman.Config{RehearsalWait: time.Hour, Metrics: m, Clock: func() time.Time { return now }}, w, sys.Store, sys.Logbook)
+	l, err := leadsman.New(ctx, leadsman.Config{Metrics: m}, w, sys.Store, sys.Logbook)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	if _, err := l.Once(ctx); err != nil {
-		t.Fatal(err)
+	if n, err := l.Once(ctx); n != 2 || err != nil {
+		t.Fatalf("one poll noted %d of the two referrals (%v), want both", n, err)
 	}
-	noted := func(id string) bool {
-		_, err := leadsman.NewReader(sys.Store).Note(ctx, id)
-		return err == nil
+	for _, id := range []string{clean, poisoned} {
+		if _, err := leadsman.NewReader(sys.Store).Note(ctx, id); err != nil {
+			t.Fatalf("%s not noted: %v", id, err)
+		}
+		if v, err := sys.Gateway.Request(ctx, id, ""); err != nil || v.PreviewSHA256 != "" || len(v.Preview) != 0 {
+			t.Fatalf("%s: the Leadsman's note gave it a preview (%v): only a human asks for one", id, err)
+		}
 	}
-	if noted(clean) || noted(poisoned) {
-		t.Fatalf("a poll before the wait noted the referral whose rehearsal succeeded (%v) or the one whose rehearsal failed on a row outside the bound (%v): the notes counter on /metrics tells the agent which", noted(clean), noted(poisoned))
+	// The prompts differ in the request id and each prompt's own random
+	// marker, nothing else.
+	reqs := srv.AllRequests()
+	user := func(r llmtest.Request, id string) string {
+		marker := strings.Fields(r.System[strings.Index(r.System, "BEGIN UNTRUSTED ")+len("BEGIN UNTRUSTED "):])[0]
+		return strings.NewReplacer(id, "ID", marker, "MARKER").Replace(r.User)
 	}
-	now = now.Add(time.Hour)
-	if _, err := l.Once(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if !noted(clean) || !noted(poisoned) {
-		t.Fatalf("once the wait is over, both are noted: %v and %v", noted(clean), noted(poisoned))
+	if len(reqs) != 2 || user(reqs[0], clean) != user(reqs[1], poisoned) {
+		t.Fatalf("the two prompts differ beyond their request ids and markers: %+v", reqs)
 	}
 }

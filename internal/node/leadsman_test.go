@@ -49,7 +49,6 @@ agents:
 leadsman:
   identity: leadsman:notes
   poll: 20ms
-  rehearsal_wait: 1s
   provider:
     name: scripted
     kind: anthropic

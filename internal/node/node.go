@@ -413,7 +413,7 @@ func newLeadsman(ctx context.Context, cfg *config.Config, st *store.Store, lb *l
 	if err != nil {
 		return nil, fmt.Errorf("leadsman provider %s: %w", p.Name, err)
 	}
-	return leadsman.New(ctx, leadsman.Config{Identity: lc.Identity, Poll: lc.Poll.D(), RehearsalWait: lc.RehearsalWait.D(), ShareRows: lc.ShareRows,
+	return leadsman.New(ctx, leadsman.Config{Identity: lc.Identity, Poll: lc.Poll.D(),
 		Logger: log.With("principal", lc.Identity), Metrics: m}, w, st, lb)
 }
 

@@ -164,7 +164,7 @@ func (f *fixture) connect(t *testing.T, user, token, sslmode string) *pgx.Conn {
 // approve approves a referred request as bob, once it is rehearsed.
 func (f *fixture) approve(t *testing.T, id string) *gateway.RequestView {
 	t.Helper()
-	f.sys.WaitRehearsed(t, id)
+	f.sys.Previewed(t, id)
 	act, err := f.sys.Gateway.ProposeApproval(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 
@@ -18,9 +19,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
-
-// maxRehearsalRows caps how many rows a rehearsal of a read counts.
-const maxRehearsalRows = 10000
 
 // Rehearsal is the evidence a rehearsal collects: what the statement would
 // do, from a run that was rolled back. It is evidence, never authority.
@@ -86,11 +84,6 @@ func Digest(report []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ErrNotRehearsable is returned for a statement that may not be run even in
-// a rolled-back transaction: anything the static check found structurally
-// wrong (another statement kind, a function off the allow-list, ...).
-var ErrNotRehearsable = errors.New("statement cannot be rehearsed")
-
 // analyzeRaw parses sql and accepts it for the approval path only when the
 // static check found nothing structurally wrong: one SELECT, INSERT, UPDATE
 // or DELETE over known tables, allow-listed functions only. Coverage by a
@@ -102,92 +95,9 @@ func (p *Pilot) analyzeRaw(sql string) (*sqlcheck.Analysis, error) {
 		if len(a.Reasons) > 0 {
 			why = a.Reasons[0].Message
 		}
-		return nil, fmt.Errorf("%w: %s", ErrNotRehearsable, why)
+		return nil, fmt.Errorf("%w: %s", ErrNotPreviewable, why)
 	}
 	return a, nil
-}
-
-// RehearseRaw runs a referred statement as written (no delegation fences),
-// collects its before/after images and counts, and rolls back. It returns
-// the report and its JSON (whose Digest an approval signs).
-func (p *Pilot) RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte, error) {
-	a, err := p.analyzeRaw(sql)
-	if err != nil {
-		return nil, nil, err
-	}
-	stmt := a.Stmt()
-	before, beforeSQL, err := beforeImageQuery(stmt, p.cfg.MaxImageRows+1, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	alias, hasAfter := afterImageColumn(stmt, nil)
-	text, err := deparse(stmt)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep := &Rehearsal{Kind: string(a.Facts.Kind), Before: []map[string]any{}, After: []map[string]any{}, ExecutedSQL: text}
-	t, err := p.begin(ctx, false)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
-	}
-	defer t.Close() // always rolls back: nothing commits
-	tx := t.conn
-	if a.Facts.Kind == sqlcheck.OpSelect {
-		if _, err := tx.Exec(ctx, `SET LOCAL transaction_read_only = on`); err != nil {
-			return nil, nil, fmt.Errorf("pilot: rehearse: %w", err)
-		}
-	}
-	if p.cfg.Role != "" {
-		if _, err := tx.Exec(ctx, `SELECT set_config('role', $1, true)`, p.cfg.Role); err != nil {
-			return nil, nil, fmt.Errorf("pilot: rehearse: set role: %w", err)
-		}
-	}
-	if before {
-		imgs, err := images(ctx, tx, beforeSQL, p.cfg.MaxImageRows)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrNotRehearsable, err)
-		}
-		rep.Before = imgs.rows
-		rep.ImagesTruncated = imgs.more
-	}
-	rows, err := tx.Query(ctx, text)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the target refused it: %v", ErrNotRehearsable, err)
-	}
-	var n int64
-	for rows.Next() {
-		n++
-		if a.Facts.Kind == sqlcheck.OpSelect && n >= maxRehearsalRows {
-			break
-		}
-		if hasAfter && len(rep.After) < p.cfg.MaxImageRows {
-			vals, err := rows.Values()
-			if err != nil {
-				rows.Close()
-				return nil, nil, err
-			}
-			if img, ok := vals[len(vals)-1].(map[string]any); ok {
-				rep.After = append(rep.After, img)
-			}
-		} else if hasAfter {
-			rep.ImagesTruncated = true
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%w: the target refused it: %v", ErrNotRehearsable, err)
-	}
-	if a.Facts.Kind == sqlcheck.OpSelect {
-		rep.RowsReached = n
-	} else {
-		rep.RowsReached = rows.CommandTag().RowsAffected()
-	}
-	_ = alias
-	js, err := json.Marshal(rep)
-	if err != nil {
-		return nil, nil, err
-	}
-	return rep, js, nil
 }
 
 type imageSet struct {
@@ -305,11 +215,18 @@ type ApprovedRequest struct {
 	Approval []byte
 }
 
-// ExecuteApproved runs a statement a human approved: it verifies the marque,
-// the approver's signature over the approval with the signers file, that
-// the approval names this request, target and statement and has not
-// expired, then runs the statement as written with the approval's guard
-// (no more rows than the rehearsal reached) and a receipt.
+// ExecuteApproved runs a statement a human approved: it verifies the
+// marque, the approver's signature over the approval with the signers
+// file, that the approval names this request, target and statement and
+// has not expired. Then, in one REPEATABLE READ snapshot, it computes the
+// statement's preview again and runs the statement only if the preview's
+// digest is the one the approval signed, and commits only if the
+// statement reached exactly the preview's count of rows and wrote exactly
+// its values (an UPDATE's or INSERT's values known before it runs, a
+// DELETE's whole rows). Anything else rolls back as a drift refusal: the
+// approver was shown something else (a row the statement's subquery reads
+// changed, another session wrote one of its rows), and the request goes
+// back to the queue for a fresh preview.
 func (p *Pilot) ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Result, error) {
 	now := p.cfg.Clock()
 	claims, err := p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
@@ -346,21 +263,130 @@ func (p *Pilot) ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Resu
 	if err != nil {
 		return refused(RefusedCheck, "%v", err), nil
 	}
+	plan, err := buildPreview(a, p.Catalog())
+	if err != nil {
+		return refused(RefusedCheck, "%v", err), nil
+	}
+	g, err := approvedGuards(a, plan, ap.MaxRows)
+	if err != nil {
+		return refused(RefusedCheck, "%v", err), nil
+	}
+	return p.runApproved(ctx, &claims, g, plan, ap.PreviewSHA256)
+}
+
+// approvedGuards is an approved statement as it runs: a read capped at the
+// preview's count (one more marks a change), a write returning, as its
+// last column, the image execution compares with the preview: an UPDATE's
+// or INSERT's values known before it runs, a DELETE's whole row.
+func approvedGuards(a *sqlcheck.Analysis, plan *previewPlan, maxRows int64) (*Guarded, error) {
 	stmt := a.Stmt()
-	g := &Guarded{Kind: a.Facts.Kind, MaxRows: ap.MaxRows}
+	g := &Guarded{Kind: a.Facts.Kind, MaxRows: maxRows}
+	image := func(rel *pg.RangeVar) *pg.Node {
+		alias := relAlias(rel)
+		if g.Kind == sqlcheck.OpDelete {
+			return toJSONB(alias, nil)
+		}
+		var pairs []pair
+		for _, c := range plan.compared {
+			pairs = append(pairs, pair{c, pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeStrNode(c)}, -1)})
+		}
+		return object(pairs)
+	}
+	var returning *[]*pg.Node
+	var rel *pg.RangeVar
 	switch s := stmt.GetNode().(type) {
 	case *pg.Node_SelectStmt:
 		g.Returning = true
-		limitRows(s.SelectStmt, ap.MaxRows+1)
+		limitRows(s.SelectStmt, maxRows+1)
 	case *pg.Node_UpdateStmt:
-		g.Returning = len(s.UpdateStmt.ReturningList) > 0
+		returning, rel = &s.UpdateStmt.ReturningList, s.UpdateStmt.Relation
 	case *pg.Node_DeleteStmt:
-		g.Returning = len(s.DeleteStmt.ReturningList) > 0
+		returning, rel = &s.DeleteStmt.ReturningList, s.DeleteStmt.Relation
 	case *pg.Node_InsertStmt:
-		g.Returning = len(s.InsertStmt.ReturningList) > 0
+		returning, rel = &s.InsertStmt.ReturningList, s.InsertStmt.Relation
 	}
-	if g.SQL, err = deparse(stmt); err != nil {
-		return refused(RefusedCheck, "%v", err), nil
+	var err error
+	if returning != nil {
+		g.Returning = len(*returning) > 0
+		if g.SQL, err = deparse(stmt); err != nil {
+			return nil, err
+		}
+		*returning = append(*returning, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, asJSONB(image(rel)), -1))
+		if g.ImageSQL, err = deparse(stmt); err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
-	return p.run(ctx, &claims, g, Request{SQL: req.SQL}, nil, false)
+	g.SQL, err = deparse(stmt)
+	return g, err
+}
+
+// runApproved runs an approved statement in one snapshot with its receipt,
+// and commits only if it does what its preview showed (ExecuteApproved).
+func (p *Pilot) runApproved(ctx context.Context, claims *marque.Claims, g *Guarded, plan *previewPlan, want string) (*Result, error) {
+	t, err := p.beginAt(ctx, true, true)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close() // rolls back unless committed
+	b := &pgx.Batch{}
+	b.Queue(stmtReceipt, claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path)
+	if p.cfg.Role != "" {
+		b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
+	}
+	br := t.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		if isUniqueViolation(err) {
+			return refused(RefusedReplay, "marque %s was already executed", claims.ID), nil
+		}
+		return nil, fmt.Errorf("pilot: receipt: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pilot: session settings: %w", err)
+	}
+	drift := func(detail string) *Result {
+		r := refused(RefusedDrift, MessageApprovalDrift)
+		r.Detail = detail
+		return r
+	}
+	pv, err := plan.run(ctx, t.conn, 0)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, ErrNotPreviewable) {
+			return drift("its preview could not be computed again: " + err.Error()), nil
+		}
+		return nil, err
+	}
+	switch {
+	case pv.TooMany:
+		return drift(fmt.Sprintf("it now reaches more than %d rows", MaxPreviewRows)), nil
+	case pv.Digest != want:
+		return drift(fmt.Sprintf("its preview differs from the one the approval signed (it now reaches %d rows)", pv.Rows)), nil
+	}
+	withImages := g.ImageSQL != ""
+	rows, err := t.conn.Query(ctx, g.text(withImages))
+	var out stmtResult
+	if err == nil {
+		out, err = p.statement(rows, g, withImages)
+	}
+	if err != nil {
+		p.forgetViews(err)
+		return statementRefusal(err)
+	}
+	if out.n != pv.Rows {
+		return drift(fmt.Sprintf("it affects %d rows, its preview %d", out.n, pv.Rows)), nil
+	}
+	if withImages && multisetDigest(out.images) != pv.written {
+		return drift("it writes other values than its preview showed"), nil
+	}
+	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL, MarqueID: claims.ID, TxID: t.id, RowsAffected: out.n}
+	if g.Returning {
+		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
+	}
+	// From here the outcome must not hang on the caller's context.
+	if err := p.commit(context.WithoutCancel(ctx), t, claims.ID, g, out.n); err != nil {
+		return nil, err
+	}
+	return res, nil
 }

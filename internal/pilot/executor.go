@@ -29,9 +29,9 @@ type Executor interface {
 	// rolls back: evidence for the Surveyor, never authority. auth carries
 	// the grantor's signature over the bound, which it verifies.
 	Rehearse(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error)
-	// RehearseRaw runs a referred statement as written and rolls back:
-	// the approver's before/after images.
-	RehearseRaw(ctx context.Context, sql string) (*Rehearsal, []byte, error)
+	// Preview reads what a referred statement would reach and write,
+	// without running it, when a human asks: the approver's evidence.
+	Preview(ctx context.Context, sql string) (*Preview, []byte, error)
 	// Receipt reports whether a marque's statement committed, and its rows.
 	Receipt(ctx context.Context, marqueID string) (bool, int64, error)
 	// VoidReceipt settles a marque nobody recorded an outcome for: it

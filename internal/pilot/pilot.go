@@ -51,8 +51,11 @@ type Config struct {
 	LockTimeout      time.Duration
 	// MaxConns caps the pool. Defaults to 32: a transaction holds its connection while the logbook records its commit.
 	MaxConns int32
-	// MaxImageRows caps the rows of a rehearsal's before/after images. Defaults to 50.
+	// MaxImageRows caps the rows of a rehearsal's or a preview's images. Defaults to 50.
 	MaxImageRows int
+	// PreviewTimeout is a preview's statement timeout (preview.go).
+	// Defaults to DefaultPreviewTimeout (3s).
+	PreviewTimeout time.Duration
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger defaults to a discard logger.
@@ -75,6 +78,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxImageRows <= 0 {
 		c.MaxImageRows = 50
+	}
+	if c.PreviewTimeout <= 0 {
+		c.PreviewTimeout = DefaultPreviewTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -301,6 +307,9 @@ const (
 	MessageDatabase = "the target refused the statement: rolled back"
 	MessageTimeout  = "the statement ran past the target's statement or lock timeout: rolled back"
 	MessageDrift    = "the rows the statement reaches differ from its rehearsal: rolled back"
+	// MessageApprovalDrift is an approved statement that would not do
+	// what the approver was shown: it goes back to the queue.
+	MessageApprovalDrift = "the rows the statement reaches or the values it writes differ from the preview its approval signed: rolled back, and back to the queue for a fresh preview"
 	// MessageCascade is the refusal of a write that a foreign key's action
 	// answers, found as it ran (a key added since the Pilot read its
 	// catalog).

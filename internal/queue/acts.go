@@ -5,9 +5,10 @@
 // itself before it runs anything (invariant 1).
 //
 // An approval names exactly one request, target and canonical statement
-// (by hash), the rehearsal the approver saw (by hash) and the guard that
-// follows from it: the statement may reach no more rows than the rehearsal
-// did. It expires.
+// (by hash), the preview the approver saw (by its digest) and the guard
+// that follows from it: the statement may reach no more rows than the
+// preview counted, and runs only if it does what the preview showed. It
+// expires.
 package queue
 
 import (
@@ -40,11 +41,19 @@ type Approval struct {
 	RequestID       string `json:"request_id"`
 	Target          string `json:"target"`
 	StatementSHA256 string `json:"statement_sha256"`
-	RehearsalSHA256 string `json:"rehearsal_sha256"`
-	// MaxRows is the guard: no more rows than the rehearsal reached.
+	// PreviewSHA256 is the digest of the preview the approver was shown
+	// (pilot.Preview.Digest): the Pilot computes the preview again in the
+	// statement's own snapshot and runs it only if it is the same.
+	PreviewSHA256 string `json:"preview_sha256"`
+	// MaxRows is the guard: no more rows than the preview counted.
 	MaxRows int64  `json:"max_rows"`
 	Expires string `json:"expires"`
 }
+
+// ApprovalVersion is the version of the approval format: 2 names a
+// preview's digest (version 1 named a rehearsal, which ran the statement
+// on referral, and is no longer accepted).
+const ApprovalVersion = 2
 
 // Denial is what a human signs to deny a request.
 type Denial struct {
@@ -113,13 +122,13 @@ func ParseApproval(data []byte) (*Approval, error) {
 		return nil, err
 	}
 	switch {
-	case a.Version != 1 || a.Kind != KindApproval:
-		return nil, fmt.Errorf("%w: not a version 1 approval", ErrInvalid)
+	case a.Version != ApprovalVersion || a.Kind != KindApproval:
+		return nil, fmt.Errorf("%w: not a version %d approval", ErrInvalid, ApprovalVersion)
 	case !idRE.MatchString(a.RequestID):
 		return nil, fmt.Errorf("%w: bad request id", ErrInvalid)
 	case a.Target == "":
 		return nil, fmt.Errorf("%w: no target", ErrInvalid)
-	case !hexRE.MatchString(a.StatementSHA256) || !hexRE.MatchString(a.RehearsalSHA256):
+	case !hexRE.MatchString(a.StatementSHA256) || !hexRE.MatchString(a.PreviewSHA256):
 		return nil, fmt.Errorf("%w: bad hash", ErrInvalid)
 	case a.MaxRows < 0:
 		return nil, fmt.Errorf("%w: negative max_rows", ErrInvalid)

@@ -18,8 +18,8 @@ var (
 )
 
 func goodApproval() queue.Approval {
-	return queue.Approval{Version: 1, Kind: queue.KindApproval, RequestID: "req_abcdefghijklmnop", Target: "shop",
-		StatementSHA256: hashA, RehearsalSHA256: hashB, MaxRows: 3, Expires: "2030-01-02T03:04:05Z"}
+	return queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: "req_abcdefghijklmnop", Target: "shop",
+		StatementSHA256: hashA, PreviewSHA256: hashB, MaxRows: 3, Expires: "2030-01-02T03:04:05Z"}
 }
 
 func goodDenial() queue.Denial {
@@ -141,7 +141,7 @@ func TestNonCanonicalRefused(t *testing.T) {
 	}
 	reorder := func(s string) string {
 		// Swap the first two members: the same object, another key order.
-		return strings.Replace(s, `{"version":1,"kind":"approval",`, `{"kind":"approval","version":1,`, 1)
+		return strings.Replace(s, `{"version":2,"kind":"approval",`, `{"kind":"approval","version":2,`, 1)
 	}
 	pretty, err := json.MarshalIndent(ap, "", "  ")
 	if err != nil {
@@ -154,7 +154,7 @@ func TestNonCanonicalRefused(t *testing.T) {
 		{"no final newline", bytes.TrimSuffix(canon(t, ap), []byte("\n"))},
 		{"two final newlines", append(canon(t, ap), '\n')},
 		{"CRLF", mutate(t, ap, func(s string) string { return strings.TrimSuffix(s, "\n") + "\r\n" })},
-		{"space after colon", mutate(t, ap, func(s string) string { return strings.Replace(s, `"version":1`, `"version": 1`, 1) })},
+		{"space after colon", mutate(t, ap, func(s string) string { return strings.Replace(s, `"version":2`, `"version": 2`, 1) })},
 		{"leading space", mutate(t, ap, func(s string) string { return " " + s })},
 		{"pretty printed", append(pretty, '\n')},
 		{"key order", mutate(t, ap, reorder)},
@@ -171,11 +171,12 @@ func TestNonCanonicalRefused(t *testing.T) {
 		{"not JSON", []byte("approve req_abcdefghijklmnop\n")},
 		{"wrong kind", with(func(a *queue.Approval) { a.Kind = queue.KindDenial })},
 		{"no kind", with(func(a *queue.Approval) { a.Kind = "" })},
-		{"version 2", with(func(a *queue.Approval) { a.Version = 2 })},
+		{"version 1", with(func(a *queue.Approval) { a.Version = 1 })},
+		{"version 3", with(func(a *queue.Approval) { a.Version = 3 })},
 		{"short statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = hashA[:62] })},
 		{"uppercase statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = strings.ToUpper(hashA) })},
-		{"non-hex rehearsal hash", with(func(a *queue.Approval) { a.RehearsalSHA256 = strings.Repeat("zz", 32) })},
-		{"no rehearsal hash", with(func(a *queue.Approval) { a.RehearsalSHA256 = "" })},
+		{"non-hex preview hash", with(func(a *queue.Approval) { a.PreviewSHA256 = strings.Repeat("zz", 32) })},
+		{"no preview hash", with(func(a *queue.Approval) { a.PreviewSHA256 = "" })},
 		{"bad request id", with(func(a *queue.Approval) { a.RequestID = "req_../../etc" })},
 		{"no target", with(func(a *queue.Approval) { a.Target = "" })},
 		{"negative max_rows", with(func(a *queue.Approval) { a.MaxRows = -1 })},
@@ -217,7 +218,9 @@ func TestNonCanonicalRefused(t *testing.T) {
 			t.Errorf("%s with whitespace: %+v, %v; want ErrInvalid", k.name, got, err)
 		}
 		reordered := mutate(t, k.act, func(s string) string {
-			return strings.Replace(s, `{"version":1,"kind":"`+kindOf(t, b)+`",`, `{"kind":"`+kindOf(t, b)+`","version":1,`, 1)
+			i := strings.Index(s, `,"kind"`)
+			j := strings.Index(s[i+1:], `,`) + i + 1
+			return "{" + s[i+1:j] + "," + s[1:i] + s[j:]
 		})
 		if got, err := k.parse(reordered); !errors.Is(err, queue.ErrInvalid) {
 			t.Errorf("%s with another key order: %+v, %v; want ErrInvalid", k.name, got, err)

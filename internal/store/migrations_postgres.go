@@ -260,4 +260,18 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ns);
 `,
 	},
+	{
+		Version: 11,
+		Name:    "previews",
+		SQL: `
+-- A referred statement's preview (pilot.Preview), computed when a human
+-- asks for it, and its digest, which an approval signs (DESIGN.md
+-- invariant 10). It replaces the rehearsal of version 3, which ran the
+-- statement on referral: those reports are dropped, and an approval of a
+-- request that had one needs a preview first.
+ALTER TABLE requests ADD COLUMN preview TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN preview_sha256 TEXT NOT NULL DEFAULT '';
+UPDATE requests SET rehearsal = '', rehearsal_sha256 = '' WHERE rehearsal_sha256 <> '';
+`,
+	},
 }

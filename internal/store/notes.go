@@ -34,8 +34,6 @@ type Note struct {
 type Unnoted struct {
 	ID        string
 	CreatedNS int64
-	// Rehearsed says its rehearsal report is in.
-	Rehearsed bool
 }
 
 // Notes is the leadsman_notes table's repository. Only the Leadsman and
@@ -84,7 +82,7 @@ func (n *Notes) Get(ctx context.Context, id string) (note Note, found bool, err 
 // Unnoted lists up to limit requests in status waiting that have no note
 // row, or one left writing since before staleNS, oldest first.
 func (n *Notes) Unnoted(ctx context.Context, waiting RequestStatus, staleNS int64, limit int) ([]Unnoted, error) {
-	rows, err := n.st.r.QueryContext(ctx, n.st.SQL(`SELECT r.id, r.created_ns, r.rehearsal_sha256 FROM requests r
+	rows, err := n.st.r.QueryContext(ctx, n.st.SQL(`SELECT r.id, r.created_ns FROM requests r
 		WHERE r.status = ? AND NOT EXISTS (SELECT 1 FROM leadsman_notes l WHERE l.request_id = r.id AND (l.status <> ? OR l.claimed_ns >= ?))
 		ORDER BY r.created_ns, r.id LIMIT ?`), waiting, NoteWriting, staleNS, limit)
 	if err != nil {
@@ -94,11 +92,9 @@ func (n *Notes) Unnoted(ctx context.Context, waiting RequestStatus, staleNS int6
 	var out []Unnoted
 	for rows.Next() {
 		var u Unnoted
-		var sha string
-		if err := rows.Scan(&u.ID, &u.CreatedNS, &sha); err != nil {
+		if err := rows.Scan(&u.ID, &u.CreatedNS); err != nil {
 			return nil, err
 		}
-		u.Rehearsed = sha != ""
 		out = append(out, u)
 	}
 	return out, rows.Err()

@@ -37,13 +37,10 @@ func TestDriversNotes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := rq.SetRehearsal(ctx, "req_b", `{"kind":"update"}`, "abc"); err != nil {
-			t.Fatal(err)
-		}
 		n := store.NewNotes(st)
 		un, err := n.Unnoted(ctx, "waiting", 0, 10)
-		if err != nil || len(un) != 2 || un[0].ID != "req_a" || un[0].Rehearsed || un[1].ID != "req_b" || !un[1].Rehearsed {
-			t.Fatalf("unnoted %+v, %v; want req_a then req_b (rehearsed)", un, err)
+		if err != nil || len(un) != 2 || un[0].ID != "req_a" || un[1].ID != "req_b" {
+			t.Fatalf("unnoted %+v, %v; want req_a then req_b", un, err)
 		}
 		if ok, err := n.Claim(ctx, "req_a", "leadsman:one", 100, 0); !ok || err != nil {
 			t.Fatalf("first claim: %v, %v", ok, err)

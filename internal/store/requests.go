@@ -30,8 +30,8 @@ type Request struct {
 	TxID, MarqueID        string
 	RowsAffected          int64
 	CreatedNS, UpdatedNS  int64
-	Rehearsal             string // JSON, or ""
-	RehearsalSHA256       string
+	Preview               string // JSON (pilot.Preview), or ""
+	PreviewSHA256         string
 	DecidedBy             string
 }
 
@@ -132,7 +132,7 @@ func (r *Requests) InsertIfMissing(ctx context.Context, q Request) error {
 // then id).
 func (r *Requests) List(ctx context.Context, f RequestFilter) ([]Request, error) {
 	q := `SELECT id, principal, target, sql, canonical, outcome, status, path,
-		delegation_id, rule, reasons, detail, marque_id, txid, rows_affected, created_ns, updated_ns, rehearsal, rehearsal_sha256, decided_by
+		delegation_id, rule, reasons, detail, marque_id, txid, rows_affected, created_ns, updated_ns, preview, preview_sha256, decided_by
 		FROM requests WHERE 1 = 1`
 	var args []any
 	if f.ID != "" {
@@ -161,7 +161,7 @@ func (r *Requests) List(ctx context.Context, f RequestFilter) ([]Request, error)
 		var v Request
 		if err := rows.Scan(&v.ID, &v.Principal, &v.Target, &v.SQL, &v.Canonical, &v.Outcome, &v.Status, &v.Path,
 			&v.DelegationID, &v.Rule, &v.Reasons, &v.Detail, &v.MarqueID, &v.TxID, &v.RowsAffected, &v.CreatedNS, &v.UpdatedNS,
-			&v.Rehearsal, &v.RehearsalSHA256, &v.DecidedBy); err != nil {
+			&v.Preview, &v.PreviewSHA256, &v.DecidedBy); err != nil {
 			return nil, err
 		}
 		out = append(out, v)
@@ -189,11 +189,17 @@ func (r *Requests) Count(ctx context.Context, status RequestStatus, principal st
 	return n, oldest.Int64, err
 }
 
-// SetRehearsal stores a referred request's rehearsal report, once.
-func (r *Requests) SetRehearsal(ctx context.Context, id, report, sha256 string) error {
-	_, err := r.st.ops.ExecContext(ctx, r.st.SQL(`UPDATE requests SET rehearsal = ?, rehearsal_sha256 = ? WHERE id = ? AND rehearsal_sha256 = ''`),
-		report, sha256, id)
-	return err
+// SetPreview stores a request's preview and its digest while its status
+// is status: when it has none, or, with refresh, in place of the one it
+// has. It reports whether it stored it (without refresh, another human's
+// preview may have come first: that one stands, and every approver
+// shares it).
+func (r *Requests) SetPreview(ctx context.Context, id string, status RequestStatus, preview, sha256 string, refresh bool) (bool, error) {
+	q := `UPDATE requests SET preview = ?, preview_sha256 = ? WHERE id = ? AND status = ? AND preview_sha256 = ''`
+	if refresh {
+		q = `UPDATE requests SET preview = ?, preview_sha256 = ? WHERE id = ? AND status = ?`
+	}
+	return r.affectedOne(r.st.ops.ExecContext(ctx, r.st.SQL(q), preview, sha256, id, status))
 }
 
 // Move sets a request's status to to if, and only if, it is from: the

@@ -490,21 +490,25 @@ func (r *Relay) Close() {
 	r.wg.Wait()
 }
 
-// WaitRehearsed waits (up to 30s) for the background rehearsal of a
-// referred request and returns the request as a human sees it; its
-// RehearsalSHA256 is empty when none came.
-func (s *System) WaitRehearsed(t testing.TB, id string) *gateway.RequestView {
+// Previewed asks for a referred request's preview as a human does (the
+// console, queue show) and returns the request as a human sees it; its
+// PreviewSHA256 is empty, and PreviewError says why, when it cannot be
+// previewed.
+func (s *System) Previewed(t testing.TB, id string) *gateway.RequestView {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v, err := s.Gateway.Request(context.Background(), id, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v.RehearsalSHA256 != "" || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(10 * time.Millisecond)
+	v, err := s.Gateway.Preview(context.Background(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// RefreshCatalog makes the Pilot read the target's catalog again (after a
+// test created tables).
+func (s *System) RefreshCatalog(t testing.TB) {
+	t.Helper()
+	if err := s.Pilot.RefreshCatalog(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -99,6 +99,7 @@ type Server struct {
 	mu    sync.Mutex
 	count int
 	last  Request
+	all   []Request
 }
 
 // renderer is the provider-specific half of a server.
@@ -150,6 +151,13 @@ func (s *Server) LastRequest() Request {
 	return s.last
 }
 
+// AllRequests returns every well-formed API request, in the order received.
+func (s *Server) AllRequests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.all...)
+}
+
 // maxRequestBytes bounds a request body; juror prompts are small.
 const maxRequestBytes = 4 << 20
 
@@ -185,6 +193,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.count++
 	s.last = req
+	s.all = append(s.all, req)
 	s.mu.Unlock()
 
 	resp := s.b(req)

@@ -243,7 +243,7 @@ func (c *Client) call(ctx context.Context, op string, body any) (*received, bool
 	c.noticeCatalog(resp.Header.Get(catalogHeader))
 	if rep.Error != nil {
 		switch rep.Error.Kind {
-		case kindCommitUnknown, kindNotRehearsable, kindUnreachable, kindError:
+		case kindCommitUnknown, kindNotPreviewable, kindUnreachable, kindError:
 		default:
 			return nil, true, fmt.Errorf("pilot remote %s: %s: an error of unknown kind %q: %s", c.cfg.Target, op, rep.Error.Kind, rep.Error.Message)
 		}
@@ -304,21 +304,23 @@ func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte
 	return rep.Result.result(), nil
 }
 
-// RehearseRaw asks the Pilot to rehearse a referred statement; the report
-// bytes are the Pilot's own.
-func (c *Client) RehearseRaw(ctx context.Context, sql string) (*pilot.Rehearsal, []byte, error) {
-	rep, _, err := c.call(ctx, opRehearseRaw, rehearseBody{SQL: sql})
+// Preview asks the Pilot for a referred statement's preview; the bytes
+// are the Pilot's own.
+func (c *Client) Preview(ctx context.Context, sql string) (*pilot.Preview, []byte, error) {
+	rep, _, err := c.call(ctx, opPreview, rehearseBody{SQL: sql})
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(rep.Report) == 0 {
-		return nil, nil, fmt.Errorf("pilot remote %s: %s: the answer holds no report", c.cfg.Target, opRehearseRaw)
+		return nil, nil, fmt.Errorf("pilot remote %s: %s: the answer holds no preview", c.cfg.Target, opPreview)
 	}
-	var r pilot.Rehearsal
-	if err := json.Unmarshal(rep.Report, &r); err != nil {
-		return nil, nil, fmt.Errorf("pilot remote %s: %s: the report: %w", c.cfg.Target, opRehearseRaw, err)
+	var pv pilot.Preview
+	dec := json.NewDecoder(bytes.NewReader(rep.Report))
+	dec.UseNumber()
+	if err := dec.Decode(&pv); err != nil {
+		return nil, nil, fmt.Errorf("pilot remote %s: %s: the preview: %w", c.cfg.Target, opPreview, err)
 	}
-	return &r, []byte(rep.Report), nil
+	return &pv, []byte(rep.Report), nil
 }
 
 // Receipt asks whether a marque's statement committed.

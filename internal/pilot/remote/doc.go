@@ -13,8 +13,9 @@
 // or approver's signature with its own signers file, and the bound, exactly
 // as it does in process. A caller holding the client certificate can
 // therefore run only what a human signed; what it can do without a
-// signature is what pilot.Executor allows without one: rehearse (always
-// rolled back), read receipts, burn a marque with a void receipt, and read
+// signature is what pilot.Executor allows without one: rehearse inside a
+// signed bound (always rolled back), preview a statement (a read-only
+// transaction), read receipts, burn a marque with a void receipt, and read
 // the catalog. The Client trusts only a server certificate from its
 // configured CA.
 //
@@ -43,9 +44,9 @@
 // A pilot.Result crosses as JSON without omitted fields, so nil and empty
 // slices stay apart; row values, arguments and row images arrive as
 // json.RawMessage, so they marshal to exactly the bytes the Pilot's own
-// values marshal to. A rehearsal report crosses as the very bytes
-// RehearseRaw returned, since an approval signs their digest. Errors
-// cross with a kind: pilot.ErrCommitUnknown and pilot.ErrNotRehearsable
+// values marshal to. A preview crosses as the very bytes
+// Preview returned. Errors
+// cross with a kind: pilot.ErrCommitUnknown and pilot.ErrNotPreviewable
 // are matched with errors.Is on the Client's side as on the Pilot's.
 //
 // # The catalog

@@ -78,13 +78,13 @@ type observed struct {
 	RowsAffected  int64
 	Columns       []string
 	Truncated     bool
-	Rehearsed     bool
-	RehearsalRows int64
+	Previewed     bool
+	PreviewRows   int64
 	Code          string
 	Receipts      int
 }
 
-func observe(t *testing.T, sys *gatewaytest.System, dsn string, resp *gateway.Response, rehearsable bool) observed {
+func observe(t *testing.T, sys *gatewaytest.System, dsn string, resp *gateway.Response, previewable bool) observed {
 	t.Helper()
 	rows, _ := json.Marshal(resp.Rows)
 	o := observed{Outcome: resp.Outcome, Path: resp.Path, Reasons: resp.Reasons, Rows: string(rows), RowsAffected: resp.RowsAffected,
@@ -95,16 +95,16 @@ func observe(t *testing.T, sys *gatewaytest.System, dsn string, resp *gateway.Re
 		t.Fatal(err)
 	}
 	o.Status = view.Status
-	if resp.Outcome == gateway.OutcomeReferred && rehearsable {
-		view = sys.WaitRehearsed(t, resp.RequestID)
-		if len(view.Rehearsal) > 0 {
-			var rep pilot.Rehearsal
-			if err := json.Unmarshal(view.Rehearsal, &rep); err != nil {
+	if resp.Outcome == gateway.OutcomeReferred && previewable {
+		view = sys.Previewed(t, resp.RequestID)
+		if len(view.Preview) > 0 {
+			var pv pilot.Preview
+			if err := json.Unmarshal(view.Preview, &pv); err != nil {
 				t.Fatal(err)
 			}
-			o.Rehearsed, o.RehearsalRows = true, rep.RowsReached
-			if pilot.Digest(view.Rehearsal) != view.RehearsalSHA256 {
-				t.Errorf("%s: the stored rehearsal's digest is not its bytes'", resp.RequestID)
+			o.Previewed, o.PreviewRows = true, pv.Rows
+			if pv.Digest == "" || pv.Digest != view.PreviewSHA256 {
+				t.Errorf("%s: the stored preview's digest is not the request's", resp.RequestID)
 			}
 		}
 	}
@@ -180,7 +180,7 @@ func TestGatewayThroughRemotePilot(t *testing.T) {
 	for _, r := range runs {
 		for i, sql := range statements {
 			if strings.Contains(sql, "nosuch") {
-				if v, err := r.sys.Gateway.Request(t.Context(), r.ids[i], ""); err != nil || v.RehearsalSHA256 != "" {
+				if v, err := r.sys.Gateway.Request(t.Context(), r.ids[i], ""); err != nil || v.PreviewSHA256 != "" {
 					t.Errorf("%q was rehearsed: %v", sql, err)
 				}
 			}

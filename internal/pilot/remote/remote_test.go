@@ -211,17 +211,17 @@ func (f *fixture) request(t *testing.T, example, sql string) pilot.Request {
 	return pilot.Request{Marque: tok, SQL: canonical, Bound: f.bounds[example]}
 }
 
-// approved rehearses sql, has bob approve it for at most rows rows and
-// mints its marque.
+// approved previews sql, has bob approve its preview for at most rows rows
+// and mints its marque.
 func (f *fixture) approved(t *testing.T, sql string, rows int64) pilot.ApprovedRequest {
 	t.Helper()
 	a := sqlcheck.Analyze(sql, f.pilot.Catalog(), sqlcheck.Limits{})
-	_, js, err := f.pilot.RehearseRaw(t.Context(), a.Canonical)
+	pv, _, err := f.pilot.Preview(t.Context(), a.Canonical)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := queue.Approval{Version: 1, Kind: queue.KindApproval, RequestID: "req_approved",
-		Target: "shop", StatementSHA256: marque.StatementHash(a.Canonical), RehearsalSHA256: pilot.Digest(js), MaxRows: rows,
+	ap := queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: "req_approved",
+		Target: "shop", StatementSHA256: marque.StatementHash(a.Canonical), PreviewSHA256: pv.Digest, MaxRows: rows,
 		Expires: time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)}
 	act, sig := gatewaytest.Act(t, f.keys.Approver, signing.NamespaceApproval, ap)
 	tok, _, err := f.minter.Mint(marque.Claims{RequestID: ap.RequestID, Principal: gatewaytest.Agent, Target: "shop",
@@ -253,8 +253,7 @@ func js(t *testing.T, res *pilot.Result) string {
 // TestResultsRoundTripExactly runs the same statements in process and
 // through the remote Pilot, on the same target, and compares the JSON of
 // every result: values of every type, refusals with their codes and
-// details, rehearsals, rehearsal reports byte for byte, receipts and
-// errors.
+// details, rehearsals, previews and their digests, receipts and errors.
 func TestResultsRoundTripExactly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -362,17 +361,18 @@ func TestResultsRoundTripExactly(t *testing.T) {
 			t.Errorf("rehearse %s:\nremote     %s %v\nin process %s %v", s.sql, js(t, got), gerr, js(t, want), werr)
 		}
 	}
-	for _, sql := range []string{"DELETE FROM orders WHERE id < 5", "UPDATE kinds SET t = 'y'", "SELECT * FROM orders"} {
-		_, want, werr := f.pilot.RehearseRaw(ctx, sql)
-		rep, got, gerr := c.RehearseRaw(ctx, sql)
-		if werr != nil || gerr != nil || string(got) != string(want) || pilot.Digest(got) != pilot.Digest(want) || rep.Kind == "" {
-			t.Errorf("rehearse raw %s:\nremote     %s %v\nin process %s %v", sql, got, gerr, want, werr)
+	for _, sql := range []string{"DELETE FROM orders WHERE id < 5", "UPDATE kinds SET t = 'y'", "SELECT * FROM orders",
+		"INSERT INTO orders (customer_id, status, total_cents) VALUES (1, 'new', 5)"} {
+		want, _, werr := f.pilot.Preview(ctx, sql)
+		got, _, gerr := c.Preview(ctx, sql)
+		if werr != nil || gerr != nil || got.Digest == "" || got.Digest != want.Digest || previewJS(t, got) != previewJS(t, want) {
+			t.Errorf("preview %s:\nremote     %s %v\nin process %s %v", sql, previewJS(t, got), gerr, previewJS(t, want), werr)
 		}
 	}
-	_, _, werr := f.pilot.RehearseRaw(ctx, "DROP TABLE orders")
-	_, _, gerr := c.RehearseRaw(ctx, "DROP TABLE orders")
-	if !errors.Is(werr, pilot.ErrNotRehearsable) || !errors.Is(gerr, pilot.ErrNotRehearsable) {
-		t.Fatalf("not rehearsable: in process %v, remote %v", werr, gerr)
+	_, _, werr := f.pilot.Preview(ctx, "DROP TABLE orders")
+	_, _, gerr := c.Preview(ctx, "DROP TABLE orders")
+	if !errors.Is(werr, pilot.ErrNotPreviewable) || !errors.Is(gerr, pilot.ErrNotPreviewable) {
+		t.Fatalf("not previewable: in process %v, remote %v", werr, gerr)
 	}
 
 	wst, werr := f.pilot.XactStatus(ctx, "3")
@@ -380,6 +380,21 @@ func TestResultsRoundTripExactly(t *testing.T) {
 	if wst != gst || (werr == nil) != (gerr == nil) {
 		t.Fatalf("xact status: remote %q %v, in process %q %v", gst, gerr, wst, werr)
 	}
+}
+
+// previewJS is a preview's JSON without when it was taken.
+func previewJS(t *testing.T, pv *pilot.Preview) string {
+	t.Helper()
+	if pv == nil {
+		return "<nil>"
+	}
+	c := *pv
+	c.Taken = time.Time{}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func tablesOf(cat *sqlcheck.Catalog) string {

@@ -94,7 +94,7 @@ func NewServer(cfg ServerConfig, pilots ...pilot.Executor) (*Server, error) {
 		opExecute:         s.execute,
 		opExecuteApproved: s.executeApproved,
 		opRehearse:        s.rehearse,
-		opRehearseRaw:     s.rehearseRaw,
+		opPreview:         s.preview,
 		opReceipt:         s.receipt,
 		opVoidReceipt:     s.voidReceipt,
 		opXactStatus:      s.xactStatus,
@@ -243,16 +243,16 @@ func (s *Server) rehearse(ctx context.Context, p pilot.Executor, body []byte) (*
 	return resultReply(p.Rehearse(ctx, b.SQL, b.Bound, *b.Auth, b.Principal, b.Path)), nil
 }
 
-func (s *Server) rehearseRaw(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {
+func (s *Server) preview(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {
 	var b rehearseBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
 	}
-	_, js, err := p.RehearseRaw(ctx, b.SQL)
+	_, js, err := p.Preview(ctx, b.SQL)
 	if err != nil {
 		return failed(err), nil
 	}
-	// The very bytes: an approval signs their digest.
+	// The very bytes: the humans see what the Pilot computed.
 	return &reply{Report: js}, nil
 }
 

@@ -23,7 +23,7 @@ const (
 	opExecute         = "execute"
 	opExecuteApproved = "execute-approved"
 	opRehearse        = "rehearse"
-	opRehearseRaw     = "rehearse-raw"
+	opPreview         = "preview"
 	opReceipt         = "receipt"
 	opVoidReceipt     = "void-receipt"
 	opXactStatus      = "xact-status"
@@ -45,7 +45,7 @@ const (
 // Error kinds in an envelope.
 const (
 	kindCommitUnknown  = "commit_unknown"
-	kindNotRehearsable = "not_rehearsable"
+	kindNotPreviewable = "not_previewable"
 	kindUnreachable    = "unreachable"
 	kindError          = "error"
 )
@@ -67,7 +67,7 @@ type approvedBody struct {
 	Approval []byte `json:"approval"`
 }
 
-// rehearseBody is Rehearse's and RehearseRaw's arguments.
+// rehearseBody is Rehearse's and Preview's arguments.
 type rehearseBody struct {
 	SQL       string       `json:"sql"`
 	Bound     []byte       `json:"bound,omitempty"`
@@ -259,7 +259,7 @@ func rawRows(rows []map[string]json.RawMessage) []map[string]any {
 
 // Error is an error the remote Pilot reported: the same failure the
 // Pilot's own method returned, with its text. It matches
-// pilot.ErrCommitUnknown or pilot.ErrNotRehearsable with errors.Is where
+// pilot.ErrCommitUnknown or pilot.ErrNotPreviewable with errors.Is where
 // the Pilot's did.
 type Error struct {
 	// Target and Op name the call.
@@ -280,8 +280,8 @@ func (e *Error) Unwrap() error {
 	switch e.Kind {
 	case kindCommitUnknown:
 		return pilot.ErrCommitUnknown
-	case kindNotRehearsable:
-		return pilot.ErrNotRehearsable
+	case kindNotPreviewable:
+		return pilot.ErrNotPreviewable
 	case kindUnreachable:
 		return pilot.ErrUnreachable
 	}
@@ -293,8 +293,8 @@ func errorKind(err error) string {
 	switch {
 	case errors.Is(err, pilot.ErrCommitUnknown):
 		return kindCommitUnknown
-	case errors.Is(err, pilot.ErrNotRehearsable):
-		return kindNotRehearsable
+	case errors.Is(err, pilot.ErrNotPreviewable):
+		return kindNotPreviewable
 	case errors.Is(err, pilot.ErrUnreachable):
 		return kindUnreachable
 	}

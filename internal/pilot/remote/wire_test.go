@@ -189,7 +189,7 @@ func TestUnknownOutcomeWhenNoAnswer(t *testing.T) {
 
 	t.Run("an error the Pilot reported is its own", func(t *testing.T) {
 		t.Parallel()
-		for kind, want := range map[string]error{kindCommitUnknown: pilot.ErrCommitUnknown, kindNotRehearsable: pilot.ErrNotRehearsable, kindError: nil} {
+		for kind, want := range map[string]error{kindCommitUnknown: pilot.ErrCommitUnknown, kindNotPreviewable: pilot.ErrNotPreviewable, kindError: nil} {
 			addr, _ := misbehaving(t, files, func(w http.ResponseWriter, r *http.Request) {
 				_, _ = w.Write([]byte(`{"error":{"kind":"` + kind + `","message":"pilot: begin: it failed"}}`))
 			})
@@ -199,7 +199,7 @@ func TestUnknownOutcomeWhenNoAnswer(t *testing.T) {
 			if !errors.As(err, &perr) || perr.Kind != kind || !strings.Contains(err.Error(), "pilot: begin: it failed") {
 				t.Errorf("%s: %v", kind, err)
 			}
-			if want != nil && !errors.Is(err, want) || want == nil && (errors.Is(err, pilot.ErrCommitUnknown) || errors.Is(err, pilot.ErrNotRehearsable)) {
+			if want != nil && !errors.Is(err, want) || want == nil && (errors.Is(err, pilot.ErrCommitUnknown) || errors.Is(err, pilot.ErrNotPreviewable)) {
 				t.Errorf("%s: %v; want it to match %v", kind, err, want)
 			}
 		}

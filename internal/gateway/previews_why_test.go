@@ -19,7 +19,7 @@ func TestUnrehearsableWhy(t *testing.T) {
 		{[]string{"a reason [some_code]"}, "(some_code)"},
 		{nil, "no statement to run"},
 	} {
-		if got := unrehearsableWhy(c.reasons); !strings.Contains(got, c.want) {
+		if got := unpreviewableWhy(c.reasons); !strings.Contains(got, c.want) {
 			t.Errorf("%q: %q, want it to say %q", c.reasons, got, c.want)
 		}
 	}
