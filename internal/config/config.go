@@ -55,7 +55,7 @@ type Config struct {
 	// connect (DESIGN.md invariant 10), so it may not be listen's or
 	// listen_pg's address. Defaults to DefaultMetricsListen, on loopback;
 	// "off" serves no metrics. An address other than loopback must be one
-	// no agent can reach. The metrics hold no secret: no TLS here.
+	// no agent can reach. The metrics carry no credential: no TLS here.
 	MetricsListen string `yaml:"metrics_listen"`
 	// PGTLS is the wire front's certificate. Without it the front offers
 	// no TLS, and only agents with a pg_scram verifier can connect.
