@@ -18,7 +18,7 @@ import (
 func runServe(e *env, args []string) int {
 	fs := e.flags("harbormaster serve --config FILE",
 		"Runs the control plane: the HTTP API (/v1), the PostgreSQL wire front (listen_pg),\n"+
-			"the statement path, the logbook and an\n"+
+			"/metrics on a listener of its own (metrics_listen), the statement path, the logbook and an\n"+
 			"in-process Pilot per target. Stops gracefully on SIGINT or SIGTERM.\n"+
 			"The config file is documented in docs/operations.md.")
 	path := fs.String("config", "", "the config `FILE` (YAML)")
