@@ -671,19 +671,19 @@ func (c *Config) validateMetricsListen(bad func(field, format string, args ...an
 		return
 	}
 	for _, l := range []struct{ field, addr string }{{"listen", c.Listen}, {"listen_pg", c.ListenPG}} {
-		if l.addr != "" && SameListener(c.MetricsListen, l.addr) {
+		if l.addr != "" && sameListener(c.MetricsListen, l.addr) {
 			bad("metrics_listen", "%s is where agents connect (%s: %s): /metrics is never served there, the process's counters would reach agents; "+
 				"give it an address of its own, such as %s, or off", c.MetricsListen, l.field, l.addr, DefaultMetricsListen)
 		}
 	}
 }
 
-// SameListener reports whether two listen addresses (HOST:PORT) would
+// sameListener reports whether two listen addresses (HOST:PORT) would
 // take connections on a common address: the same port, and the same host
 // or either one every interface ("", 0.0.0.0, ::), or localhost and a
 // loopback address. Port 0 (any free port) is never the same. Host names
 // other than localhost are compared by name.
-func SameListener(a, b string) bool {
+func sameListener(a, b string) bool {
 	ha, pa, err := net.SplitHostPort(a)
 	if err != nil {
 		return false

@@ -62,7 +62,7 @@ func TestLoadRefusesInsecureListen(t *testing.T) {
 func TestMetricsListen(t *testing.T) {
 	t.Parallel()
 	def := Config{}.WithDefaults()
-	if host, port, err := net.SplitHostPort(def.MetricsAddr()); err != nil || !LoopbackHost(host) || port == "0" || SameListener(def.MetricsAddr(), def.Listen) {
+	if host, port, err := net.SplitHostPort(def.MetricsAddr()); err != nil || !LoopbackHost(host) || port == "0" || sameListener(def.MetricsAddr(), def.Listen) {
 		t.Errorf("the default metrics_listen is %q (listen %q), want a loopback address of its own", def.MetricsAddr(), def.Listen)
 	}
 	for _, c := range []struct {
