@@ -42,7 +42,10 @@ type demoInfo struct {
 	ConsoleURL string `json:"console_url"`
 	AgentToken string `json:"agent_token"`
 	// PGURL is the wire front's connection URL, with the agent's token.
-	PGURL        string `json:"pg_url"`
+	PGURL string `json:"pg_url"`
+	// MetricsURL is /metrics on the metrics listener (metrics_listen),
+	// apart from where agents connect; the first node's with --nodes.
+	MetricsURL   string `json:"metrics_url,omitempty"`
 	Agent        string `json:"agent"`
 	TargetDSN    string `json:"target_dsn"`
 	Target       string `json:"target"`
@@ -67,11 +70,12 @@ type demoInfo struct {
 
 // demoNode is one control-plane node of the demo.
 type demoNode struct {
-	Name   string `json:"name"`
-	APIURL string `json:"api_url"`
-	PID    int    `json:"pid"`
-	Config string `json:"config"`
-	Log    string `json:"log"`
+	Name       string `json:"name"`
+	APIURL     string `json:"api_url"`
+	MetricsURL string `json:"metrics_url"`
+	PID        int    `json:"pid"`
+	Config     string `json:"config"`
+	Log        string `json:"log"`
 }
 
 type tourStep struct {
@@ -230,7 +234,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	if kept != nil {
 		inf = *kept
 		inf.TargetDSN, inf.tokenHash, inf.scram = dsn, config.HashToken(inf.AgentToken), pgwire.NewVerifier(inf.AgentToken)
-		if err := writeDemoConfig(inf.Config, inf, sv, "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
+		if err := writeDemoConfig(inf.Config, inf, sv, "", "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
 			return err
 		}
 		cfgPath = inf.Config
@@ -262,6 +266,12 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	}
 	defer pln.Close()
 	cfg.ListenPG = pln.Addr().String()
+	// /metrics, on loopback apart from the API and the wire front.
+	mln, err := demoMetricsListener(out, cfg.MetricsAddr(), listen)
+	if err != nil {
+		return err
+	}
+	defer mln.Close()
 	logPath := filepath.Join(dir, "harbormaster.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // a kept demo's log grows
 	if err != nil {
@@ -281,10 +291,12 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- sys.Serve(sctx, ln) }()
-	pgServed := make(chan error, 1)
+	pgServed, metricsServed := make(chan error, 1), make(chan error, 1)
 	go func() { pgServed <- sys.ServePG(sctx, pln) }()
-	defer func() { stop(); <-pgServed }()
+	go func() { metricsServed <- sys.ServeMetrics(sctx, mln) }()
+	defer func() { stop(); <-pgServed; <-metricsServed }()
 	inf.APIURL, inf.PID = "http://"+ln.Addr().String(), os.Getpid()
+	inf.MetricsURL = "http://" + mln.Addr().String() + "/metrics"
 	inf.PGURL = demoPGURL(inf.Agent, inf.AgentToken, pln.Addr().String(), inf.Target)
 	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
@@ -297,6 +309,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "  target shop:    %s\n", dsn)
 	fmt.Fprintf(out, "  agent:          %s, token %s\n", inf.Agent, inf.AgentToken)
 	fmt.Fprintf(out, "  wire front:     postgres://%s (docs/pgwire.md)\n", pln.Addr().String())
+	fmt.Fprintf(out, "  metrics:        %s (metrics_listen: loopback, never where agents connect)\n", inf.MetricsURL)
 	fmt.Fprintf(out, "  delegations:    %s (signed by alice)\n", filepath.Join(dir, "delegations"))
 	fmt.Fprintf(out, "  keys:           grantor %s, approver %s\n", inf.GrantorKey, inf.ApproverKey)
 	fmt.Fprintf(out, "  store:          %s (log: %s)\n", inf.Store, logPath)
@@ -310,6 +323,7 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	fmt.Fprintf(out, "\nThe scripted agent's tour:\n")
 	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
 	failed = append(failed, wireTour(ctx, out, inf.PGURL)...)
+	failed = append(failed, surfaceTour(ctx, out, inf.APIURL, inf.AgentToken, inf.MetricsURL)...)
 	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
 	fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
 	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
@@ -434,6 +448,62 @@ func wireTour(ctx context.Context, out io.Writer, pgURL string) []string {
 	return nil
 }
 
+// demoMetricsListener listens for /metrics on addr (the config's
+// metrics_listen), on a free loopback port when the API's port is any, or
+// when addr is taken, saying so.
+func demoMetricsListener(out io.Writer, addr, listen string) (net.Listener, error) {
+	if addr == "" || strings.HasSuffix(listen, ":0") {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "harbormaster demo: %s is not free; /metrics serves on %s instead\n", addr, ln.Addr())
+	return ln, nil
+}
+
+// surfaceTour asks, as the agent would, for what a Go server commonly
+// serves of its process on the API where agents connect (none of it is
+// there), then scrapes /metrics on the metrics listener as Prometheus
+// would.
+func surfaceTour(ctx context.Context, out io.Writer, apiURL, token, metricsURL string) []string {
+	const step = "ask the API for the process's metrics and debug endpoints"
+	fmt.Fprintf(out, "\n  %s\n    GET /metrics, /debug/pprof/, /debug/vars (with the agent's token)\n", step)
+	client := &http.Client{Timeout: 30 * time.Second}
+	get := func(url, token string) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	for _, p := range []string{"/metrics", "/debug/pprof/", "/debug/vars"} {
+		if st, err := get(apiURL+p, token); err != nil || st != http.StatusNotFound {
+			fmt.Fprintf(out, "    -> UNEXPECTED: %s answered %d %v\n", p, st, err)
+			return []string{step}
+		}
+	}
+	if st, err := get(metricsURL, ""); err != nil || st != http.StatusOK {
+		fmt.Fprintf(out, "    -> UNEXPECTED: the metrics listener answered %d %v\n", st, err)
+		return []string{step}
+	}
+	fmt.Fprintf(out, "    -> 404 on each, as for any unknown path: nothing of the process is served where agents connect (/metrics is on %s)\n", metricsURL)
+	return nil
+}
+
 // printConsole prints the console's URL and a one-time login link for the
 // grantor (alice), and how to get another for bob.
 func printConsole(out io.Writer, inf demoInfo) {
@@ -474,7 +544,7 @@ func writeDemoFiles(ctx context.Context, dir, dsn string, sv demoSurveyor) (stri
 	}
 	inf.Store = filepath.Join(dir, "store.db")
 	inf.Config = filepath.Join(dir, "harbormaster.yaml")
-	if err := writeDemoConfig(inf.Config, inf, sv, "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
+	if err := writeDemoConfig(inf.Config, inf, sv, "", "", fmt.Sprintf("    dsn: %q\n", dsn)); err != nil {
 		return "", inf, err
 	}
 	return inf.Config, inf, nil
@@ -588,8 +658,8 @@ func writeDemoKeys(ctx context.Context, dir, dsn string) (demoInfo, error) {
 
 // writeDemoConfig writes a serve config to path: the store inf.Store, the
 // target shop reached as target says (a dsn, or a Pilot in its own
-// process), and listen unless "".
-func writeDemoConfig(path string, inf demoInfo, sv demoSurveyor, listen, target string) error {
+// process), listen unless "" and metrics_listen unless "".
+func writeDemoConfig(path string, inf demoInfo, sv demoSurveyor, listen, metrics, target string) error {
 	cfg := fmt.Sprintf(`# Written by harbormaster demo. See docs/operations.md.
 name: harbormaster-demo
 store: %q
@@ -608,6 +678,9 @@ logbook:
 `, inf.Store, inf.ControlPlane, inf.Signers, filepath.Join(inf.Dir, "delegations"), target, inf.tokenHash, inf.scram, demoCheckpointEvery)
 	if listen != "" {
 		cfg += fmt.Sprintf("listen: %s\n", listen)
+	}
+	if metrics != "" {
+		cfg += fmt.Sprintf("metrics_listen: %s\n", metrics)
 	}
 	if sv.url != "" {
 		cfg += fmt.Sprintf(`surveyor:

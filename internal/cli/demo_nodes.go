@@ -100,7 +100,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("node-%d", i)
 		nd := demoNode{Name: name, Config: filepath.Join(dir, name+".yaml"), Log: filepath.Join(dir, name+".log")}
-		if err := writeDemoConfig(nd.Config, inf, sv, demoNodeListen(out, listen, i), target); err != nil {
+		if err := writeDemoConfig(nd.Config, inf, sv, demoNodeListen(out, listen, i), demoNodeMetrics(listen, i), target); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "harbormaster demo: starting %s (harbormaster serve --config %s)...\n", name, nd.Config)
@@ -110,9 +110,10 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 		}
 		procs = append(procs, p)
 		nd.APIURL, nd.PID = "http://"+p.addr, p.cmd.Process.Pid
+		nd.MetricsURL = "http://" + logAddr(nd.Log, "serving /metrics") + "/metrics"
 		inf.Nodes = append(inf.Nodes, nd)
 	}
-	inf.APIURL, inf.PID, inf.Config = inf.Nodes[0].APIURL, inf.Nodes[0].PID, inf.Nodes[0].Config
+	inf.APIURL, inf.PID, inf.Config, inf.MetricsURL = inf.Nodes[0].APIURL, inf.Nodes[0].PID, inf.Nodes[0].Config, inf.Nodes[0].MetricsURL
 	inf.ConsoleURL = inf.APIURL + console.Prefix
 	if infoPath != "" {
 		b, _ := json.MarshalIndent(inf, "", "  ")
@@ -124,7 +125,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	apis := make([]string, n)
 	for i, nd := range inf.Nodes {
 		apis[i] = nd.APIURL
-		fmt.Fprintf(out, "  %-15s %s (pid %d, log %s)\n", nd.Name+":", nd.APIURL, nd.PID, nd.Log)
+		fmt.Fprintf(out, "  %-15s %s (pid %d, log %s, metrics %s)\n", nd.Name+":", nd.APIURL, nd.PID, nd.Log, nd.MetricsURL)
 	}
 	fmt.Fprintf(out, "  %-15s %s (pid %d, its own process: the only holder of shop's credentials)\n", "pilot:", inf.PilotURL, inf.PilotPID)
 	fmt.Fprintf(out, "  store:          %s (PostgreSQL: switches, delegations, queue, logbook)\n", storeURL)
@@ -135,6 +136,7 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 
 	fmt.Fprintf(out, "\nThe scripted agent's tour, round robin across the nodes:\n")
 	failed := runTour(ctx, out, apis, inf.AgentToken, false)
+	failed = append(failed, surfaceTour(ctx, out, inf.APIURL, inf.AgentToken, inf.MetricsURL)...)
 	fmt.Fprintf(out, "\nWhat several nodes share:\n")
 	failed = append(failed, demoNodeSteps(ctx, out, inf)...)
 
@@ -177,6 +179,24 @@ func demoNodeListen(out io.Writer, listen string, i int) string {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(out, "harbormaster demo: %s is not free; node-%d serves on a free port instead (--listen picks the address)\n", addr, i)
+		return "127.0.0.1:0"
+	}
+	ln.Close()
+	return addr
+}
+
+// demoNodeMetrics is node i's metrics_listen: config.DefaultMetricsListen's
+// port and the next ones for the others, each if free; a free loopback
+// port otherwise, or when the API's port is any.
+func demoNodeMetrics(listen string, i int) string {
+	host, port, _ := net.SplitHostPort(config.DefaultMetricsListen)
+	p, _ := strconv.Atoi(port)
+	addr := net.JoinHostPort(host, strconv.Itoa(p+i-1))
+	if strings.HasSuffix(listen, ":0") {
+		return "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
 		return "127.0.0.1:0"
 	}
 	ln.Close()
@@ -494,7 +514,7 @@ func startDemoProc(ctx context.Context, name, logPath string, args ...string) (*
 			p.stop()
 			return nil, fmt.Errorf("%s did not start serving:\n%s", name, tail(logPath, 2000))
 		}
-		p.addr = servingAddr(logPath)
+		p.addr = logAddr(logPath, "serving")
 	}
 	return p, nil
 }
@@ -516,8 +536,8 @@ func (p *demoProc) stop() {
 	}
 }
 
-// servingAddr is the address of the log's "serving" line, or "".
-func servingAddr(path string) string {
+// logAddr is the address of the log's line whose message is msg, or "".
+func logAddr(path, msg string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -530,7 +550,7 @@ func servingAddr(path string) string {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving" {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == msg {
 			return l.Addr
 		}
 	}

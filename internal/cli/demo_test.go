@@ -63,6 +63,10 @@ func TestDemoOnce(t *testing.T) {
 	if u, _ := m["pg_url"].(string); !strings.HasPrefix(u, "postgres://agent%3Ademo:") || strings.Contains(u, ":0/") {
 		t.Errorf("pg_url %q is not the wire front actually served, with the agent's token", u)
 	}
+	if u, _ := m["metrics_url"].(string); !strings.HasPrefix(u, "http://127.0.0.1:") || strings.Contains(u, ":0/") || !strings.HasSuffix(u, "/metrics") ||
+		strings.HasPrefix(u, m["api_url"].(string)+"/") {
+		t.Errorf("metrics_url %q is not /metrics on a loopback listener of its own", u)
+	}
 	if c, _ := m["console_url"].(string); c != m["api_url"].(string)+"/console/" {
 		t.Errorf("console_url %q is not the console on the served address", c)
 	}
@@ -71,7 +75,8 @@ func TestDemoOnce(t *testing.T) {
 		t.Errorf("the demo does not print the console and a login link:\n%s", out.String())
 	}
 	// The tour printed each step with its outcome, the wire front's too.
-	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human", "-> executed on the compiled path: order 3 is"} {
+	for _, want := range []string{"-> executed on the compiled path", "-> referred to a human", "-> executed on the compiled path: order 3 is",
+		"-> 404 on each, as for any unknown path: nothing of the process is served where agents connect"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the tour output lacks %q", want)
 		}
@@ -111,9 +116,10 @@ func TestDemoNodes(t *testing.T) {
 		PilotURL string `json:"pilot_url"`
 		PilotPID int    `json:"pilot_pid"`
 		Nodes    []struct {
-			Name   string `json:"name"`
-			APIURL string `json:"api_url"`
-			PID    int    `json:"pid"`
+			Name       string `json:"name"`
+			APIURL     string `json:"api_url"`
+			MetricsURL string `json:"metrics_url"`
+			PID        int    `json:"pid"`
 		} `json:"nodes"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -127,6 +133,9 @@ func TestDemoNodes(t *testing.T) {
 		if !strings.HasPrefix(n.APIURL, "http://127.0.0.1:") || strings.HasSuffix(n.APIURL, ":0") {
 			t.Errorf("%s: api_url %q is not an address served", n.Name, n.APIURL)
 		}
+		if !strings.HasPrefix(n.MetricsURL, "http://127.0.0.1:") || strings.Contains(n.MetricsURL, ":0/") || strings.HasPrefix(n.MetricsURL, n.APIURL+"/") {
+			t.Errorf("%s: metrics_url %q is not /metrics on a loopback listener of its own", n.Name, n.MetricsURL)
+		}
 		if pids[n.PID] {
 			t.Errorf("%s: pid %d is not a process of its own", n.Name, n.PID)
 		}
@@ -138,7 +147,7 @@ func TestDemoNodes(t *testing.T) {
 	if !strings.HasPrefix(m.Store, "postgres://") || !strings.HasPrefix(m.PilotURL, "https://127.0.0.1:") {
 		t.Errorf("store %q or pilot_url %q is not a shared PostgreSQL store and a Pilot over TLS", m.Store, m.PilotURL)
 	}
-	for _, want := range []string{"(through node-2,", "(through node-3,", "node-2 saw Tier B on", "node-3 saw Tier B off", "approved by bob through node-2: executed",
+	for _, want := range []string{"(through node-2,", "(through node-3,", "nothing of the process is served where agents connect", "node-2 saw Tier B on", "node-3 saw Tier B off", "approved by bob through node-2: executed",
 		"it ran once", "signed through entry"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)

@@ -96,6 +96,7 @@ targets:
 	serveCfg := func(url string) string {
 		return fmt.Sprintf(`name: %s
 listen: 127.0.0.1:0
+metrics_listen: 127.0.0.1:0
 store: store.db
 control_plane_key: cp.pem
 signers: allowed_signers

@@ -18,7 +18,7 @@ import (
 func runServe(e *env, args []string) int {
 	fs := e.flags("harbormaster serve --config FILE",
 		"Runs the control plane: the HTTP API (/v1), the PostgreSQL wire front (listen_pg),\n"+
-			"the statement path, the logbook and an\n"+
+			"/metrics on a listener of its own (metrics_listen), the statement path, the logbook and an\n"+
 			"in-process Pilot per target. Stops gracefully on SIGINT or SIGTERM.\n"+
 			"The config file is documented in docs/operations.md.")
 	path := fs.String("config", "", "the config `FILE` (YAML)")
@@ -46,27 +46,26 @@ func runServe(e *env, args []string) int {
 		e.errorf("%v", err)
 		return exitFail
 	}
-	scheme := "http"
-	if cfg.TLS != nil {
-		scheme = "https"
-	}
-	if host, _, _ := net.SplitHostPort(cfg.Listen); cfg.TLS == nil && !config.LoopbackHost(host) {
-		log.Warn("serving plain HTTP on an address other than loopback (allow_insecure_listen): only a TLS proxy must reach it", "addr", cfg.Listen)
-	}
-	log.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
 	pgDone := make(chan error, 1)
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
+	// /metrics has a listener of its own (metrics_listen), never the
+	// API's or the wire front's: nothing of the process reaches agents.
 	metricsDone := make(chan error, 1)
-	if cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
+	if addr := cfg.MetricsAddr(); addr != "" {
+		mln, err := net.Listen("tcp", addr)
 		if err != nil {
 			e.errorf("metrics_listen: %v", err)
+			e.hintf("give metrics_listen a free address of its own, or off")
 			return exitFail
+		}
+		if host, _, _ := net.SplitHostPort(addr); !config.LoopbackHost(host) {
+			log.Warn("serving /metrics on an address other than loopback (metrics_listen): no agent must reach it", "addr", addr)
 		}
 		log.Info("serving /metrics", "addr", mln.Addr().String())
 		go func() { metricsDone <- sys.ServeMetrics(ctx, mln) }()
 	} else {
+		log.Info("not serving /metrics (metrics_listen: off)")
 		metricsDone <- nil
 	}
 	if cfg.ListenPG != "" {
@@ -80,6 +79,16 @@ func runServe(e *env, args []string) int {
 	} else {
 		pgDone <- nil
 	}
+	// "serving" comes last, once every listener is bound: tests and the
+	// demo wait for it.
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Listen); cfg.TLS == nil && !config.LoopbackHost(host) {
+		log.Warn("serving plain HTTP on an address other than loopback (allow_insecure_listen): only a TLS proxy must reach it", "addr", cfg.Listen)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(), "targets", sys.Gateway().Targets())
 	err = sys.Serve(ctx, ln)
 	stop()
 	if perr := <-pgDone; err == nil {
@@ -119,7 +128,11 @@ func runConfig(e *env, args []string) int {
 			case !config.LoopbackHost(host):
 				how = "plain HTTP behind a TLS proxy (allow_insecure_listen)"
 			}
-			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s (%s)\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen, how)
+			metrics := "/metrics on " + cfg.MetricsAddr()
+			if cfg.MetricsAddr() == "" {
+				metrics = "no /metrics"
+			}
+			fmt.Fprintf(e.stdout, "%s is valid: %d target(s), %d agent(s), listening on %s (%s), %s\n", file, len(cfg.Targets), len(cfg.Agents), cfg.Listen, how, metrics)
 			return exitOK
 		}},
 	}, args)

@@ -49,11 +49,13 @@ type Config struct {
 	// ListenPG, when set, is the address of the PostgreSQL wire front
 	// (docs/pgwire.md), e.g. 127.0.0.1:6432. Defaults to none: off.
 	ListenPG string `yaml:"listen_pg"`
-	// MetricsListen, when set, is the only address /metrics is served at,
-	// e.g. 127.0.0.1:9090, so that the agents who reach the API cannot
-	// read the metrics (other agents' activity, fast-path volume per
-	// delegation, the queue). Defaults to none: /metrics is on listen.
-	// The metrics hold no secret, so this listener needs no TLS.
+	// MetricsListen is the only address /metrics is served at, a listener
+	// of its own: nothing of the process (the Go runtime's allocation
+	// counters, other agents' activity, the queue) is served where agents
+	// connect (DESIGN.md invariant 10), so it may not be listen's or
+	// listen_pg's address. Defaults to DefaultMetricsListen, on loopback;
+	// "off" serves no metrics. An address other than loopback must be one
+	// no agent can reach. The metrics carry no credential: no TLS here.
 	MetricsListen string `yaml:"metrics_listen"`
 	// PGTLS is the wire front's certificate. Without it the front offers
 	// no TLS, and only agents with a pg_scram verifier can connect.
@@ -427,6 +429,9 @@ func (c Config) WithDefaults() Config {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	}
+	if c.MetricsListen == "" {
+		c.MetricsListen = DefaultMetricsListen
+	}
 	if c.MarqueTTL == 0 {
 		c.MarqueTTL = Duration(30 * time.Second)
 	}
@@ -522,11 +527,7 @@ func (c *Config) Validate(getenv func(string) string) error {
 		}
 	}
 	c.validateListen(bad)
-	if c.MetricsListen != "" {
-		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil || port == "" {
-			bad("metrics_listen", "must be HOST:PORT such as 127.0.0.1:9090, got %q", c.MetricsListen)
-		}
-	}
+	c.validateMetricsListen(bad)
 	if c.MarqueTTL.D() <= 0 || c.MarqueTTL.D() > 5*time.Minute {
 		bad("marque_ttl", "must be between 1s and 5m")
 	}
@@ -639,6 +640,81 @@ func (c *Config) validateListen(bad func(field, format string, args ...any)) {
 		bad("listen", "%s is reachable from other machines and tls is not set: agents' bearer tokens would cross the network in clear text; "+
 			"set tls (cert, key), or allow_insecure_listen: true when a TLS proxy on a private network is the only way in", c.Listen)
 	}
+}
+
+// DefaultMetricsListen is where /metrics is served unless metrics_listen
+// says otherwise: loopback, on a port clear of the API's (8080), the wire
+// front's (6432), the Pilot's (7443) and Prometheus's own (9090).
+const DefaultMetricsListen = "127.0.0.1:9464"
+
+// MetricsAddr is the address /metrics is served at, or "" when
+// metrics_listen is off.
+func (c *Config) MetricsAddr() string {
+	if metricsOff(c.MetricsListen) {
+		return ""
+	}
+	return c.MetricsListen
+}
+
+func metricsOff(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "off") }
+
+// validateMetricsListen refuses a metrics address that is, or overlaps,
+// an address agents connect to (listen, listen_pg): there is no setting
+// that puts /metrics where agents are.
+func (c *Config) validateMetricsListen(bad func(field, format string, args ...any)) {
+	if metricsOff(c.MetricsListen) {
+		return
+	}
+	if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil || port == "" {
+		bad("metrics_listen", "must be HOST:PORT such as %s, or off, got %q", DefaultMetricsListen, c.MetricsListen)
+		return
+	}
+	for _, l := range []struct{ field, addr string }{{"listen", c.Listen}, {"listen_pg", c.ListenPG}} {
+		if l.addr != "" && sameListener(c.MetricsListen, l.addr) {
+			bad("metrics_listen", "%s is where agents connect (%s: %s): /metrics is never served there, the process's counters would reach agents; "+
+				"give it an address of its own, such as %s, or off", c.MetricsListen, l.field, l.addr, DefaultMetricsListen)
+		}
+	}
+}
+
+// sameListener reports whether two listen addresses (HOST:PORT) would
+// take connections on a common address: the same port, and the same host
+// or either one every interface ("", 0.0.0.0, ::), or localhost and a
+// loopback address. Port 0 (any free port) is never the same. Host names
+// other than localhost are compared by name.
+func sameListener(a, b string) bool {
+	ha, pa, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	hb, pb, err := net.SplitHostPort(b)
+	if err != nil {
+		return false
+	}
+	na, ea := net.LookupPort("tcp", pa)
+	nb, eb := net.LookupPort("tcp", pb)
+	switch {
+	case ea != nil || eb != nil:
+		if pa != pb {
+			return false
+		}
+	case na != nb || na == 0:
+		return false
+	}
+	wildcard := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	if wildcard(ha) || wildcard(hb) || strings.EqualFold(ha, hb) {
+		return true
+	}
+	ia, ib := net.ParseIP(ha), net.ParseIP(hb)
+	switch {
+	case ia != nil && ib != nil:
+		return ia.Equal(ib)
+	case strings.EqualFold(ha, "localhost"):
+		return ib != nil && ib.IsLoopback()
+	case strings.EqualFold(hb, "localhost"):
+		return ia != nil && ia.IsLoopback()
+	}
+	return false
 }
 
 // LoopbackHost reports whether a listen host is reachable from this

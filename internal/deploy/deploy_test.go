@@ -125,9 +125,9 @@ func TestSystemdUnit(t *testing.T) {
 // the config has.
 func TestExampleConfigs(t *testing.T) {
 	t.Setenv("SHOP_DSN", "postgres://pilot@db.internal/shop")
-	for _, c := range []struct{ file, listen string }{
-		{"deploy/harbormaster.example.yaml", "0.0.0.0:8443"},
-		{"deploy/compose/harbormaster.yaml", "0.0.0.0:8080"},
+	for _, c := range []struct{ file, listen, metrics string }{
+		{"deploy/harbormaster.example.yaml", "0.0.0.0:8443", "127.0.0.1:9464"},
+		{"deploy/compose/harbormaster.yaml", "0.0.0.0:8080", config.DefaultMetricsListen},
 	} {
 		src, err := os.ReadFile(filepath.Join(root, c.file))
 		if err != nil {
@@ -145,6 +145,9 @@ func TestExampleConfigs(t *testing.T) {
 		}
 		if cfg.Listen != c.listen {
 			t.Errorf("%s: listen %s, want %s", c.file, cfg.Listen, c.listen)
+		}
+		if cfg.MetricsAddr() != c.metrics {
+			t.Errorf("%s: /metrics on %q, want %s, on loopback apart from where agents connect", c.file, cfg.MetricsAddr(), c.metrics)
 		}
 	}
 	example, err := os.ReadFile(filepath.Join(root, "deploy/harbormaster.example.yaml"))

@@ -4,6 +4,11 @@
 // hashes. Every error is JSON: {"error": {"code": "...", "message": "..."}}.
 // Request bodies are capped. Statement text, reasons and row values are
 // untrusted data: they are only ever JSON-encoded, never interpolated.
+//
+// Agents connect here, so nothing of the process is served here: no
+// /metrics (the node serves it on metrics_listen, a listener of its own),
+// no pprof, expvar or other runtime endpoint. An unknown path, those
+// included, answers as every unknown path does.
 package httpapi
 
 import (
@@ -20,10 +25,8 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/metrics"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -51,10 +54,6 @@ type Config struct {
 	Signers *signing.AllowedSigners
 	// Switches is the node's switch poller, for GET /v1/switches.
 	Switches *switches.Poller
-	// Metrics, when set, is served at /metrics, unless MetricsElsewhere
-	// (the node serves it on a listener of its own, metrics_listen).
-	Metrics          *metrics.Metrics
-	MetricsElsewhere bool
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 	// ClaimRequest, when set, records each accepted signed request's
@@ -143,9 +142,6 @@ func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if cfg.Metrics != nil && !cfg.MetricsElsewhere {
-		s.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
-	}
 	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
 }

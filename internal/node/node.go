@@ -198,8 +198,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	for i, a := range cfg.Agents {
 		agents[i] = httpapi.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256}
 	}
-	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches, Metrics: s.metrics,
-		MetricsElsewhere: cfg.MetricsListen != "", ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
+	if s.api, err = httpapi.New(s.gateway, httpapi.Config{Agents: agents, Logger: log, Signers: signers, Switches: s.switches,
+		ClaimRequest: ClaimRequest(s.store), Idempotency: s.store}); err != nil {
 		return nil, err
 	}
 	httpapi.RegisterTables(s.api)
@@ -246,7 +246,9 @@ func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgw
 // PG is the node's wire front, or nil when listen_pg is not set.
 func (s *Node) PG() *pgwire.Server { return s.pg }
 
-// ServeMetrics serves /metrics alone on ln until ctx ends (metrics_listen).
+// ServeMetrics serves /metrics alone on ln until ctx ends: ln is the
+// metrics_listen address, never one agents connect to (the API's
+// listener has no /metrics at all).
 func (s *Node) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))

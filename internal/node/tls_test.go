@@ -61,9 +61,10 @@ func writeCert(t *testing.T, certPath, keyPath string) []byte {
 
 // TestTLSAndMetrics starts a node with tls in its config and a generated
 // certificate: the API answers over HTTPS to a client that trusts the
-// certificate, not to plain HTTP; its /metrics, scraped over HTTPS, passes
-// promtool check metrics, carries harbormaster_build_info, and has the
-// Surveyor's per-framing series at zero before any judgment.
+// certificate, not to plain HTTP, and has no /metrics over HTTPS either;
+// the metrics listener's /metrics passes promtool check metrics, carries
+// harbormaster_build_info, and has the Surveyor's per-framing series at
+// zero before any judgment.
 func TestTLSAndMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -110,38 +111,56 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
+	served, mserved := make(chan error, 1), make(chan error, 1)
 	go func() { served <- sys.Serve(sctx, ln) }()
-	defer func() { stop(); <-served }()
+	go func() { mserved <- sys.ServeMetrics(sctx, mln) }()
+	defer func() { stop(); <-served; <-mserved }()
 
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
 	base := "https://" + ln.Addr().String()
-	resp, err := client.Get(base + "/metrics")
+	resp, err := client.Get(base + "/healthz")
 	if err != nil {
-		t.Fatalf("GET /metrics over HTTPS: %v", err)
+		t.Fatalf("GET /healthz over HTTPS: %v", err)
 	}
-	scrape, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.TLS == nil {
-		t.Fatalf("GET /metrics: HTTP %d, TLS %v", resp.StatusCode, resp.TLS != nil)
+		t.Fatalf("GET /healthz: HTTP %d, TLS %v", resp.StatusCode, resp.TLS != nil)
 	}
 	if resp.ProtoMajor != 2 {
 		t.Errorf("HTTPS answered with %s, want HTTP/2 negotiated", resp.Proto)
 	}
+	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /metrics over HTTPS on the API: %v %v, want 404: metrics are on metrics_listen alone", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// A client that does not trust the certificate is refused, and plain
 	// HTTP to the port gets no API answer.
-	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(base + "/metrics"); err == nil {
+	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(base + "/healthz"); err == nil {
 		t.Error("a client without the certificate's root was answered")
 	}
-	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + ln.Addr().String() + "/metrics"); err == nil {
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == 200 || strings.Contains(string(body), "harbormaster_") {
+		if resp.StatusCode == 200 || strings.Contains(string(body), `"status"`) {
 			t.Errorf("plain HTTP to the TLS port was answered: HTTP %d", resp.StatusCode)
 		}
+	}
+	resp, err = http.Get("http://" + mln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics on the metrics listener: %v", err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics on the metrics listener: HTTP %d", resp.StatusCode)
 	}
 	text := string(scrape)
 	for _, want := range []string{

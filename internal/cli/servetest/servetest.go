@@ -50,7 +50,10 @@ type Proc struct {
 	Cmd  *exec.Cmd
 	Log  string // its stderr (JSON log lines)
 	Addr string // host:port it serves on
-	Done chan error
+	// MetricsAddr is the host:port of serve's /metrics (metrics_listen),
+	// "" when off or for another command.
+	MetricsAddr string
+	Done        chan error
 }
 
 // Start runs harbormaster serve with the config file and waits (up to two
@@ -95,8 +98,9 @@ func StartCommand(t testing.TB, logPath string, args ...string) *Proc {
 			t.Fatalf("%s did not start listening:\n%s", args[0], p.LogText())
 		}
 		time.Sleep(20 * time.Millisecond)
-		p.Addr = p.servingAddr()
+		p.Addr = p.logAddr("serving")
 	}
+	p.MetricsAddr = p.logAddr("serving /metrics") // logged before "serving"
 	return p
 }
 
@@ -106,8 +110,8 @@ func (p *Proc) LogText() string {
 	return string(b)
 }
 
-// servingAddr finds the "serving" log line's address.
-func (p *Proc) servingAddr() string {
+// logAddr finds the address of the log line whose message is msg.
+func (p *Proc) logAddr(msg string) string {
 	f, err := os.Open(p.Log)
 	if err != nil {
 		return ""
@@ -120,7 +124,7 @@ func (p *Proc) servingAddr() string {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving" {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == msg {
 			return l.Addr
 		}
 	}
@@ -237,6 +241,10 @@ type Options struct {
 	CheckpointEvery int
 	// Extra is appended to the config file (YAML).
 	Extra string
+	// MetricsListen is the config's metrics_listen. Defaults to
+	// 127.0.0.1:0 (loopback, a free port: Proc.MetricsAddr), so that
+	// deployments side by side do not contend for the default port.
+	MetricsListen string
 	// Store is the control store's location, e.g. a postgres:// URL that
 	// several serve processes share. Defaults to store.db in the
 	// deployment directory.
@@ -273,6 +281,9 @@ func NewDeployment(t testing.TB, o Options) *Deployment {
 	}
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = 25
+	}
+	if o.MetricsListen == "" {
+		o.MetricsListen = "127.0.0.1:0"
 	}
 	if o.Delegations == nil {
 		o.Delegations = map[string][]byte{"orders.yaml": []byte(strings.Replace(string(gatewaytest.Example(t, gatewaytest.Orders)), "quota: 120/hour\n", "", 1))}
@@ -324,6 +335,7 @@ func (d *Deployment) writeConfig(t testing.TB) {
 	}
 	cfg := fmt.Sprintf(`name: %s
 listen: 127.0.0.1:0
+metrics_listen: %s
 store: %q
 control_plane_key: cp.pem
 signers: allowed_signers
@@ -337,7 +349,7 @@ targets:
 logbook:
   checkpoint_every: %d
   checkpoint_interval: 1s
-`, o.Name, d.StorePath, o.MarqueTTL, gatewaytest.Target, target, gatewaytest.Agent, config.HashToken(gatewaytest.AgentToken), o.CheckpointEvery)
+`, o.Name, o.MetricsListen, d.StorePath, o.MarqueTTL, gatewaytest.Target, target, gatewaytest.Agent, config.HashToken(gatewaytest.AgentToken), o.CheckpointEvery)
 	if err := os.WriteFile(d.Config, []byte(cfg+o.Extra), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -336,7 +336,7 @@ func Start(t testing.TB, opt Options) *System {
 	for token, principal := range opt.Agents {
 		agents = append(agents, httpapi.Agent{Principal: principal, TokenSHA256: httpapi.HashToken(token)})
 	}
-	s.apiConfig = httpapi.Config{Agents: agents, Signers: opt.Keys.Signers, Switches: s.Switches, Metrics: m, ClaimRequest: node.ClaimRequest(s.Store), Idempotency: s.Store}
+	s.apiConfig = httpapi.Config{Agents: agents, Signers: opt.Keys.Signers, Switches: s.Switches, ClaimRequest: node.ClaimRequest(s.Store), Idempotency: s.Store}
 	if s.API, err = httpapi.New(s.Gateway, s.apiConfig); err != nil {
 		t.Fatal(err)
 	}
