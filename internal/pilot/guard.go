@@ -338,17 +338,17 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	if !o.evidence {
 		return g, nil
 	}
-	// The images show only columns the delegation lists for the target:
-	// the panel that sees them decides what the agent observes, so a
-	// column no rule lists must not reach it (invariant 10).
-	cols := imageColumns(a.Facts.Target, readRule, writeRule)
+	// The images show only what the agent may read, and the values it
+	// writes: the panel that sees them decides what the agent observes, so
+	// a column no rule lets it read must not reach it (invariant 10).
+	beforeCols, afterCols := imageColumns(a.Facts.Target, readRule, g.Written)
 	withImage := proto.Clone(stmt).(*pg.Node)
-	if _, ok := afterImageColumn(withImage, cols); ok {
+	if _, ok := afterImageColumn(withImage, afterCols); ok {
 		if g.ImageSQL, err = deparse(withImage); err != nil {
 			return nil, fmt.Errorf("%w: deparse: %v", ErrGuard, err)
 		}
 	}
-	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1, cols); err != nil {
+	if _, before, err := beforeImageQuery(stmt, int(g.MaxRows)+1, beforeCols); err != nil {
 		return nil, fmt.Errorf("%w: before images: %v", ErrGuard, err)
 	} else {
 		g.BeforeSQL = before
@@ -567,9 +567,13 @@ func readableFence(b *bound.Bound, t sqlcheck.TableName) (string, bool) {
 	return strings.Join(fences, " OR "), found
 }
 
-// imageColumns is the columns a write's images show: those the select
-// rule for its target lists, and those its write rule lists, sorted.
-func imageColumns(target *sqlcheck.TableName, readRule map[sqlcheck.TableName]bound.Rule, writeRule *bound.Rule) []string {
+// imageColumns is the columns a write's images show, sorted: before (the
+// old values of the rows it reaches) only those the select rule for its
+// target lists, never nil (nil would be the whole row), and after those
+// and the columns the statement writes. The old value of a column the
+// agent may write but not read never reaches the panel (invariant 10);
+// the value the statement writes to it was written by the agent.
+func imageColumns(target *sqlcheck.TableName, readRule map[sqlcheck.TableName]bound.Rule, written []string) (before, after []string) {
 	set := map[string]bool{}
 	if target != nil {
 		if r, ok := readRule[*target]; ok {
@@ -578,11 +582,14 @@ func imageColumns(target *sqlcheck.TableName, readRule map[sqlcheck.TableName]bo
 			}
 		}
 	}
-	if writeRule != nil {
-		for _, c := range writeRule.Columns {
-			set[c] = true
-		}
+	before = sortedKeys(set)
+	for _, c := range written {
+		set[c] = true
 	}
+	return before, sortedKeys(set)
+}
+
+func sortedKeys(set map[string]bool) []string {
 	out := make([]string, 0, len(set))
 	for c := range set {
 		out = append(out, c)
