@@ -32,7 +32,8 @@ ORDER BY n.nspname, c.relname, a.attnum`
 // A foreign key's copies for the partitions of the table it references
 // are left out (their conparentid is a constraint of the same table): the
 // key is listed once, referencing the partitioned table. Disabled and
-// internal triggers (those behind foreign keys) are left out.
+// internal triggers (those behind foreign keys) are left out, and those
+// that fire only on TRUNCATE.
 const constraintQuery = `
 SELECT n.nspname, c.relname, x.kind, x.name, x.cols, x.ref_schema, x.ref_table, x.ref_cols, x.events, x.not_valid, x.def
 FROM pg_catalog.pg_class c
@@ -78,7 +79,7 @@ CROSS JOIN LATERAL (
                             CASE WHEN t.tgtype & 8 <> 0 THEN 'delete' END], NULL),
          false, pg_catalog.pg_get_triggerdef(t.oid)
   FROM pg_catalog.pg_trigger t
-  WHERE t.tgrelid = c.oid AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+  WHERE t.tgrelid = c.oid AND NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgtype & (4 | 8 | 16) <> 0
 ) x
 WHERE c.relkind IN ('r', 'p')
   AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
