@@ -33,9 +33,11 @@ import (
 //     listed when the rule writes one of its columns and the grantee
 //     cannot read the referenced columns (or, for an update, another
 //     column of the key left as it was). A delete from the referenced
-//     table, or an update of its referenced columns, looks for rows that
-//     reference it: listed when the grantee cannot read the referencing
-//     columns.
+//     table, or an update of its referenced columns, under NO ACTION or
+//     RESTRICT fails when a row references it: listed when the grantee
+//     cannot read the referencing columns. (Under CASCADE, SET NULL or
+//     SET DEFAULT the Pilot refers the write whether a row references it
+//     or not, which tells nothing.)
 //   - A trigger runs the target owner's code, which can read anything:
 //     listed whenever it fires on the rule's operation.
 //
@@ -128,14 +130,16 @@ func lintHiddenConstraints(rules []Rule, reports []RuleReport, cat *sqlcheck.Cat
 			}
 		}
 		// Foreign keys that reference this table: a delete, or an update
-		// of the referenced columns, looks for the rows that reference it.
+		// of the referenced columns, fails when a row references it.
 		if r.Op != sqlcheck.OpDelete && r.Op != sqlcheck.OpUpdate {
 			continue
 		}
 		for _, fk := range cat.ForeignKeysTo(tn) {
 			c := fk.Constraint
 			changed := intersect(c.RefColumns, r.Columns)
-			if r.Op == sqlcheck.OpUpdate && len(changed) == 0 {
+			if r.Op == sqlcheck.OpUpdate && len(changed) == 0 || !c.Checks(r.Op) {
+				// An action (CASCADE, SET NULL, SET DEFAULT) refers the
+				// write whether a row references it or not.
 				continue
 			}
 			from := fk.Table.String()

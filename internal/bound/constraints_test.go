@@ -25,6 +25,7 @@ CREATE TRIGGER audit_limit AFTER UPDATE OF credit_limit ON public.accounts FOR E
 CREATE TRIGGER stamp BEFORE INSERT ON public.accounts FOR EACH ROW EXECUTE FUNCTION public.stamp();
 CREATE TABLE public.notes (id bigint, account_id bigint, body text);
 ALTER TABLE ONLY public.notes ADD CONSTRAINT notes_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+CREATE TABLE public.holds (id bigint, account_id bigint REFERENCES public.accounts(id) ON DELETE CASCADE ON UPDATE SET NULL);
 `
 
 // TestCompileLintsHiddenConstraints: every constraint and trigger that
@@ -82,11 +83,12 @@ func TestCompileLintsHiddenConstraints(t *testing.T) {
 			nil, []string{"accounts_customer_id_fkey"}},
 		{"a delete of a referenced row", []string{del("accounts"), sel("accounts", "id")}, "allow[0]",
 			[]string{"deleting a row of public.accounts reveals whether a row of public.notes references it, by foreign key notes_account_id_fkey on public.notes, " +
-				"FOREIGN KEY (account_id) REFERENCES public.accounts (id): no select rule on public.notes lets the grantee read account_id"}, nil},
+				"FOREIGN KEY (account_id) REFERENCES public.accounts (id): no select rule on public.notes lets the grantee read account_id"},
+			[]string{"holds_account_id_fkey"}}, // CASCADE: the Pilot refers every such delete
 		{"a delete of a referenced row, references readable", []string{del("accounts"), sel("accounts", "id"), sel("notes", "id, account_id")}, "allow[0]",
 			nil, []string{"notes_account_id_fkey"}},
 		{"an update of a referenced key", []string{upd("id"), sel("accounts", "id")}, "allow[0].columns",
-			[]string{"changing id of a row of public.accounts reveals whether a row of public.notes references it"}, nil},
+			[]string{"changing id of a row of public.accounts reveals whether a row of public.notes references it"}, []string{"holds_account_id_fkey"}},
 		{"an update that leaves the referenced key alone", []string{upd("balance")}, "allow[0].columns",
 			nil, []string{"notes_account_id_fkey"}},
 		{"an update trigger on a written column", []string{upd("credit_limit"), sel("accounts", "id, balance, credit_limit")}, "allow[0]",

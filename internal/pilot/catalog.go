@@ -35,13 +35,14 @@ ORDER BY n.nspname, c.relname, a.attnum`
 // internal triggers (those behind foreign keys) are left out, and those
 // that fire only on TRUNCATE.
 const constraintQuery = `
-SELECT n.nspname, c.relname, x.kind, x.name, x.cols, x.ref_schema, x.ref_table, x.ref_cols, x.events, x.not_valid, x.def
+SELECT n.nspname, c.relname, x.kind, x.name, x.cols, x.ref_schema, x.ref_table, x.ref_cols, x.on_delete, x.on_update, x.events, x.not_valid, x.def
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 CROSS JOIN LATERAL (
   SELECT 'check' AS kind, k.conname AS name,
          ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY (k.conkey) ORDER BY a.attnum)::text[] AS cols,
-         NULL::text AS ref_schema, NULL::text AS ref_table, NULL::text[] AS ref_cols, NULL::text[] AS events,
+         NULL::text AS ref_schema, NULL::text AS ref_table, NULL::text[] AS ref_cols,
+         NULL::text AS on_delete, NULL::text AS on_update, NULL::text[] AS events,
          NOT k.convalidated AS not_valid, pg_catalog.pg_get_constraintdef(k.oid) AS def
   FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'
   UNION ALL
@@ -54,7 +55,7 @@ CROSS JOIN LATERAL (
                    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = i.indexrelid
                      AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = c.oid AND d.refobjsubid = a.attnum))
                ORDER BY a.attnum)::text[],
-         NULL, NULL, NULL, NULL, false,
+         NULL, NULL, NULL, NULL, NULL, NULL, false,
          COALESCE(pg_catalog.pg_get_constraintdef(k.oid), pg_catalog.pg_get_indexdef(i.indexrelid))
   FROM pg_catalog.pg_index i
   JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
@@ -65,7 +66,7 @@ CROSS JOIN LATERAL (
          ARRAY(SELECT a.attname FROM unnest(k.conkey) WITH ORDINALITY u(n, o) JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.n ORDER BY u.o)::text[],
          rn.nspname, r.relname,
          ARRAY(SELECT a.attname FROM unnest(k.confkey) WITH ORDINALITY u(n, o) JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum = u.n ORDER BY u.o)::text[],
-         NULL, false, pg_catalog.pg_get_constraintdef(k.oid)
+         k.confdeltype::text, k.confupdtype::text, NULL, false, pg_catalog.pg_get_constraintdef(k.oid)
   FROM pg_catalog.pg_constraint k
   JOIN pg_catalog.pg_class r ON r.oid = k.confrelid
   JOIN pg_catalog.pg_namespace rn ON rn.oid = r.relnamespace
@@ -74,7 +75,7 @@ CROSS JOIN LATERAL (
   UNION ALL
   SELECT 'trigger', t.tgname,
          ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY (t.tgattr::int2[]) ORDER BY a.attnum)::text[],
-         NULL, NULL, NULL,
+         NULL, NULL, NULL, NULL, NULL,
          array_remove(ARRAY[CASE WHEN t.tgtype & 4 <> 0 THEN 'insert' END, CASE WHEN t.tgtype & 16 <> 0 THEN 'update' END,
                             CASE WHEN t.tgtype & 8 <> 0 THEN 'delete' END], NULL),
          false, pg_catalog.pg_get_triggerdef(t.oid)
@@ -132,10 +133,10 @@ func loadConstraints(ctx context.Context, q Querier, tables []sqlcheck.Table, id
 	defer rows.Close()
 	for rows.Next() {
 		var schema, rel, kind, name, def string
-		var refSchema, refTable *string
+		var refSchema, refTable, onDelete, onUpdate *string
 		var cols, refCols, events []string
 		var notValid bool
-		if err := rows.Scan(&schema, &rel, &kind, &name, &cols, &refSchema, &refTable, &refCols, &events, &notValid, &def); err != nil {
+		if err := rows.Scan(&schema, &rel, &kind, &name, &cols, &refSchema, &refTable, &refCols, &onDelete, &onUpdate, &events, &notValid, &def); err != nil {
 			return fmt.Errorf("pilot: load catalog: constraints: %w", err)
 		}
 		i, ok := idx[sqlcheck.TableName{Schema: schema, Name: rel}]
@@ -149,6 +150,9 @@ func loadConstraints(ctx context.Context, q Querier, tables []sqlcheck.Table, id
 		}
 		if refSchema != nil && refTable != nil {
 			k.RefTable = &sqlcheck.TableName{Schema: *refSchema, Name: *refTable}
+		}
+		if onDelete != nil && onUpdate != nil {
+			k.OnDelete, k.OnUpdate = sqlcheck.FKAction(*onDelete), sqlcheck.FKAction(*onUpdate)
 		}
 		tables[i].Constraints = append(tables[i].Constraints, k)
 	}

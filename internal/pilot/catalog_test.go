@@ -104,7 +104,7 @@ CREATE TABLE public.refs (id integer, pid integer, pk integer, CONSTRAINT refs_f
 		t.Errorf("a disabled trigger is listed: %s", shape(accounts.Constraints))
 	}
 	refs, _ := live.Table(sqlcheck.TableName{Schema: "public", Name: "refs"})
-	if got := shape(refs.Constraints); got != `{"kind":"foreign key","name":"refs_fkey","columns":["pid","pk"],"ref_table":{"schema":"public","name":"parts"},"ref_columns":["id","k"],"def":""}` {
+	if got := shape(refs.Constraints); got != `{"kind":"foreign key","name":"refs_fkey","columns":["pid","pk"],"ref_table":{"schema":"public","name":"parts"},"ref_columns":["id","k"],"on_delete":"no action","on_update":"no action","def":""}` {
 		t.Errorf("refs: %s", got)
 	}
 	if fks := live.ForeignKeysTo(sqlcheck.TableName{Schema: "public", Name: "parts"}); len(fks) != 1 {

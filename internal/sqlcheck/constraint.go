@@ -40,6 +40,10 @@ type Constraint struct {
 	// columns, in key order.
 	RefTable   *TableName `json:"ref_table,omitempty"`
 	RefColumns []string   `json:"ref_columns,omitempty"`
+	// OnDelete and OnUpdate are a foreign key's actions: "no action",
+	// "restrict", "cascade", "set null" or "set default".
+	OnDelete string `json:"on_delete,omitempty"`
+	OnUpdate string `json:"on_update,omitempty"`
 	// Events are the operations that fire a trigger: "insert", "update",
 	// "delete".
 	Events []string `json:"events,omitempty"`
@@ -69,6 +73,36 @@ func (c *Constraint) Fires(op Op, written []string) bool {
 		}
 	}
 	return false
+}
+
+// Checks reports whether a foreign key's action on op (a delete or an
+// update of the referenced row) is a check, NO ACTION or RESTRICT, that
+// fails the write when a row references it, rather than an action that
+// changes the referencing rows.
+func (c *Constraint) Checks(op Op) bool {
+	a := c.OnDelete
+	if op == OpUpdate {
+		a = c.OnUpdate
+	}
+	return c.Kind == ConstraintForeignKey && (a == "no action" || a == "restrict")
+}
+
+// FKAction names a foreign key action by its pg_constraint code
+// (confdeltype, confupdtype), "" for an unknown code.
+func FKAction(code string) string {
+	switch code {
+	case "a":
+		return "no action"
+	case "r":
+		return "restrict"
+	case "c":
+		return "cascade"
+	case "n":
+		return "set null"
+	case "d":
+		return "set default"
+	}
+	return ""
 }
 
 // ForeignKeyTo is a foreign key of Table that references another table.
@@ -255,7 +289,8 @@ func ddlConstraint(rv *pg.RangeVar, c *pg.Constraint, col string, qualify func(*
 			def.FkAttrs = colNode()
 		}
 		ref := qualify(c.Pktable)
-		k = Constraint{Kind: ConstraintForeignKey, Columns: strNodes(def.FkAttrs), RefTable: &ref, RefColumns: strNodes(c.PkAttrs)}
+		k = Constraint{Kind: ConstraintForeignKey, Columns: strNodes(def.FkAttrs), RefTable: &ref, RefColumns: strNodes(c.PkAttrs),
+			OnDelete: FKAction(c.FkDelAction), OnUpdate: FKAction(c.FkUpdAction)}
 		k.Name = rv.Relname + "_" + strings.Join(k.Columns, "_") + "_fkey"
 	default:
 		return Constraint{}, false

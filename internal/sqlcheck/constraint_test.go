@@ -44,7 +44,7 @@ CREATE TRIGGER elsewhere BEFORE INSERT ON public.nowhere FOR EACH ROW EXECUTE FU
 		{Kind: sqlcheck.ConstraintCheck, Name: "accounts_balance_check", Columns: []string{"balance"}, Def: "CHECK (balance > -1e6)"},
 		{Kind: sqlcheck.ConstraintUnique, Name: "accounts_email_key", Columns: []string{"email"}, Def: "UNIQUE (email)"},
 		{Kind: sqlcheck.ConstraintForeignKey, Name: "accounts_customer_id_fkey", Columns: []string{"customer_id"}, RefTable: &customers, RefColumns: []string{"id"},
-			Def: "FOREIGN KEY (customer_id) REFERENCES public.customers (id) ON DELETE CASCADE"},
+			OnDelete: "cascade", OnUpdate: "no action", Def: "FOREIGN KEY (customer_id) REFERENCES public.customers (id) ON DELETE CASCADE"},
 		{Kind: sqlcheck.ConstraintCheck, Name: "accounts_check", Columns: []string{"balance", "credit_limit"}, Def: "CHECK (balance <= credit_limit)"},
 		{Kind: sqlcheck.ConstraintUnique, Name: "accounts_email_tenant_balance_key", Columns: []string{"email", "tenant"}, Def: "UNIQUE (email, tenant) INCLUDE (balance)"},
 		{Kind: sqlcheck.ConstraintPrimaryKey, Name: "accounts_pkey", Columns: []string{"id"}, Def: "PRIMARY KEY (id)"},
@@ -66,6 +66,9 @@ CREATE TRIGGER elsewhere BEFORE INSERT ON public.nowhere FOR EACH ROW EXECUTE FU
 	fks := cat.ForeignKeysTo(customers)
 	if len(fks) != 1 || fks[0].Table.Name != "accounts" || fks[0].Constraint.Name != "accounts_customer_id_fkey" {
 		t.Errorf("foreign keys to customers: %+v", fks)
+	}
+	if !want[2].Checks(sqlcheck.OpUpdate) || want[2].Checks(sqlcheck.OpDelete) || want[0].Checks(sqlcheck.OpDelete) {
+		t.Error("Checks: NO ACTION checks, CASCADE acts, a check constraint is no foreign key")
 	}
 	if !want[8].Fires(sqlcheck.OpUpdate, []string{"balance"}) || want[8].Fires(sqlcheck.OpUpdate, []string{"email"}) ||
 		!want[8].Fires(sqlcheck.OpDelete, nil) || want[8].Fires(sqlcheck.OpInsert, []string{"balance"}) || want[0].Fires(sqlcheck.OpUpdate, []string{"balance"}) {
