@@ -124,8 +124,12 @@ func lintHiddenConstraints(rules []Rule, reports []RuleReport, cat *sqlcheck.Cat
 				}
 			case sqlcheck.ConstraintTrigger:
 				if c.Fires(r.Op, r.Columns) {
-					lint(ruleField, "trigger %s on %s runs on this %s and can read every column of any table: its effects and errors may reveal values the bound does not list (%s)",
-						sqlcheck.QuoteIdent(c.Name), r.Table, r.Op, c.Def)
+					def := ""
+					if c.Def != "" {
+						def = " (" + c.Def + ")"
+					}
+					lint(ruleField, "trigger %s on %s runs on this %s and can read every column of any table: its effects and errors may reveal values the bound does not list%s",
+						sqlcheck.QuoteIdent(c.Name), r.Table, r.Op, def)
 				}
 			}
 		}

@@ -108,7 +108,7 @@ func TestCompileLintsHiddenConstraintsOnATarget(t *testing.T) {
 		"its effects and errors may reveal values the bound does not list (CREATE TRIGGER audit_balance AFTER UPDATE OF balance ON public.accounts FOR EACH ROW EXECUTE FUNCTION audit())"
 	out := compile("hidden.yaml")
 	for _, w := range []string{check, unique, fk, trigger} {
-		if !strings.Contains(out, "\n  - line ") || !containsLine(out, w) {
+		if !containsLine(out, w) {
 			t.Errorf("the report lacks the lint\n  %s\nin:\n%s", w, out)
 		}
 	}
