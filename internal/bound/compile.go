@@ -336,6 +336,7 @@ func Compile(d *Delegation, cat *sqlcheck.Catalog, opt Options) (*Bound, *Report
 		rep.Rules = append(rep.Rules, rr)
 	}
 	lintUnreadableFences(b.Rules, rep.Rules, fences, lint)
+	lintHiddenConstraints(b.Rules, rep.Rules, cat, lint)
 	dupes := map[string]int{}
 	for i, r := range b.Rules {
 		key := string(r.Op) + " " + r.Table

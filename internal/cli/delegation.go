@@ -273,7 +273,8 @@ func runDelegationSign(e *env, args []string) int {
 	fs := e.flags("harbormaster delegation sign FILE (--schema FILE | --target DSN) --key SSH_PRIVATE_KEY --out SIG",
 		"Signs the delegation's canonical bytes with an SSH key in OpenSSH's sshsig format,\n"+
 			"namespace harbormaster-delegation, exactly as 'ssh-keygen -Y sign' would.\n"+
-			"Refuses a delegation that is not signable, or whose expires has passed.")
+			"Refuses a delegation that is not signable, or whose expires has passed, and prints\n"+
+			"the report's lints with the signature.")
 	var cf catalogFlags
 	cf.register(fs)
 	cf.gates = true
@@ -314,6 +315,14 @@ func runDelegationSign(e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "signed %s (delegation %s, tier %s) with key %s: %s\n", file, c.report.DelegationID, c.report.Tier, k.Fingerprint(), *out)
 		if c.report.FallbackAuthority != "" {
 			fmt.Fprintf(e.stdout, "%s\n", c.report.FallbackAuthority)
+		}
+		// What the signature accepts: among the lints, what a write
+		// inside the bound can still tell the grantee.
+		if len(c.report.Lints) > 0 {
+			fmt.Fprintf(e.stdout, "Lints (advice; the signature accepts them):\n")
+			for _, l := range c.report.Lints {
+				fmt.Fprintf(e.stdout, "  - %s\n", problemString(l))
+			}
 		}
 	}
 	return exitOK

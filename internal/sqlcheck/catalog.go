@@ -31,6 +31,11 @@ type Table struct {
 	// EstimatedRows is the planner's estimate (pg_class.reltuples) when the
 	// catalog was read from a live database, or -1 when unknown. Lints use it.
 	EstimatedRows int64 `json:"estimated_rows"`
+	// Constraints are the table's check, unique, primary key, exclusion and
+	// foreign key constraints and its triggers (Constraint), sorted by kind
+	// and name when read from a live target, in DDL order from a schema
+	// file. Lints use them.
+	Constraints []Constraint `json:"constraints,omitempty"`
 
 	index map[string]int
 }
@@ -77,6 +82,7 @@ func NewCatalog(tables []Table, searchPath []string) (*Catalog, error) {
 			return nil, fmt.Errorf("sqlcheck: catalog: table %s listed twice", t.Name)
 		}
 		t.Columns = append([]Column(nil), t.Columns...)
+		t.Constraints = append([]Constraint(nil), t.Constraints...)
 		t.index = make(map[string]int, len(t.Columns))
 		for j, col := range t.Columns {
 			if _, dup := t.index[col.Name]; dup {
@@ -154,9 +160,10 @@ func IsReservedSchema(schema string) bool {
 const MaxSchemaBytes = 16 << 20
 
 // ParseSchemaDDL reads SQL DDL as pg_dump --schema-only writes it and returns
-// a catalog of its tables. CREATE SCHEMA and CREATE TABLE are read; every
-// other statement (SET, ALTER ... ADD CONSTRAINT, CREATE INDEX, functions,
-// comments) is ignored. Views, foreign tables and partitions of other kinds
+// a catalog of its tables. CREATE TABLE is read, with the constraints and
+// triggers of CREATE TABLE, ALTER TABLE ... ADD CONSTRAINT, CREATE UNIQUE
+// INDEX and CREATE TRIGGER (Table.Constraints); every other statement
+// (SET, CREATE SCHEMA, other indexes, functions, comments) is ignored. Views, foreign tables and partitions of other kinds
 // are not relations an agent may name and are left out, so statements
 // naming them refer as unknown relations.
 func ParseSchemaDDL(ddl string, searchPath []string) (*Catalog, error) {
@@ -167,20 +174,23 @@ func ParseSchemaDDL(ddl string, searchPath []string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlcheck: schema: %w", err)
 	}
+	qualify := func(rv *pg.RangeVar) TableName {
+		schema := rv.Schemaname
+		if schema == "" {
+			schema = "public"
+		}
+		if len(searchPath) > 0 && rv.Schemaname == "" {
+			schema = searchPath[0]
+		}
+		return TableName{schema, rv.Relname}
+	}
 	var tables []Table
 	for _, raw := range tree.Stmts {
 		cs := raw.GetStmt().GetCreateStmt()
 		if cs == nil || cs.Relation == nil {
 			continue
 		}
-		schema := cs.Relation.Schemaname
-		if schema == "" {
-			schema = "public"
-		}
-		if len(searchPath) > 0 && cs.Relation.Schemaname == "" {
-			schema = searchPath[0]
-		}
-		t := Table{Name: TableName{schema, cs.Relation.Relname}, EstimatedRows: -1}
+		t := Table{Name: qualify(cs.Relation), EstimatedRows: -1}
 		for _, elt := range cs.TableElts {
 			cd := elt.GetColumnDef()
 			if cd == nil {
@@ -190,6 +200,7 @@ func ParseSchemaDDL(ddl string, searchPath []string) (*Catalog, error) {
 		}
 		tables = append(tables, t)
 	}
+	ddlConstraints(tree.Stmts, tables, qualify)
 	return NewCatalog(tables, searchPath)
 }
 

@@ -127,7 +127,7 @@ type wireCatalog struct {
 func encodeCatalog(cat *sqlcheck.Catalog) *wireCatalog {
 	w := &wireCatalog{SearchPath: cat.SearchPath(), Tables: []sqlcheck.Table{}}
 	for _, t := range cat.Tables() {
-		w.Tables = append(w.Tables, sqlcheck.Table{Name: t.Name, Columns: t.Columns, EstimatedRows: t.EstimatedRows})
+		w.Tables = append(w.Tables, sqlcheck.Table{Name: t.Name, Columns: t.Columns, EstimatedRows: t.EstimatedRows, Constraints: t.Constraints})
 	}
 	js, _ := json.Marshal(struct {
 		SearchPath []string         `json:"search_path"`
