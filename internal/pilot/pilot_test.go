@@ -49,7 +49,7 @@ func readExample(t testing.TB, name string) []byte {
 	return b
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
@@ -119,7 +119,7 @@ func (f *fixture) mustRefuse(t *testing.T, example, sql, code, why, wants string
 }
 
 // addBound compiles a delegation and has alice sign it, under name.
-func (f *fixture) addBound(t *testing.T, name string, yaml []byte) {
+func (f *fixture) addBound(t testing.TB, name string, yaml []byte) {
 	t.Helper()
 	d, err := bound.Parse(yaml, name)
 	if err != nil {

@@ -134,13 +134,20 @@ func (c *Catalog) Resolve(schema, name string) (*Table, bool) {
 }
 
 // WithoutEstimates is the catalog with every table's EstimatedRows
-// unknown (-1): the names and columns alone, for what is shown to someone
-// who may not learn how many rows a table holds.
+// unknown (-1) and its constraints' and triggers' definitions left out
+// (their kinds, names and columns stay): the names and columns alone, for
+// what is shown to someone who may not learn how many rows a table holds
+// or what its constraints and triggers say.
 func (c *Catalog) WithoutEstimates() *Catalog {
 	out := &Catalog{tables: make(map[TableName]*Table, len(c.tables)), searchPath: c.searchPath}
 	for n, t := range c.tables {
 		cp := *t
 		cp.EstimatedRows = -1
+		cp.Constraints = make([]Constraint, len(t.Constraints))
+		for i, k := range t.Constraints {
+			k.Def = ""
+			cp.Constraints[i] = k
+		}
 		out.tables[n] = &cp
 	}
 	return out

@@ -84,3 +84,23 @@ func js(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestWithoutEstimatesDropsDefinitions: the catalog shown to anyone who
+// reaches the upload route (a refused upload carries its report) names a
+// constraint's kind and columns, never its definition.
+func TestWithoutEstimatesDropsDefinitions(t *testing.T) {
+	cat, err := sqlcheck.ParseSchemaDDL(`CREATE TABLE public.accounts (id int PRIMARY KEY, balance int, credit_limit int, CHECK (balance <= credit_limit));`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := cat.Table(sqlcheck.TableName{Schema: "public", Name: "accounts"})
+	bare, _ := cat.WithoutEstimates().Table(sqlcheck.TableName{Schema: "public", Name: "accounts"})
+	if len(full.Constraints) == 0 || len(bare.Constraints) != len(full.Constraints) {
+		t.Fatalf("constraints %v, without estimates %v", full.Constraints, bare.Constraints)
+	}
+	for i, k := range bare.Constraints {
+		if k.Def != "" || full.Constraints[i].Def == "" || k.Kind != full.Constraints[i].Kind || len(k.Columns) != len(full.Constraints[i].Columns) {
+			t.Errorf("constraint %d: %+v, from %+v", i, k, full.Constraints[i])
+		}
+	}
+}
