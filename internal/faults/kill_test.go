@@ -91,7 +91,7 @@ func startLoad(d *servetest.Deployment, addr string, seed uint64, agents int, mu
 				case err == nil && v.Status == gateway.StatusExecuted:
 					approved.Add(1)
 				case errors.As(err, &he) && he.Status == http.StatusConflict:
-					// Not waiting (or not rehearsed yet): leave it.
+					// Not waiting (or not previewable): leave it.
 				case err != nil && ctx.Err() == nil:
 					// Killed mid-approval, most likely: try it again later.
 					select {

@@ -22,7 +22,7 @@ import (
 //     and a revocation name their target themselves: they are verified
 //     (step 4) against it before the lookup, so an act no allowed signer
 //     signed learns nothing of what it names (whether it exists, its
-//     status, whether a rehearsal ran: DESIGN.md invariant 10), and the
+//     status, whether it has a preview: DESIGN.md invariant 10), and the
 //     target of what they govern must then be the one they name;
 //  4. verify: the signature, in the act's own namespace, by a signer the
 //     signers file allows for that target;

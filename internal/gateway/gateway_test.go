@@ -644,9 +644,9 @@ func kinds(es []logbook.Entry) []string {
 }
 
 // TestReferralsDoNotStarveThePool: the transaction opened while a statement
-// is checked goes back before a referral is rehearsed (which needs a
-// connection of its own), so more concurrent referrals than the Pilot has
-// connections all finish.
+// is checked goes back when it is referred, so more concurrent referrals
+// than the Pilot has connections all finish, and a human's preview of each
+// (which needs a connection of its own) then gets one.
 func TestReferralsDoNotStarveThePool(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *gatewaytest.Options) { o.Pilot.MaxConns = 2 })

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestUnrehearsableWhy: the log's reason for a request with no checked
-// statement names what it is, stacked statements first.
+// TestUnrehearsableWhy: why a request with no checked statement has no
+// preview (its preview_error) names what it is, stacked statements first.
 func TestUnrehearsableWhy(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

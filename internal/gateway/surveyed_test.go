@@ -729,8 +729,9 @@ func TestSurveyedEvidenceSet(t *testing.T) {
 		t.Errorf("rehearsal %+v", r)
 	}
 	// The surveyed path's rehearsal (pilot.Rehearse) collects after images
-	// only from RETURNING rows, so a plain UPDATE shows none (reported; the
-	// queue's pilot.RehearseRaw adds them). When present they must be right.
+	// only from RETURNING rows, so a plain UPDATE shows none (reported; a
+	// referral's preview shows what its SET writes). When present they must
+	// be right.
 	if len(r.After) > 1 || len(r.After) == 1 && r.After[0]["name"] != "John Smith" {
 		t.Errorf("rehearsal after images %+v", r.After)
 	}

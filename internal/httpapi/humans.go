@@ -349,7 +349,7 @@ type SwitchAnswer struct {
 }
 
 // ApprovalProposal is GET /v1/requests/{id}/approval: the canonical
-// approval to sign, and the request it approves (its rehearsal included).
+// approval to sign, and the request it approves (its preview included).
 type ApprovalProposal struct {
 	Approval string               `json:"approval"`
 	Request  *gateway.RequestView `json:"request"`

@@ -51,23 +51,26 @@ func forgedApproval(t *testing.T, keys *gatewaytest.Keys, id, target, canonical 
 	return map[string]string{"act": string(act), "signature": string(sig)}
 }
 
-// TestFindingForgedApprovalRevealsRehearsal: invariant 10 says a referred
-// statement's rehearsal "runs after the agent is answered and only humans
-// see it", because whether it succeeds depends on rows outside the bound
-// (rehearsals.go: "a visible rehearsal would be an oracle, one bit per
-// request"). POST /v1/requests/{id}/approve needs no token, and the
-// gateway looked at the request's state (not waiting, not rehearsed,
-// another rehearsal) before it verified the approval's signature: an
-// agent that posts an approval it forged for its own request is told
-// 409 not_rehearsed when the rehearsal failed and 403 act_refused when
-// it succeeded. Here the two runs of one statement differ only in the
-// email (a column no rule lists) of a US customer (outside the fence).
+// TestFindingForgedApprovalRevealsRehearsal: a referred statement was
+// once rehearsed after the agent was answered, for humans only, because
+// whether the rehearsal succeeded depended on rows outside the bound ("a
+// visible rehearsal would be an oracle, one bit per request").
+// POST /v1/requests/{id}/approve needs no token, and the gateway looked
+// at the request's state (not waiting, not rehearsed, another rehearsal)
+// before it verified the approval's signature: an agent that posted an
+// approval it forged for its own request was told 409 not_rehearsed when
+// the rehearsal failed and 403 act_refused when it succeeded. The
+// rehearsal is gone (issue 22); whether a request has a preview depends
+// on the same rows, and on whether a human asked, and a forged approval
+// must tell neither. Here the two runs of one statement differ only in
+// the email (a column no rule lists) of a US customer (outside the
+// fence): the first has a preview a human asked for, the second none.
 func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
 	t.Parallel()
 	f := newAPIFixture(t)
 	keys := f.sys.Opts.Keys
-	// Rehearsed unfenced, it divides by zero iff some customer, anywhere,
-	// has this email.
+	// Read unfenced, it divides by zero iff some customer, anywhere, has
+	// this email.
 	const probe = "SELECT count(*) FROM customers WHERE 1 / (CASE WHEN email = 'probe@example.com' THEN 0 ELSE 1 END) = 1"
 
 	observe := func(id string) answerClass {
@@ -84,18 +87,19 @@ func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
 		return classOf(t, st, body)
 	}
 
-	// Twin one: nobody has the email; the rehearsal succeeds.
+	// Twin one: nobody has the email; a human asks, and it has a preview.
 	first := f.statement(t, gatewaytest.AgentToken, probe)
 	if first.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("setup: %+v", first)
 	}
 	if v := f.sys.Previewed(t, first.RequestID); v.PreviewSHA256 == "" {
-		t.Fatal("setup: the first probe was not rehearsed")
+		t.Fatal("setup: the first probe was not previewed")
 	}
-	rehearsed := observe(first.RequestID)
+	previewed := observe(first.RequestID)
 
 	// Twin two: a US customer (outside the fence) has it in email (no rule
-	// lists it); the rehearsal fails.
+	// lists it); it has no preview (nobody asked for its own; had a human
+	// asked, it would have divided by zero).
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, f.dsn)
 	if err != nil {
@@ -106,26 +110,26 @@ func TestFindingForgedApprovalRevealsRehearsal(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := f.statement(t, gatewaytest.AgentToken, probe)
-	// A later referral's rehearsal done means the probe's (queued first)
-	// has been tried.
+	// A later referral that a human previews: looking at another request
+	// computes nothing for this one.
 	decoy := f.statement(t, gatewaytest.AgentToken, "UPDATE customers SET name = 'Jon Smith' WHERE id = 3")
 	if second.Outcome != gateway.OutcomeReferred || decoy.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("setup: %+v %+v", second, decoy)
 	}
 	if v := f.sys.Previewed(t, decoy.RequestID); v.PreviewSHA256 == "" {
-		t.Fatal("setup: the decoy was not rehearsed")
+		t.Fatal("setup: the decoy was not previewed")
 	}
 	time.Sleep(200 * time.Millisecond)
 	if v, err := f.sys.Gateway.Request(ctx, second.RequestID, ""); err != nil || v.PreviewSHA256 != "" {
-		t.Fatalf("setup: the second probe's rehearsal should have failed: %v %+v", err, v)
+		t.Fatalf("setup: the second probe has a preview nobody asked for: %v %+v", err, v)
 	}
-	failed := observe(second.RequestID)
+	none := observe(second.RequestID)
 
-	if rehearsed != failed {
-		t.Fatalf("a forged approval tells the agent whether the rehearsal ran: %+v when it did, %+v when it failed on a row outside the bound", rehearsed, failed)
+	if previewed != none {
+		t.Fatalf("a forged approval tells the agent whether the request has a preview: %+v when it has, %+v when it has none (its preview would fail on a row outside the bound)", previewed, none)
 	}
-	if rehearsed.Status != http.StatusForbidden || rehearsed.Code != "act_refused" {
-		t.Fatalf("a forged approval: %+v, want 403 act_refused", rehearsed)
+	if previewed.Status != http.StatusForbidden || previewed.Code != "act_refused" {
+		t.Fatalf("a forged approval: %+v, want 403 act_refused", previewed)
 	}
 }
 

@@ -103,7 +103,7 @@ type Claims struct {
 	// statement; required on the surveyed path, optional otherwise, >= 0.
 	RuleIndex *int
 	// MaxRows ("max_rows") is the approval guard: the statement may reach no
-	// more rows than its rehearsal did. Optional, >= 0.
+	// more rows than its preview counted. Optional, >= 0.
 	MaxRows *int64
 
 	// IssuedAt ("iat"), NotBefore ("nbf") and Expiry ("exp") are whole

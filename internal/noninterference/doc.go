@@ -88,14 +88,13 @@
 //	HARBORMASTER_NONINTERFERENCE_VERBOSE=1       log every statement
 //
 // Each round has its own random stream, so round n of a seed is the same
-// alone as in a whole run (what runs in the background, such as the
-// rehearsal of a referred statement, can still shift the heap's layout
-// from one run to the next). A difference fails the test, with the
-// statement, both observations and a minimal diff, and then what only
-// humans may see, to explain it: the target's error text, whether the
-// region's rows lie in the same physical order on both targets, and the
-// evidence on the plan, below. The summary at the end groups differences
-// into classes, one example each.
+// alone as in a whole run (what runs in the background can still shift
+// the heap's layout from one run to the next). A difference fails the
+// test, with the statement, both observations and a minimal diff, and
+// then what only humans may see, to explain it: the target's error text,
+// whether the region's rows lie in the same physical order on both
+// targets, and the evidence on the plan, below. The summary at the end
+// groups differences into classes, one example each.
 //
 // # The plan channel
 //

@@ -272,8 +272,9 @@ type Result struct {
 	// template and the values bound to its $1..$n.
 	ExecutedSQL  string `json:"executed_sql,omitempty"`
 	ExecutedArgs []any  `json:"executed_args,omitempty"`
-	// Rehearsal is a rehearsal's report (Outcome Rehearsed only): the one
-	// shape every rehearsal has, for the Surveyor and for approvers.
+	// Rehearsal is a rehearsal's report (Outcome Rehearsed only): the
+	// evidence of a rehearsal inside a bound, for the Surveyor's panel.
+	// (Approvers see a Preview instead: preview.go.)
 	Rehearsal *Rehearsal `json:"rehearsal,omitempty"`
 	// Detail is what a refusal's class does not say: the target's own
 	// error text and SQLSTATE, the counts. For humans only (the queue, the

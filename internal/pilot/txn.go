@@ -35,7 +35,7 @@ type Txn struct {
 }
 
 // ID is the transaction id (pg_current_xact_id), or "" for a transaction
-// opened without one (rehearsals).
+// opened without one (rehearsals, previews).
 func (t *Txn) ID() string { return t.id }
 
 // begin opens a READ COMMITTED transaction with the pinned settings in one

@@ -8,9 +8,10 @@ import (
 // follows from its text alone: several statements, a statement other than
 // SELECT, INSERT, UPDATE or DELETE (DDL, SET, COPY, transaction control,
 // ...), SELECT INTO, a top-level locking clause (FOR UPDATE), or a parameter
-// placeholder ($1). The approval path (pilot.RehearseRaw) refuses every
-// one of them, so queuing it would only wait for a denial; the gateway
-// answers it as an error instead.
+// placeholder ($1). The approval path cannot preview any of them
+// (pilot.Pilot.Preview), and an approval names a preview, so queuing it
+// would only wait for a denial; the gateway answers it as an error
+// instead.
 //
 // Nothing here reads the catalog or a delegation: reasons that depend on
 // the target (an unknown table or column) stay referrals, so that two

@@ -442,7 +442,7 @@ func (d *Deployment) VerifyLogbook(t testing.TB) error {
 // Approve approves a waiting request as bob, the way "harbormaster queue
 // approve" does: a signed session fetches the proposed approval, bob signs
 // it, and the approval is posted. A request the server cannot approve (not
-// waiting, not rehearsed yet) is an *HTTPError.
+// waiting, or not previewable) is an *HTTPError.
 func (d *Deployment) Approve(ctx context.Context, client *http.Client, addr, id string) (*gateway.RequestView, error) {
 	path := "/v1/requests/" + id + "/approval"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
