@@ -391,6 +391,22 @@ func (a asWrittenValue) MarshalJSON() ([]byte, error) {
 	return json.Marshal("<" + string(a) + ", when it runs>")
 }
 
+// imageValue is one value of a row image as printed: JSON, strings
+// quoted, and a value shown as written unquoted as <expression, when it
+// runs>, so that it cannot pass for a string value.
+func imageValue(v any) string {
+	if a, ok := v.(asWrittenValue); ok {
+		return "<" + string(a) + ", when it runs>"
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 func shortDigest(d string) string {
 	if len(d) > 16 {
 		return d[:16]
@@ -411,8 +427,7 @@ func printImages(e *env, label string, rows []map[string]any) {
 		sort.Strings(keys)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			b, _ := json.Marshal(r[k])
-			parts[i] = k + "=" + string(b)
+			parts[i] = k + "=" + imageValue(r[k])
 		}
 		fmt.Fprintf(e.stdout, "    %s\n", oneLine(strings.Join(parts, " "), 400))
 	}

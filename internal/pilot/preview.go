@@ -130,8 +130,10 @@ type previewPlan struct {
 	// approved execution compares with the rows it writes.
 	compared []string
 	// supplied are the columns an INSERT or UPDATE sets (defaults: the
-	// rest, for an INSERT).
-	supplied []string
+	// rest, for an INSERT), and defaulted those it sets to DEFAULT (in
+	// some row, for an INSERT).
+	supplied  []string
+	defaulted map[string]bool
 	returns  string
 	limits   []string
 }
@@ -239,6 +241,12 @@ func (pp *previewPlan) run(ctx context.Context, tx querier, images int) (*Previe
 		if pv.Fires, err = pp.fires(ctx, tx); err != nil {
 			return nil, err
 		}
+		for _, f := range pv.Fires {
+			if strings.HasPrefix(f, "trigger ") {
+				pv.Limits = append(pv.Limits, "A trigger listed here runs when the statement runs: if it changes a value the statement writes, the approved run differs from this preview, is rolled back, and the request comes back to the queue. Such a statement cannot be approved from its preview: deny it, or run it by hand.")
+				break
+			}
+		}
 	}
 	pv.Digest = previewDigest(pv, hashes)
 	pv.written = multisetDigest(written)
@@ -300,9 +308,9 @@ func (pp *previewPlan) defaults(ctx context.Context, tx querier) (map[string]str
 	}
 	defer rows.Close()
 	out := map[string]string{}
-	compared := map[string]bool{}
-	for _, c := range pp.compared {
-		compared[c] = true
+	supplied := map[string]bool{}
+	for _, c := range pp.supplied {
+		supplied[c] = true
 	}
 	for rows.Next() {
 		var col, expr string
@@ -312,11 +320,11 @@ func (pp *previewPlan) defaults(ctx context.Context, tx querier) (map[string]str
 		generated := strings.HasPrefix(expr, "generated")
 		switch pp.kind {
 		case sqlcheck.OpInsert:
-			if !compared[col] {
+			if !supplied[col] || pp.defaulted[col] {
 				out[col] = expr
 			}
 		case sqlcheck.OpUpdate:
-			if generated {
+			if generated || pp.defaulted[col] {
 				out[col] = expr
 			}
 		}
@@ -334,7 +342,7 @@ func (pp *previewPlan) defaults(ctx context.Context, tx querier) (map[string]str
 // for the event ($2: pg_trigger's tgtype bit), the foreign keys that
 // reference it (when $3: an UPDATE or DELETE), and its rules for the event
 // ($4: pg_rewrite's ev_type), on the table and every partition under it.
-const firesQuery = `WITH rel AS (SELECT relid FROM pg_catalog.pg_partition_tree($1::regclass))
+const firesQuery = `WITH rel AS (SELECT $1::regclass AS relid UNION SELECT relid FROM pg_catalog.pg_partition_tree($1::regclass))
 SELECT 'trigger ' || t.tgname || ' on ' || t.tgrelid::regclass::text || ': ' || pg_catalog.pg_get_triggerdef(t.oid)
 FROM pg_catalog.pg_trigger t
 WHERE t.tgrelid IN (SELECT relid FROM rel) AND NOT t.tgisinternal AND t.tgenabled <> 'D' AND (t.tgtype::int & $2::int) <> 0
@@ -387,7 +395,7 @@ const (
 // it does not change): see previewPlan.
 func buildPreview(a *sqlcheck.Analysis, cat *sqlcheck.Catalog) (*previewPlan, error) {
 	stmt := proto.Clone(a.Stmt()).(*pg.Node)
-	pp := &previewPlan{kind: a.Facts.Kind, table: a.Facts.Target}
+	pp := &previewPlan{kind: a.Facts.Kind, table: a.Facts.Target, defaulted: map[string]bool{}}
 	sel := &pg.SelectStmt{Op: pg.SetOperation_SETOP_NONE}
 	var b, av, x *pg.Node
 	var err error
@@ -409,6 +417,9 @@ func buildPreview(a *sqlcheck.Analysis, cat *sqlcheck.Catalog) (*previewPlan, er
 				return nil, fmt.Errorf("%w: it cannot compute an assignment to part of a column or to several columns at once; ask for one assignment per column", ErrNotPreviewable)
 			}
 			pp.supplied = append(pp.supplied, rt.Name)
+			if rt.Val.GetSetToDefault() != nil {
+				pp.defaulted[rt.Name] = true
+			}
 			if runTimeValue(rt.Val) {
 				asIs = append(asIs, pair{rt.Name, pg.MakeAConstStrNode(exprText(rt.Val), -1)})
 				continue
@@ -517,6 +528,9 @@ func (pp *previewPlan) insert(ins *pg.InsertStmt, cat *sqlcheck.Catalog, sel *pg
 			for j, item := range row.GetList().GetItems() {
 				if j < len(asIs) && (runTimeValue(item) || item.GetSetToDefault() != nil) {
 					asIs[j] = true
+				}
+				if j < len(cols) && item.GetSetToDefault() != nil {
+					pp.defaulted[cols[j]] = true
 				}
 			}
 		}
