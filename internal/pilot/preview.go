@@ -134,8 +134,8 @@ type previewPlan struct {
 	// some row, for an INSERT).
 	supplied  []string
 	defaulted map[string]bool
-	returns  string
-	limits   []string
+	returns   string
+	limits    []string
 }
 
 // Preview computes a referred statement's preview (see above). It needs no
