@@ -494,7 +494,8 @@ func hiddenIn(s string) []string {
 // of the text around it: format characters (bidi controls, zero-width
 // characters, tags), control characters other than newline and tab, line
 // and paragraph separators, variation selectors and the Hangul fillers.
-// The console marks them, and so does the CLI's queue printer.
+// The console marks them; the CLI and the queue webhook mark them, and
+// every other look-alike, through lookalike.Mark.
 func Hidden(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
