@@ -125,6 +125,9 @@ func isASCIILetter(s string) bool {
 // Find returns the look-alike characters of s, in order of offset, at
 // most one finding per character.
 func Find(s string) []Finding {
+	if plainASCII(s) {
+		return nil
+	}
 	var out []Finding
 	// A word is a run of characters that are letters, digits, marks, '_'
 	// or confusables; its confusables and letters are judged together.
@@ -191,7 +194,16 @@ func charClass(r rune) Class {
 }
 
 func wordRune(r rune) bool {
-	return r == '_' || unicode.In(r, unicode.L, unicode.N, unicode.M) || confusable(r) != ""
+	if r < 0x80 {
+		return r == '_' || r|0x20 >= 'a' && r|0x20 <= 'z' || r >= '0' && r <= '9'
+	}
+	return unicode.In(r, unicode.L, unicode.N, unicode.M) || confusable(r) != ""
+}
+
+// scriptCount is how many letters of a word are of one script.
+type scriptCount struct {
+	script string
+	n      int
 }
 
 // word appends the findings of the word s[from:to]: its confusables when
@@ -201,9 +213,12 @@ func wordRune(r rune) bool {
 // marked, the Cyrillic е (a look-alike of e) is not.
 func word(out []Finding, s string, from, to int) []Finding {
 	w := s[from:to]
+	if !hasNonASCII(w) {
+		return out // one script, nothing that looks like ASCII but is not
+	}
 	hasASCII, allASCIILike := false, true
-	counts := map[string]int{}
-	var order []string
+	var buf [4]scriptCount
+	counts := buf[:0] // in order of first appearance
 	for _, r := range w {
 		switch {
 		case r < 0x80:
@@ -216,22 +231,29 @@ func word(out []Finding, s string, from, to int) []Finding {
 			allASCIILike = false
 		}
 		if sc := scriptOf(r); sc != "" {
-			if counts[sc] == 0 {
-				order = append(order, sc)
+			i := 0
+			for i < len(counts) && counts[i].script != sc {
+				i++
 			}
-			counts[sc]++
+			if i == len(counts) {
+				i = len(counts)
+				counts = append(counts, scriptCount{script: sc})
+			}
+			counts[i].n++
 		}
 	}
 	main := ""
-	mixed := len(order) > 1 && !writtenMix(order)
+	mixed := len(counts) > 1 && !writtenMix(counts)
 	if mixed {
 		// The script most of the word is in; Latin on a tie, since the
 		// look-alikes this package knows imitate it.
-		for _, sc := range order {
-			if main == "" || counts[sc] > counts[main] || counts[sc] == counts[main] && sc == "Latin" {
-				main = sc
+		best := scriptCount{}
+		for _, c := range counts {
+			if c.n > best.n || c.n == best.n && c.script == "Latin" {
+				best = c
 			}
 		}
+		main = best.script
 	}
 	for i, r := range w {
 		like := confusable(r)
@@ -250,13 +272,33 @@ func word(out []Finding, s string, from, to int) []Finding {
 // Japanese (Han, Hiragana, Katakana), Korean (Han, Hangul) and Chinese
 // with Bopomofo, each also with Latin (UTS #39's highly restrictive
 // level).
-func writtenMix(scripts []string) bool {
+func writtenMix(scripts []scriptCount) bool {
 	for _, allowed := range [][]string{{"Latin", "Han", "Hiragana", "Katakana"}, {"Latin", "Han", "Hangul"}, {"Latin", "Han", "Bopomofo"}} {
 		ok := true
 		for _, sc := range scripts {
-			ok = ok && slices.Contains(allowed, sc)
+			ok = ok && slices.Contains(allowed, sc.script)
 		}
 		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// plainASCII reports whether s is printable ASCII, tab, newline and
+// carriage return only: the text of most statements, with nothing to find.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 || c >= 0x7f) && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
 			return true
 		}
 	}

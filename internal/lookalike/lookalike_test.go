@@ -201,3 +201,21 @@ func FuzzLookalike(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFind measures the detector on a statement of ASCII, of
+// Cyrillic text, and with look-alikes, as the console runs it on every
+// value it shows.
+func BenchmarkFind(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"ascii", "UPDATE orders SET status = 'shipped', note = '" + strings.Repeat("left at the door ", 50) + "' WHERE id = 45"},
+		{"cyrillic", "UPDATE orders SET note = '" + strings.Repeat("оставлено у двери ", 50) + "' WHERE id = 45"},
+		{"lookalikes", "UPDATE customers SET email = '" + strings.Repeat("ann@exаmple.com\u2800\u3000\u00a0 ", 30) + "' WHERE id = 21"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				lookalike.Find(c.s)
+			}
+		})
+	}
+}
