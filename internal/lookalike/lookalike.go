@@ -236,7 +236,6 @@ func word(out []Finding, s string, from, to int) []Finding {
 				i++
 			}
 			if i == len(counts) {
-				i = len(counts)
 				counts = append(counts, scriptCount{script: sc})
 			}
 			counts[i].n++
