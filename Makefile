@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzShape$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bound/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./internal/marque/
+	$(GO) test -run '^$$' -fuzz '^FuzzLookalike$$' -fuzztime $(FUZZTIME) ./internal/lookalike/
 
 # The wire front's fuzz target, not in test: its instrumented build takes in
 # the whole control plane and the model SDKs (over ten minutes with a cold

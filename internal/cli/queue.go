@@ -8,16 +8,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
+	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
@@ -166,6 +168,9 @@ func runQueueList(e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "%s  %s  %-12s %-6s %s\n    %s\n    why: %s\n", r.ID, r.Created.Local().Format("2006-01-02 15:04:05"),
 			r.Principal, r.Target, age(r.Created), oneLine(r.CanonicalSQL, 120), oneLine(why, 160))
+		if l := lookalike.Summary(3, r.CanonicalSQL); len(l) > 0 {
+			fmt.Fprintf(e.stdout, "    look-alike characters, marked ⟦…⟧: %s\n", strings.Join(l, "; "))
+		}
 	}
 	return exitOK
 }
@@ -174,35 +179,49 @@ func age(t time.Time) string { return "waiting " + time.Since(t).Round(time.Seco
 
 // oneLine makes untrusted text safe to print on one terminal line: C0
 // controls become spaces, and a character a terminal draws as nothing,
-// reads as a control (C1: U+009B is CSI) or that reorders the text around
-// it (bidi controls in a string literal can make the statement read
-// otherwise than it runs) is printed as its code point, as is a byte that
-// is not UTF-8.
+// reads as a control (C1: U+009B is CSI), draws as blank space (U+00A0,
+// U+2800, U+3000), that reorders the text around it (bidi controls in a
+// string literal can make the statement read otherwise than it runs), or
+// that looks like another (a Cyrillic а in "exаmple.com") is printed as
+// its code point and name between ⟦ and ⟧ (lookalike.Mark), as is a byte
+// that is not UTF-8. A ⟦ of the text is printed so too, so every ⟦ on the
+// line is a mark. Cut past n bytes, never inside a mark.
 func oneLine(s string, n int) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, "<0x%02X>", s[i])
-		case r < 0x20 || r == 0x7f:
-			b.WriteByte(' ')
-		case console.Hidden(r):
-			fmt.Fprintf(&b, "<U+%04X>", r)
-		default:
-			b.WriteString(s[i : i+size])
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c == 0x7f {
+			b[i] = ' '
 		}
-		i += size
 	}
-	s = b.String()
+	s = lookalike.Mark(string(b))
 	if len(s) > n {
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
+		}
+		if open := strings.LastIndex(s[:n], "⟦"); open >= 0 && !strings.Contains(s[open:n], "⟧") {
+			n = open
 		}
 		s = s[:n] + "..."
 	}
 	return s
 }
+
+// lookalikes prints, under a heading, why the look-alike characters of
+// texts are marked: nothing when they have none.
+func lookalikes(e *env, heading string, texts ...string) {
+	l := lookalike.Summary(maxLookalikes, texts...)
+	if len(l) == 0 {
+		return
+	}
+	fmt.Fprintf(e.stdout, "%s\n", heading)
+	for _, why := range l {
+		fmt.Fprintf(e.stdout, "  ! %s\n", why)
+	}
+}
+
+// maxLookalikes is the reasons a look-alike warning lists; it then says
+// how many more there are.
+const maxLookalikes = 12
 
 func (c *humanClient) request(id string) (*gateway.RequestView, error) {
 	var v gateway.RequestView
@@ -308,6 +327,7 @@ func printRequest(e *env, v *gateway.RequestView) {
 	w := e.stdout
 	fmt.Fprintf(w, "request   %s (%s)\n", v.ID, v.Status)
 	fmt.Fprintf(w, "from      %s on %s, %s\n", v.Principal, v.Target, v.Created.Local().Format(time.RFC1123))
+	lookalikes(e, "warning   the statement holds characters that look like others, marked ⟦…⟧ below:", v.SQL, v.CanonicalSQL)
 	fmt.Fprintf(w, "submitted %s\n", oneLine(v.SQL, 2000))
 	fmt.Fprintf(w, "runs as   %s\n", oneLine(v.CanonicalSQL, 2000))
 	if v.DecidedBy != "" {
@@ -348,7 +368,6 @@ func printPreview(e *env, v *gateway.RequestView) {
 	fmt.Fprintf(w, "preview:  %s would reach %d row(s)%s%s, read %s without running it (digest %s)\n", strings.ToUpper(pv.Kind), pv.Rows, more,
 		map[bool]string{true: " of " + oneLine(pv.Table, 200), false: ""}[pv.Table != ""], pv.Taken.Local().Format(time.RFC1123), shortDigest(pv.Digest))
 	label := map[string][2]string{"update": {"before", "sets"}, "delete": {"deletes", ""}, "insert": {"", "adds"}, "select": {"returns", ""}}[pv.Kind]
-	printImages(e, label[0], pv.Before)
 	after := make([]map[string]any, len(pv.After))
 	for i, a := range pv.After {
 		img := map[string]any{}
@@ -362,6 +381,8 @@ func printPreview(e *env, v *gateway.RequestView) {
 		}
 		after[i] = img
 	}
+	lookalikes(e, "  warning: the values hold characters that look like others, marked ⟦…⟧ below:", imageTexts(pv.Before, after)...)
+	printImages(e, label[0], pv.Before)
 	printImages(e, label[1], after)
 	if pv.ImagesTruncated {
 		fmt.Fprintf(w, "  (the first rows only)\n")
@@ -412,6 +433,24 @@ func shortDigest(d string) string {
 		return d[:16]
 	}
 	return d
+}
+
+// imageTexts are the columns and values of row images, as text.
+func imageTexts(sets ...[]map[string]any) []string {
+	var out []string
+	for _, rows := range sets {
+		for _, r := range rows {
+			for _, k := range slices.Sorted(maps.Keys(r)) {
+				v, ok := r[k].(string)
+				if !ok {
+					b, _ := json.Marshal(r[k])
+					v = string(b)
+				}
+				out = append(out, k, v)
+			}
+		}
+	}
+	return out
 }
 
 func printImages(e *env, label string, rows []map[string]any) {

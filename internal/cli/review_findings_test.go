@@ -50,7 +50,7 @@ func TestQueueShowMarksHiddenCharacters(t *testing.T) {
 	if m := regexp.MustCompile("[\u0080-\u009f\u202a-\u202e\u2066-\u2069\u200b-\u200f]").FindAllString(out, -1); len(m) > 0 {
 		t.Errorf("queue show printed %d raw hidden characters %q:\n%s", len(m), m, out)
 	}
-	for _, want := range []string{"<U+202E>", "<U+2066>", "<U+2069>", "<U+009B>", "<U+200B>"} {
+	for _, want := range []string{"⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧", "⟦U+2066 LEFT-TO-RIGHT ISOLATE⟧", "⟦U+2069 POP DIRECTIONAL ISOLATE⟧", "⟦U+009B⟧", "⟦U+200B ZERO WIDTH SPACE⟧"} {
 		if !strings.Contains(out, "runs as   UPDATE orders SET status = 'x") || !strings.Contains(out, want) {
 			t.Errorf("queue show does not mark %s:\n%s", want, out)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -368,6 +369,9 @@ var funcs = template.FuncMap{
 	// newline or tab in it is inside a literal, so it is marked too.
 	"visline": func(s string) template.HTML { return marked(s, true) },
 	"join":    strings.Join,
+	// lookalikes lists, once each, why the look-alike characters of the
+	// texts are marked: the warning above what shows them.
+	"lookalikes": func(texts ...string) []string { return lookalike.Summary(maxLookalikes, texts...) },
 	"tier": func(t string) string {
 		if t == "B" {
 			return "Tier B surveyed"
@@ -416,8 +420,15 @@ func cellText(v any) string {
 // make the SQL an approver reads differ from the SQL that runs; a
 // zero-width character makes two values look equal), and so is each
 // combining mark past maxMarks in a row. Newline and tab stay as they
-// are; a byte that is not UTF-8 is shown as its hex value.
+// are; a byte that is not UTF-8 is shown as its hex value. A look-alike
+// (lookalike.Find: a Cyrillic а in "exаmple.com", a letter of another
+// script, U+00A0, U+2800 or U+3000 drawn as a space) is marked with what
+// it is: the letter itself, the blank as its code point.
 func visible(s string) template.HTML { return marked(s, false) }
+
+// maxLookalikes is the reasons a look-alike warning lists; it then says
+// how many more there are.
+const maxLookalikes = 12
 
 // maxMarks is the combining marks in a row shown as they are: a longer
 // run is drawn stacked past its line, over the text around it.
@@ -427,12 +438,20 @@ const maxMarks = 4
 func marked(s string, lines bool) template.HTML {
 	var b strings.Builder
 	start, marks := 0, 0
+	found, k := lookalike.Find(s), 0
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if unicode.In(r, unicode.Mn, unicode.Me) {
 			marks++
 		} else {
 			marks = 0
+		}
+		var look *lookalike.Finding
+		for k < len(found) && found[k].Offset < i {
+			k++
+		}
+		if k < len(found) && found[k].Offset == i {
+			look = &found[k]
 		}
 		switch {
 		case r == utf8.RuneError && n == 1:
@@ -442,6 +461,14 @@ func marked(s string, lines bool) template.HTML {
 		case Hidden(r) || lines && (r == '\n' || r == '\t') || marks > maxMarks:
 			b.WriteString(template.HTMLEscapeString(s[start:i]))
 			fmt.Fprintf(&b, `<span class="ctl">U+%04X</span>`, r)
+			start = i + n
+		case look != nil:
+			b.WriteString(template.HTMLEscapeString(s[start:i]))
+			shown := template.HTMLEscapeString(s[i : i+n])
+			if look.Class != lookalike.Confusable && look.Class != lookalike.MixedScript {
+				shown = fmt.Sprintf("U+%04X", r)
+			}
+			fmt.Fprintf(&b, `<mark class="lookalike" title="%s">%s</mark>`, template.HTMLEscapeString(look.Why()), shown)
 			start = i + n
 		}
 		i += n
@@ -467,7 +494,8 @@ func hiddenIn(s string) []string {
 // of the text around it: format characters (bidi controls, zero-width
 // characters, tags), control characters other than newline and tab, line
 // and paragraph separators, variation selectors and the Hangul fillers.
-// The console marks them, and so does the CLI's queue printer.
+// The console marks them; the CLI and the queue webhook mark them, and
+// every other look-alike, through lookalike.Mark.
 func Hidden(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
@@ -211,6 +214,9 @@ type requestPage struct {
 	Deny       string // the denial's canonical bytes, once a reason is given
 	DenyCmd    string
 	Reason     string
+	// PreviewLookalikes lists the look-alike characters of the preview's
+	// columns and values (a row value the agent wrote, or one it reads).
+	PreviewLookalikes []string
 }
 
 // requestPage is a request as a human sees it. Opening it is a human
@@ -257,9 +263,25 @@ func (c *Console) requestPage(r *http.Request, s *Session, id string, refresh bo
 			p.PreviewE = "The preview is unreadable."
 		} else {
 			p.Preview, p.Diff = &pv, diff(&pv)
+			p.PreviewLookalikes = previewLookalikes(p.Diff, &pv)
 		}
 	}
 	return p, http.StatusOK, ""
+}
+
+// previewLookalikes lists, once each, the look-alike characters of a
+// preview's columns, values and defaults, as its table shows them.
+func previewLookalikes(t *diffTable, pv *pilot.Preview) []string {
+	texts := slices.Clone(t.Columns)
+	for _, row := range t.Rows {
+		for _, c := range row.Cells {
+			texts = append(texts, c.Before, c.After)
+		}
+	}
+	for _, col := range slices.Sorted(maps.Keys(pv.Defaults)) {
+		texts = append(texts, col, pv.Defaults[col])
+	}
+	return lookalike.Summary(maxLookalikes, texts...)
 }
 
 func (c *Console) getRequest(w http.ResponseWriter, r *http.Request, s *Session) {

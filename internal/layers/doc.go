@@ -4,7 +4,9 @@
 // From the bottom up:
 //
 //   - foundations, pure: sqlcheck, bound, signing, marque, queue (the
-//     signed acts), quota, route, memo;
+//     signed acts), quota, route, memo, lookalike (what marks look-alike
+//     characters wherever a human reads agent text; it imports nothing of
+//     the module);
 //   - the target side: pilot and pilot/... hold the only target
 //     credentials and reach nothing of the control plane's state: not the
 //     store, the logbook, the switches, the audit, the Surveyor or the
