@@ -810,14 +810,16 @@ func TestApprovalWithUnknownCommitStaysRunning(t *testing.T) {
 		o.Gateway.ReconcileAfter = time.Hour // reconciled by hand below
 	})
 	ctx := t.Context()
+	// The trigger that holds COMMIT first: the preview lists what fires,
+	// and an approval is bound to the preview the approver saw.
+	admin, holder := f.conn(t), f.conn(t)
+	holdCommit(t, admin, holder)
 	v := f.referred(t, "UPDATE orders SET total_cents = 1 WHERE id = 45")
 	act, err := f.sys.Gateway.ProposeApproval(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
-	admin, holder := f.conn(t), f.conn(t)
-	holdCommit(t, admin, holder)
 	before := gatewaytest.Snapshot(t, f.dsn, "orders")
 
 	done := make(chan error, 1)
