@@ -50,21 +50,22 @@ REVOKE ALL ON FUNCTION harbormaster.max_rows(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION harbormaster.max_rows(bigint, bigint) TO PUBLIC;
 CREATE OR REPLACE FUNCTION harbormaster.row_cap_start() RETURNS bigint
     LANGUAGE sql VOLATILE
-    AS $$ SELECT set_config('harbormaster.row_count', '0', true)::bigint $$;
+    AS $$ SELECT pg_catalog.set_config('harbormaster.row_count', '0', true)::bigint $$;
 REVOKE ALL ON FUNCTION harbormaster.row_cap_start() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION harbormaster.row_cap_start() TO PUBLIC;
-CREATE OR REPLACE FUNCTION harbormaster.row_cap(cap bigint, start bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION harbormaster.row_cap_exceeded(cap bigint) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    AS $$
-DECLARE n bigint := current_setting('harbormaster.row_count')::bigint + 1;
-BEGIN
-    IF n > cap THEN
+    AS $$ BEGIN
         RAISE EXCEPTION 'harbormaster guard: max_rows violated' USING ERRCODE = 'HM002',
             DETAIL = format('it affects more than %s rows; max_rows is %s', cap, cap);
-    END IF;
-    PERFORM set_config('harbormaster.row_count', n::text, true);
-    RETURN true;
-END $$;
+    END $$;
+REVOKE ALL ON FUNCTION harbormaster.row_cap_exceeded(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.row_cap_exceeded(bigint) TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.row_cap(cap bigint, start bigint) RETURNS boolean
+    LANGUAGE sql VOLATILE
+    AS $$ SELECT CASE WHEN pg_catalog.set_config('harbormaster.row_count',
+            (start + pg_catalog.current_setting('harbormaster.row_count')::bigint + 1)::text, true)::bigint > cap
+        THEN harbormaster.row_cap_exceeded(cap) ELSE true END $$;
 REVOKE ALL ON FUNCTION harbormaster.row_cap(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION harbormaster.row_cap(bigint, bigint) TO PUBLIC;
 CREATE OR REPLACE FUNCTION harbormaster.fence_violation(reason text) RETURNS boolean

@@ -136,8 +136,8 @@ var fixedStatements = []struct{ name, sql string }{
 	{stmtSession, pinSelect(false) + `, set_config('default_transaction_isolation', 'read committed', false)`},
 	// Never run: preparing it finds the guard functions guarded statements
 	// call, so a target initialized by an older release fails here.
-	{stmtGuards, `SELECT harbormaster.row_cap(0, harbormaster.row_cap_start()), harbormaster.max_rows(0, 0),
-		harbormaster.fence_violation('') WHERE false`},
+	{stmtGuards, `SELECT harbormaster.row_cap(0, harbormaster.row_cap_start()), harbormaster.row_cap_exceeded(0),
+		harbormaster.max_rows(0, 0), harbormaster.fence_violation('') WHERE false`},
 }
 
 // afterConnect prepares the fixed statements on a new connection and pins
