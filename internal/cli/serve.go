@@ -153,7 +153,7 @@ func runTarget(e *env, args []string) int {
 				e.errorf("%v", err)
 				return exitFail
 			}
-			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, functions harbormaster.fence_violation and harbormaster.max_rows")
+			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, functions harbormaster.fence_violation, harbormaster.row_cap and harbormaster.max_rows")
 			return exitOK
 		}},
 	}, args)

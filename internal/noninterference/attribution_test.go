@@ -525,6 +525,9 @@ func failure(err error) (outcome, bool) {
 		o.code, o.state = pilot.RefusedCheckRow, "HM001 check"
 	case pgErr.Code == pilot.ViolationSQLState:
 		o.code, o.state = pilot.RefusedFence, "HM001 fence"
+	case pgErr.Code == pilot.MaxRowsSQLState:
+		// The row cap, as the write's (max_rows+1)-th row is written.
+		o.code, o.state = pilot.RefusedMaxRows, "HM002"
 	case pgErr.Code == "57014" || pgErr.Code == "55P03":
 		o.code, o.state = pilot.RefusedTimeout, pgErr.Code
 	default:

@@ -17,8 +17,8 @@ const cascadeReason = "foreign key action"
 // cascadeGuard is a condition for the WHERE of a DELETE or UPDATE of t
 // that raises when a foreign key's CASCADE, SET NULL or SET DEFAULT
 // answers the write, asked of the target's own catalog as the statement
-// runs, so a key added by a migration after the Pilot read its catalog is
-// seen too. The
+// runs, so a key (or a generated column, or a trigger) added by a
+// migration after the Pilot read its catalog is seen too. The
 // statement holds its lock on t by the time it asks, so no key can be
 // added between the question and the write. It is evaluated once (an
 // uncorrelated subquery), and only when a row is reached.
@@ -50,16 +50,34 @@ SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, t
 		for i, c := range written {
 			cols[i] = literal(c)
 		}
-		// An update of a referenced key sets off its key's update action;
-		// one that moves a row out of a partition deletes it there, which
-		// sets off the delete action of a key on that partition alone (a
-		// key on the partitioned table sees a move as an update).
+		written := "ARRAY[" + strings.Join(cols, ", ") + "]::text[]"
+		// An update that changes a referenced key sets off its key's
+		// update action; one that moves a row out of a partition deletes
+		// it there, which sets off the delete action of a key on that
+		// partition alone (a key on the partitioned table sees a move as
+		// an update). A key changes when the update writes one of its
+		// columns (by name: a partition numbers its columns its own way),
+		// when one is a stored generated column computed from a written
+		// column, or from a system column or the whole row, which this
+		// does not tell apart, and whenever a BEFORE UPDATE row trigger on
+		// the table may rewrite the row. The generated column's
+		// dependencies are those of its expression: pg_attrdef's entry in
+		// pg_depend (PostgreSQL 12 to 15), or the column's own. No key
+		// references an expression: a foreign key needs a unique index on
+		// plain columns.
 		cond = fmt.Sprintf(`EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.oid = g.tgconstraint AND (
-    (g.tgfoid = ANY (%s) AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
-      WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey) AND a.attname::text = ANY (ARRAY[%s]::text[])))
-    OR (u.depth > 0 AND k.conparentid = 0 AND g.tgfoid = ANY (%s)
+    (g.tgfoid = ANY (%[1]s) AND (EXISTS (SELECT FROM pg_catalog.pg_attribute a
+      WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey) AND (a.attname::text = ANY (%[2]s)
+        OR a.attgenerated <> '' AND EXISTS (SELECT FROM pg_catalog.pg_depend d
+          WHERE d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = a.attrelid AND d.refobjsubid <> a.attnum
+            AND (d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = a.attrelid AND d.objsubid = a.attnum
+              OR d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid IN (SELECT ad.oid FROM pg_catalog.pg_attrdef ad WHERE ad.adrelid = a.attrelid AND ad.adnum = a.attnum))
+            AND (d.refobjsubid <= 0 OR EXISTS (SELECT FROM pg_catalog.pg_attribute w
+              WHERE w.attrelid = d.refobjid AND w.attnum = d.refobjsubid AND w.attname::text = ANY (%[2]s))))))
+      OR EXISTS (SELECT FROM pg_catalog.pg_trigger b WHERE b.tgrelid = k.confrelid AND NOT b.tgisinternal AND (b.tgtype & 19) = 19)))
+    OR (u.depth > 0 AND k.conparentid = 0 AND g.tgfoid = ANY (%[3]s)
       AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = u.rel AND r.relispartition))))`,
-			actions("upd"), strings.Join(cols, ", "), actions("del"))
+			actions("upd"), written, actions("del"))
 	default:
 		return nil, nil
 	}

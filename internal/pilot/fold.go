@@ -9,8 +9,9 @@ import (
 
 // foldWrite folds a guarded write into one statement (DESIGN.md section
 // 6, "Shapes and templates"): a data-modifying CTE runs the write, whose
-// RETURNING evaluates the check guard on every new row; the receipt's
-// insert counts every row the write returned, raises past max_rows
+// RETURNING evaluates the check guard and the row cap on every row as it
+// is written (the cap raises at the (max_rows+1)-th); the receipt's
+// insert counts every row the write returned, raises past max_rows too
 // (harbormaster.max_rows, which the planner cannot fold away) and records
 // the count. PostgreSQL runs a data-modifying CTE to completion whether or
 // not anything reads it, so the receipt is written, or the whole
@@ -21,8 +22,8 @@ import (
 //
 // The agent's parameters are $1..$params; the receipt's follow: marque id,
 // request id, principal, target, statement hash, path. The statement
-// returns the write's own RETURNING rows (the guard column last, when
-// there is one), or, without RETURNING, one row: the count.
+// returns the write's own RETURNING rows (the guard column last), or,
+// without RETURNING of its own, one row: the count.
 func foldWrite(stmt *pg.Node, g *Guarded, params int) (string, error) {
 	w := proto.Clone(stmt).(*pg.Node)
 	var returning *[]*pg.Node

@@ -15,8 +15,9 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
-// GuardColumn names the trailing RETURNING column the Pilot adds to check
-// new rows; it is stripped from what the agent sees.
+// GuardColumn names the trailing RETURNING column the Pilot adds to a
+// write to check its new rows and cap its count; it is stripped from what
+// the agent sees.
 const GuardColumn = "harbormaster_guard"
 
 // Guarded is a statement with its guards added at the tree level.
@@ -77,8 +78,9 @@ var ErrGuard = errors.New("cannot build guards")
 //     statement's own WHERE matched but the fence does not admit:
 //     (w) AND CASE WHEN (w) THEN CASE WHEN (fence) THEN true ELSE
 //     harbormaster.fence_violation('fence') END ELSE false END;
-//   - an INSERT or UPDATE with a check returns one more column that raises
-//     on any new row that fails the check;
+//   - every write returns one more column (GuardColumn), which raises on
+//     any new row of an INSERT or UPDATE that fails the rule's check, and
+//     as the (max_rows+1)-th row is written (rowcap.go);
 //   - a SELECT is limited to max_rows+1 rows (the extra row marks truncation).
 func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat *sqlcheck.Catalog, opts ...GuardOption) (*Guarded, error) {
 	var o guardOptions
@@ -287,14 +289,14 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if g.Returning {
 			g.MaxRows = returnedCap(g.MaxRows, readRule)
 		}
+		var check *pg.Node
 		if writeRule.Check != "" {
-			c, err := fence(writeRule.Check, target, alias)
-			if err != nil {
+			if check, err = fence(writeRule.Check, target, alias); err != nil {
 				return nil, err
 			}
-			*returning = append(*returning, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, caseWhen(c, boolConst(true), violationCall("check")), -1))
-			g.Hidden = true
 		}
+		*returning = append(*returning, guardColumn(check, g.MaxRows))
+		g.Hidden = true
 	case *pg.Node_InsertStmt:
 		if writeRule == nil {
 			return nil, fmt.Errorf("%w: a write without a write rule", ErrGuard)
@@ -314,14 +316,15 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if g.Returning {
 			g.MaxRows = returnedCap(g.MaxRows, readRule)
 		}
+		var check *pg.Node
 		if writeRule.Check != "" {
-			c, err := fence(writeRule.Check, *a.Facts.Target, alias)
-			if err != nil {
+			var err error
+			if check, err = fence(writeRule.Check, *a.Facts.Target, alias); err != nil {
 				return nil, err
 			}
-			ins.ReturningList = append(ins.ReturningList, pg.MakeResTargetNodeWithNameAndVal(GuardColumn, caseWhen(c, boolConst(true), violationCall("check")), -1))
-			g.Hidden = true
 		}
+		ins.ReturningList = append(ins.ReturningList, guardColumn(check, g.MaxRows))
+		g.Hidden = true
 	default:
 		return nil, fmt.Errorf("%w: unexpected statement", ErrGuard)
 	}
@@ -628,6 +631,17 @@ func caseWhen(cond, then, otherwise *pg.Node) *pg.Node {
 
 func boolConst(b bool) *pg.Node {
 	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: b}}, Location: -1}}}
+}
+
+// guardColumn is the hidden last RETURNING column of a write: the row
+// cap, behind the check when there is one (nil: none), so a row that
+// fails the check raises for the check and is not counted.
+func guardColumn(check *pg.Node, maxRows int64) *pg.Node {
+	guard := rowCapCall(maxRows)
+	if check != nil {
+		guard = caseWhen(check, guard, violationCall("check"))
+	}
+	return pg.MakeResTargetNodeWithNameAndVal(GuardColumn, guard, -1)
 }
 
 // violationCall is harbormaster.fence_violation('reason'): volatile, so the

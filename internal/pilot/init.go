@@ -10,9 +10,12 @@ import (
 // InitSQL creates Harbormaster's schema in a target: the receipts table
 // (whose primary key makes each marque single-use, across any number of
 // Pilots; a void receipt burns a marque that never ran, for
-// reconciliation) and the guard functions: fence_violation, and max_rows,
-// which a folded write's receipt calls with its exact row count. The planner cannot fold a volatile
-// function call away, so a guard arm that is never taken never raises.
+// reconciliation) and the guard functions: fence_violation; row_cap,
+// which a write's RETURNING calls on every row it writes and which raises
+// at the (max_rows+1)-th (rowcap.go); and max_rows, which a folded write's
+// receipt calls with its exact row count. The planner cannot fold a
+// volatile function call away, so a guard arm that is never taken never
+// raises.
 // The Pilot creates its fence views in the same schema as statements need
 // them (views.go); harbormaster.drop_fence_views() drops them all, for a
 // migration that alters a fenced table (a view depends on its table's
@@ -45,6 +48,26 @@ CREATE OR REPLACE FUNCTION harbormaster.max_rows(n bigint, cap bigint) RETURNS b
     END $$;
 REVOKE ALL ON FUNCTION harbormaster.max_rows(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION harbormaster.max_rows(bigint, bigint) TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.row_cap_start() RETURNS bigint
+    LANGUAGE sql VOLATILE
+    AS $$ SELECT pg_catalog.set_config('harbormaster.row_count', '0', true)::bigint $$;
+REVOKE ALL ON FUNCTION harbormaster.row_cap_start() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.row_cap_start() TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.row_cap_exceeded(cap bigint) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    AS $$ BEGIN
+        RAISE EXCEPTION 'harbormaster guard: max_rows violated' USING ERRCODE = 'HM002',
+            DETAIL = format('it affects more than %s rows; max_rows is %s', cap, cap);
+    END $$;
+REVOKE ALL ON FUNCTION harbormaster.row_cap_exceeded(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.row_cap_exceeded(bigint) TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.row_cap(cap bigint, start bigint) RETURNS boolean
+    LANGUAGE sql VOLATILE
+    AS $$ SELECT CASE WHEN pg_catalog.set_config('harbormaster.row_count',
+            (start + pg_catalog.current_setting('harbormaster.row_count')::bigint + 1)::text, true)::bigint > cap
+        THEN harbormaster.row_cap_exceeded(cap) ELSE true END $$;
+REVOKE ALL ON FUNCTION harbormaster.row_cap(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION harbormaster.row_cap(bigint, bigint) TO PUBLIC;
 CREATE OR REPLACE FUNCTION harbormaster.fence_violation(reason text) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     AS $$ BEGIN RAISE EXCEPTION 'harbormaster guard: % violated', reason USING ERRCODE = 'HM001'; END $$;

@@ -214,7 +214,11 @@ func TestGuards(t *testing.T) {
 		{"inside the fence", "UPDATE orders SET status = 'failed', updated_at = now() WHERE id = 3", pilot.Executed, "", 1},
 		{"a recent pending order is outside the fence", "UPDATE orders SET status = 'failed' WHERE id = 45", pilot.Refused, pilot.RefusedFence, 0},
 		{"a shipped order is outside the fence", "UPDATE orders SET status = 'failed' WHERE id = 60", pilot.Refused, pilot.RefusedFence, 0},
-		{"OR 1 = 1 cannot widen the WHERE", "UPDATE orders SET status = 'retrying' WHERE id = 4 OR 1 = 1", pilot.Refused, pilot.RefusedFence, 0},
+		{"OR 1 = 1 cannot widen the WHERE", "UPDATE orders SET status = 'retrying' WHERE id = 4 OR 1 = 1 AND id > 40", pilot.Refused, pilot.RefusedFence, 0},
+		// Every order is reached, and the write stops as it writes its
+		// 21st row, before it meets an order outside the fence (the fence
+		// raises first only where one is among the first 21 it reaches).
+		{"OR 1 = 1 stops at max_rows", "UPDATE orders SET status = 'retrying' WHERE id = 4 OR 1 = 1", pilot.Refused, pilot.RefusedMaxRows, 0},
 		{"the check holds on new rows", "UPDATE orders SET status = 'shipped' WHERE id = 5", pilot.Refused, pilot.RefusedCheckRow, 0},
 		{"max_rows is exact", "UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", pilot.Refused, pilot.RefusedMaxRows, 0},
 		{"twenty rows is allowed", "UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 30", pilot.Executed, "", 20},

@@ -69,8 +69,8 @@ func TestTemplatedRefusals(t *testing.T) {
 	before, receipts := f.snapshot(t, "orders"), f.receipts(t)
 	stats := f.pilot.Stats()
 	for _, c := range []struct{ sql, code, detail string }{
-		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", pilot.RefusedMaxRows, "it would affect 30 rows; max_rows is 20"},
-		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 12 AND 39", pilot.RefusedMaxRows, "it would affect 28 rows; max_rows is 20"},
+		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 11 AND 40", pilot.RefusedMaxRows, "it affects more than 20 rows; max_rows is 20"},
+		{"UPDATE orders SET status = 'retrying' WHERE id BETWEEN 12 AND 39", pilot.RefusedMaxRows, "it affects more than 20 rows; max_rows is 20"},
 		{"UPDATE orders SET status = 'failed' WHERE id = 45", pilot.RefusedFence, "SQLSTATE HM001"},
 		{"UPDATE orders SET status = 'shipped' WHERE id = 5", pilot.RefusedCheckRow, "SQLSTATE HM001"},
 		{"UPDATE orders SET status = 'failed' WHERE id = 46 OR id = 6", pilot.RefusedFence, "SQLSTATE HM001"},

@@ -94,6 +94,7 @@ const (
 	stmtReceiptN = "harbormaster_receipt_rows"
 	stmtVoid     = "harbormaster_void"
 	stmtSession  = "harbormaster_session"
+	stmtGuards   = "harbormaster_guards"
 )
 
 // pinSelect sets the pinned settings ($1 search path, $2 statement and $3
@@ -133,6 +134,10 @@ var fixedStatements = []struct{ name, sql string }{
 	// its names resolved) under them, and an implicit transaction is READ
 	// COMMITTED whatever the server's default.
 	{stmtSession, pinSelect(false) + `, set_config('default_transaction_isolation', 'read committed', false)`},
+	// Never run: preparing it finds the guard functions guarded statements
+	// call, so a target initialized by an older release fails here.
+	{stmtGuards, `SELECT harbormaster.row_cap(0, harbormaster.row_cap_start()), harbormaster.row_cap_exceeded(0),
+		harbormaster.max_rows(0, 0), harbormaster.fence_violation('') WHERE false`},
 }
 
 // afterConnect prepares the fixed statements on a new connection and pins
