@@ -308,6 +308,12 @@ func approvedGuards(a *sqlcheck.Analysis, plan *previewPlan, maxRows int64) (*Gu
 	var err error
 	if returning != nil {
 		g.Returning = len(*returning) > 0
+		// The row cap stops the write as it writes one row more than its
+		// preview reached (issue 22): a run that would reach more, on a
+		// value that changed at run time, draws no more than one sequence
+		// value and writes no more than one row past it before it rolls
+		// back.
+		g.Hidden = AddRowCap(stmt, maxRows)
 		if g.SQL, err = deparse(stmt); err != nil {
 			return nil, err
 		}
@@ -372,7 +378,11 @@ func (p *Pilot) runApproved(ctx context.Context, claims *marque.Claims, g *Guard
 	}
 	if err != nil {
 		p.forgetViews(err)
-		return statementRefusal(err)
+		res, err := statementRefusal(err)
+		if res != nil && res.Code == RefusedMaxRows {
+			return drift(fmt.Sprintf("it reaches more rows than its preview (%d)", pv.Rows)), nil
+		}
+		return res, err
 	}
 	if out.n != pv.Rows {
 		return drift(fmt.Sprintf("it affects %d rows, its preview %d", out.n, pv.Rows)), nil

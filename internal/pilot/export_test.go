@@ -21,3 +21,33 @@ func (p *Pilot) ExecuteIn(ctx context.Context, req Request, t *Txn) (*Result, er
 
 // UnqualifyColumns exposes unqualifyColumns to the external tests.
 var UnqualifyColumns = unqualifyColumns
+
+// RunApprovedGuarded runs sql as the approved path guards it for an
+// approval of maxRows rows, without the preview's comparison, in a
+// transaction it rolls back: what the row cap alone lets through when a
+// run reaches more rows than its preview did.
+func (p *Pilot) RunApprovedGuarded(ctx context.Context, sql string, maxRows int64) (int64, error) {
+	a, err := p.analyzeRaw(sql)
+	if err != nil {
+		return 0, err
+	}
+	plan, err := buildPreview(a, p.Catalog())
+	if err != nil {
+		return 0, err
+	}
+	g, err := approvedGuards(a, plan, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	t, err := p.beginAt(ctx, true, true)
+	if err != nil {
+		return 0, err
+	}
+	defer t.Close()
+	rows, err := t.conn.Query(ctx, g.text(true))
+	if err != nil {
+		return 0, err
+	}
+	out, err := p.statement(rows, g, true)
+	return out.n, err
+}
