@@ -35,15 +35,17 @@ import (
 type Outcome string
 
 // The outcomes. FastPath, Surveyed and Referred are the static check's
-// three answers for the new delegation (conforms, survey, refer); Rejected
-// is a statement that does not parse, and Refused one that was past its
-// principal's referral rate (floods) then, which only the recorded side
-// can have.
+// three answers for the new delegation (conforms, survey, refer);
+// Rejected is a statement the gateway answers as an error at once,
+// whatever the delegations (sqlcheck.Analysis.Rejected: it does not parse,
+// or no human could approve it: several statements, DDL, a placeholder),
+// and Refused one that was past its principal's referral rate or waiting
+// cap (floods) then, which only the recorded side can have.
 const (
 	FastPath Outcome = "fast_path" // ran at once, on the compiled path (conforms)
 	Surveyed Outcome = "surveyed"  // inside the bound only through a residual rule: the Surveyor judges it
 	Referred Outcome = "referred"  // a human decides
-	Rejected Outcome = "rejected"  // did not parse: nothing to decide
+	Rejected Outcome = "rejected"  // answered as an error at once (does not parse, or no human could approve it): nothing to decide
 	Refused  Outcome = "refused"   // past the principal's referral rate or waiting cap (recorded only)
 )
 
@@ -104,7 +106,9 @@ type Report struct {
 	Caveat string `json:"caveat"`
 }
 
-// Totals count the statements of the window by outcome.
+// Totals count the statements of the window by outcome. Each statement is
+// counted once in Would, once in Was, and, if its outcome changed, once in
+// exactly one of Wider, Narrower and Neither.
 type Totals struct {
 	Statements int `json:"statements"`
 	// Would is what the new delegation's static check would do.
@@ -113,10 +117,13 @@ type Totals struct {
 	Was Counts `json:"was"`
 	// Changed counts statements whose outcome differs; Wider those that
 	// would run with less human involvement than they did (referred then,
-	// fast path or surveyed now), Narrower the reverse.
+	// fast path or surveyed now), Narrower the reverse, and Neither those
+	// that run without a human neither then nor now (between referred,
+	// rejected and refused).
 	Changed  int `json:"changed"`
 	Wider    int `json:"wider"`
 	Narrower int `json:"narrower"`
+	Neither  int `json:"neither"`
 }
 
 // Counts are statements by outcome.
@@ -287,6 +294,8 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 				t.Wider++
 			case r.Would.rank() < r.Was.rank():
 				t.Narrower++
+			default:
+				t.Neither++
 			}
 		}
 	}
@@ -304,11 +313,16 @@ func replay(checker *sqlcheck.Checker, rules []sqlcheck.Rule, e logbook.Entry, d
 	r := Row{Seq: e.Seq, Time: e.Time, RequestID: d.RequestID, Statement: d.Statement,
 		Was: recorded(d), WasReasons: nonNil(d.Reasons), WasDelegation: d.DelegationID}
 	a := sqlcheck.Analyze(d.Statement, checker.Catalog, checker.Limits)
+	// The gateway's step 2: such a statement is answered as an error
+	// before any delegation is consulted, whatever the delegation.
+	if why, ok := a.Rejected(); ok {
+		r.Would, r.Reasons, r.CanonicalSQL = Rejected, []string{why.String()}, a.Canonical
+		r.Changed = r.Would != r.Was
+		return r
+	}
 	dec := sqlcheck.Check(a, rules)
 	r.Rule, r.Reasons, r.CanonicalSQL = dec.Rule, nonNil(dec.ReasonStrings()), dec.CanonicalSQL
 	switch {
-	case a.Unparseable():
-		r.Would = Rejected
 	case dec.Outcome == sqlcheck.Conforms:
 		r.Would = FastPath
 	case dec.Outcome == sqlcheck.Survey:

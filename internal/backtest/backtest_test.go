@@ -15,6 +15,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
@@ -39,7 +40,17 @@ var traffic = []struct {
 	{"SELEC id FROM orders", backtest.Rejected},
 	// Inside the static check, and rolled back by the Pilot's check guard.
 	{"UPDATE orders SET status = 'shipped' WHERE id = 4", backtest.FastPath},
+	// Answered as an error at once, whatever the delegations: no human
+	// could approve them (several statements, DDL, a placeholder).
+	{"SELECT id FROM orders; SELECT id FROM customers", backtest.Rejected},
+	{"DROP TABLE orders", backtest.Rejected},
+	{"SELECT id, status FROM orders WHERE id = $1", backtest.Rejected},
+	// Past agent:demo's referral rate (the three referrals above): refused.
+	{"SELECT id, email FROM customers", backtest.Refused},
 }
+
+// rejectedReasons are the reasons the rejected rows give, by row.
+var rejectedReasons = map[int]string{5: "syntax error", 7: "multiple_statements", 8: "drop", 9: "placeholder"}
 
 // narrower lets agent:demo read two columns of orders only.
 const narrower = `sentence: Read order statuses.
@@ -93,7 +104,8 @@ func TestBacktest(t *testing.T) {
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
 	keys := gatewaytest.NewKeys(t)
-	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: storetest.New(t, store.SQLite, &shared).Path, Keys: keys})
+	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: storetest.New(t, store.SQLite, &shared).Path, Keys: keys,
+		Gateway: gateway.Config{ReferralRate: quota.Rate{Count: 3, Per: time.Hour}}})
 	yaml, sig := sys.SignedExample(t, gatewaytest.Orders)
 	if _, _, err := sys.Gateway.AddDelegation(ctx, yaml, sig, gatewaytest.Orders); err != nil {
 		t.Fatal(err)
@@ -102,14 +114,22 @@ func TestBacktest(t *testing.T) {
 	for i, s := range traffic {
 		resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, s.sql)
 		var se *gateway.SQLError
+		var fe *gateway.FloodError
 		switch {
 		case errors.As(err, &se):
 			ids[i] = se.RequestID
 			if s.was != backtest.Rejected {
 				t.Fatalf("%q: %v", s.sql, err)
 			}
+		case errors.As(err, &fe):
+			ids[i] = fe.RequestID
+			if s.was != backtest.Refused {
+				t.Fatalf("%q: %v", s.sql, err)
+			}
 		case err != nil:
 			t.Fatalf("%q: %v", s.sql, err)
+		case s.was == backtest.Rejected || s.was == backtest.Refused:
+			t.Fatalf("%q: %s, want %s", s.sql, resp.Outcome, s.was)
 		default:
 			ids[i] = resp.RequestID
 			if (resp.Outcome == gateway.OutcomeExecuted) != (s.was == backtest.FastPath && i != 6) {
@@ -152,14 +172,16 @@ func TestBacktest(t *testing.T) {
 		wantReason map[int]string // row -> a reason it must give
 	}{
 		{"narrower", narrower,
-			[]backtest.Outcome{backtest.FastPath, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Rejected, backtest.Referred},
-			backtest.Totals{Statements: 7, Would: backtest.Counts{FastPath: 1, Referred: 5, Rejected: 1},
-				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 1}, Changed: 2, Narrower: 2},
+			[]backtest.Outcome{backtest.FastPath, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Referred, backtest.Rejected, backtest.Referred,
+				backtest.Rejected, backtest.Rejected, backtest.Rejected, backtest.Referred},
+			backtest.Totals{Statements: 11, Would: backtest.Counts{FastPath: 1, Referred: 6, Rejected: 4},
+				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 4, Refused: 1}, Changed: 3, Narrower: 2, Neither: 1},
 			map[int]string{1: "customer_id"}},
 		{"wider", wider,
-			[]backtest.Outcome{backtest.FastPath, backtest.FastPath, backtest.FastPath, backtest.Surveyed, backtest.Referred, backtest.Rejected, backtest.Referred},
-			backtest.Totals{Statements: 7, Would: backtest.Counts{FastPath: 3, Surveyed: 1, Referred: 2, Rejected: 1},
-				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 1}, Changed: 3, Wider: 2, Narrower: 1},
+			[]backtest.Outcome{backtest.FastPath, backtest.FastPath, backtest.FastPath, backtest.Surveyed, backtest.Referred, backtest.Rejected, backtest.Referred,
+				backtest.Rejected, backtest.Rejected, backtest.Rejected, backtest.Referred},
+			backtest.Totals{Statements: 11, Would: backtest.Counts{FastPath: 3, Surveyed: 1, Referred: 3, Rejected: 4},
+				Was: backtest.Counts{FastPath: 3, Referred: 3, Rejected: 4, Refused: 1}, Changed: 4, Wider: 2, Narrower: 1, Neither: 1},
 			map[int]string{4: "delete"}},
 	}
 	for _, c := range cases {
@@ -172,6 +194,12 @@ func TestBacktest(t *testing.T) {
 			if rep.Totals != c.totals {
 				t.Errorf("totals %+v, want %+v", rep.Totals, c.totals)
 			}
+			// Every statement is counted once on each side, and every change
+			// once.
+			sum := func(c backtest.Counts) int { return c.FastPath + c.Surveyed + c.Referred + c.Rejected + c.Refused }
+			if tt := rep.Totals; sum(tt.Would) != tt.Statements || sum(tt.Was) != tt.Statements || tt.Wider+tt.Narrower+tt.Neither != tt.Changed {
+				t.Errorf("the totals do not add up: %+v", tt)
+			}
 			if len(rep.Rows) != len(traffic) {
 				t.Fatalf("%d rows, want %d", len(rep.Rows), len(traffic))
 			}
@@ -182,6 +210,14 @@ func TestBacktest(t *testing.T) {
 				}
 				if r.Would == backtest.Referred && len(r.Reasons) == 0 {
 					t.Errorf("row %d is referred without a reason", i)
+				}
+			}
+			// A statement the gateway rejected at once is rejected under any
+			// delegation, for the gateway's reason.
+			for i, want := range rejectedReasons {
+				if r := rep.Rows[i]; r.Would != backtest.Rejected || len(r.Reasons) != 1 || !strings.Contains(strings.ToLower(r.Reasons[0]+" "+strings.Join(r.WasReasons, " ")), want) ||
+					r.Reasons[0] != strings.Join(r.WasReasons, "") || r.Rule != nil {
+					t.Errorf("row %d: would %s for %q (was %q), want rejected for the reason the gateway gave, naming %q", i, r.Would, r.Reasons, r.WasReasons, want)
 				}
 			}
 			for i, want := range c.wantReason {
@@ -216,7 +252,7 @@ func TestBacktest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Totals.Statements != 7 || len(rep.Rows) != 2 || !rep.Truncated || rep.Rows[1].RequestID != ids[6] {
+		if rep.Totals.Statements != len(traffic) || len(rep.Rows) != 2 || !rep.Truncated || rep.Rows[1].RequestID != ids[len(ids)-1] {
 			t.Fatalf("MaxRows 2: %d statements, %d rows (truncated %v)", rep.Totals.Statements, len(rep.Rows), rep.Truncated)
 		}
 	})

@@ -401,7 +401,7 @@ func lintUnreadableFences(rules []Rule, reports []RuleReport, fences map[int][]s
 		sort.Strings(missing)
 		lint(fmt.Sprintf("allow[%d].fence", i), "the fence reads %s, which no select rule on %s lets the grantee read: "+
 			"a statement that filters on it, as agents commonly do to reach the fenced rows, is referred (column_not_readable); "+
-			"add it to a select rule's columns", strings.Join(missing, ", "), r.Table)
+			"add it to a select rule's columns", quotedList(missing), r.Table)
 	}
 }
 
@@ -510,7 +510,7 @@ func compileRule(rs RuleSpec, field string, cat *sqlcheck.Catalog, prob, lint fu
 			}
 		}
 		if len(both) > 0 {
-			lint(field+".fence", "the fence reads %s, which this rule lets the grantee write: a statement can move rows out of the fence", strings.Join(both, ", "))
+			lint(field+".fence", "the fence reads %s, which this rule lets the grantee write: a statement can move rows out of the fence", quotedList(both))
 		}
 	}
 	if op == sqlcheck.OpUpdate && r.Fence == "" {

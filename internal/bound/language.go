@@ -10,7 +10,7 @@ import (
 
 // Summary says in plain language what one rule permits, from the rule alone.
 func Summary(r Rule) string {
-	cols := strings.Join(r.Columns, ", ")
+	cols := quotedList(r.Columns)
 	where := ""
 	if r.Fence != "" {
 		where = " where " + r.Fence
@@ -37,6 +37,16 @@ func Summary(r Rule) string {
 	return s
 }
 
+// quotedList is columns as SQL names them: "end", "order" and "Name"
+// quoted, so that a name that is a keyword reads as a column.
+func quotedList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = sqlcheck.QuoteIdent(c)
+	}
+	return strings.Join(q, ", ")
+}
+
 func rows(n int64) string {
 	if n == 1 {
 		return "1 row"
@@ -58,7 +68,7 @@ func FallbackAuthority(b *Bound) string {
 		if r.Fence != "" {
 			where = " where " + r.Fence
 		}
-		cols := strings.Join(r.Columns, ", ")
+		cols := quotedList(r.Columns)
 		switch r.Op {
 		case sqlcheck.OpUpdate:
 			parts = append(parts, fmt.Sprintf("changing the %s of at most %s of %s%s per statement", cols, rows(r.MaxRows), r.Table, where))

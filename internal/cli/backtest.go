@@ -135,7 +135,8 @@ func printBacktest(e *env, r *backtest.Report) {
 	fmt.Fprintf(w, "                 fast path  surveyed  referred  rejected  refused\n")
 	fmt.Fprintf(w, "  would now      %9d  %8d  %8d  %8d  %7s\n", t.Would.FastPath, t.Would.Surveyed, t.Would.Referred, t.Would.Rejected, "-")
 	fmt.Fprintf(w, "  was then       %9d  %8d  %8d  %8d  %7d\n", t.Was.FastPath, t.Was.Surveyed, t.Was.Referred, t.Was.Rejected, t.Was.Refused)
-	fmt.Fprintf(w, "changed   %d: %d with less human involvement than then, %d with more\n", t.Changed, t.Wider, t.Narrower)
+	fmt.Fprintf(w, "changed   %d: %d with less human involvement than then, %d with more, %d between referred, rejected and refused\n",
+		t.Changed, t.Wider, t.Narrower, t.Neither)
 	fmt.Fprintf(w, "note      %s\n", r.Caveat)
 	if len(r.Rows) == 0 {
 		return

@@ -58,6 +58,8 @@ func TestDelegationBacktest(t *testing.T) {
 	decide("req_1", "agent:demo", "SELECT id, status FROM orders", "run", "compiled")
 	decide("req_2", "agent:demo", "UPDATE customers SET name = 'John Smith' WHERE id = 3", "referred", "")
 	decide("req_3", "agent:other", "SELECT id, status FROM orders", "referred", "")
+	decide("req_4", "agent:demo", "DROP TABLE orders", "rejected", "")
+	decide("req_5", "agent:demo", "SELECT id, email FROM customers", "refused", "")
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -72,13 +74,15 @@ func TestDelegationBacktest(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := backtest.Totals{Statements: 2, Would: backtest.Counts{Surveyed: 1, Referred: 1}, Was: backtest.Counts{FastPath: 1, Referred: 1},
-		Changed: 2, Wider: 1, Narrower: 1}
-	if rep.Totals != want || rep.Tier != "B" || len(rep.Rows) != 2 || rep.Rows[0].RequestID != "req_1" {
+	want := backtest.Totals{Statements: 4, Would: backtest.Counts{Surveyed: 1, Referred: 2, Rejected: 1}, Was: backtest.Counts{FastPath: 1, Referred: 1, Rejected: 1, Refused: 1},
+		Changed: 3, Wider: 1, Narrower: 1, Neither: 1}
+	if rep.Totals != want || rep.Tier != "B" || len(rep.Rows) != 4 || rep.Rows[0].RequestID != "req_1" {
 		t.Fatalf("report %+v, want totals %+v", rep, want)
 	}
 	out, errOut, code = run(t, dir, nil, "delegation", "backtest", "fix-name-typos.yaml", "--store", "store.db", "--schema", "shop.sql", "--since", "3d")
-	if code != 0 || !strings.Contains(out, "3 statement(s)") || !strings.Contains(out, "was referred, would be fast_path") {
+	if code != 0 || !strings.Contains(out, "5 statement(s)") || !strings.Contains(out, "was referred, would be fast_path") ||
+		!strings.Contains(out, "  was rejected, would be rejected\n    DROP TABLE orders\n    why: DROP statements are not allowed") ||
+		!strings.Contains(out, "changed   4: 2 with less human involvement than then, 1 with more, 1 between referred, rejected and refused\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	if _, errOut, code = run(t, dir, nil, "delegation", "backtest", "fix-name-typos.yaml", "--store", "store.db", "--schema", "shop.sql", "--since", "soon"); code != 2 || !strings.Contains(errOut, "--since") {

@@ -154,17 +154,74 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 		fmt.Fprintf(out, "\nFiles are kept in %s.\n", dir)
 	}
 	fmt.Fprintf(out, "\nServing until interrupted (Ctrl-C)...\n")
-	exited := make(chan string, len(procs))
-	for _, p := range procs {
-		go func() { <-p.exited; exited <- p.name }()
-	}
-	select {
-	case <-ctx.Done():
-	case name := <-exited:
-		fmt.Fprintf(out, "\n%s exited; stopping the demo.\n", name)
-	}
+	demoServeNodes(ctx, out, pp, procs[1:], inf.Nodes)
 	fmt.Fprintf(out, "\nstopped; the throwaway databases are gone.\n")
 	return nil
+}
+
+// demoServeNodes waits for Ctrl-C while the nodes serve. A node that exits
+// (killed) leaves the others, the Pilot, the store and the target running,
+// as a deployment of several nodes does: the demo says which node exited
+// and which still answer. It returns on Ctrl-C, when the Pilot exits (no
+// statement can run without it), or when no node is left.
+func demoServeNodes(ctx context.Context, out io.Writer, pilot *demoProc, procs []*demoProc, nodes []demoNode) {
+	exited := make(chan int, len(procs))
+	for i, p := range procs {
+		go func() { <-p.exited; exited <- i }()
+	}
+	gone := make([]bool, len(procs))
+	left := len(procs)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pilot.exited:
+			fmt.Fprintf(out, "\nthe Pilot exited (%v); no statement can run without it: stopping the demo.\n", pilot.err)
+			return
+		case i := <-exited:
+			gone[i] = true
+			left--
+			fmt.Fprintf(out, "\n%s (pid %d) exited (%v).\n", nodes[i].Name, nodes[i].PID, procs[i].err)
+			if left == 0 {
+				fmt.Fprintf(out, "No node is left; stopping the demo.\n")
+				return
+			}
+			var answer, silent []string
+			for j, nd := range nodes {
+				if gone[j] {
+					continue
+				}
+				if demoNodeAnswers(ctx, nd.APIURL) {
+					answer = append(answer, fmt.Sprintf("%s (%s)", nd.Name, nd.APIURL))
+				} else {
+					silent = append(silent, nd.Name)
+				}
+			}
+			if len(answer) > 0 {
+				fmt.Fprintf(out, "Still answering on the same store, Pilot and target: %s. Serving until interrupted (Ctrl-C)...\n", strings.Join(answer, ", "))
+			}
+			if len(silent) > 0 {
+				fmt.Fprintf(out, "Not answering now: %s (its log says why).\n", strings.Join(silent, ", "))
+			}
+		}
+	}
+}
+
+// demoNodeAnswers is whether the node at api answers /readyz: it reaches
+// its store and the Pilot.
+func demoNodeAnswers(ctx context.Context, api string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // demoNodeListen is node i's address: the demo's --listen for node 1 and

@@ -4,13 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/cli"
+	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 )
 
@@ -240,5 +247,130 @@ func TestDemoRestartSameDir(t *testing.T) {
 	if code := cli.Do([]string{"demo", "--once", "--dir", other}, strings.NewReader(""), &out, &errb); code == 0 ||
 		!strings.Contains(errb.String(), "is not empty and holds no demo kept by harbormaster demo") {
 		t.Errorf("demo --dir on a foreign directory: exit %d\n%s", code, errb.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestDemoNodesKill runs demo --nodes 3 as the README's tour does, without
+// --once, kills one node's process (SIGKILL, as kill -9 would), and checks
+// what the demo promises: the others keep answering (a statement through
+// each runs), the demo says which node exited and which still answer, and
+// it stops everything only when interrupted.
+func TestDemoNodesKill(t *testing.T) {
+	t.Parallel()
+	needPostgres(t)
+	info := filepath.Join(t.TempDir(), "info.json")
+	var out syncBuffer
+	cmd := exec.Command("harbormaster", "demo", "--nodes", "3", "--info", info, "--listen", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+		}
+	})
+	waitOut := func(what string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for !strings.Contains(out.String(), what) {
+			select {
+			case err := <-done:
+				t.Fatalf("the demo exited (%v) before printing %q:\n%s", err, what, out.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the demo did not print %q within %v:\n%s", what, within, out.String())
+			}
+		}
+	}
+	waitOut("Serving until interrupted (Ctrl-C)", 5*time.Minute)
+	raw, err := os.ReadFile(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		AgentToken string `json:"agent_token"`
+		PilotPID   int    `json:"pilot_pid"`
+		Nodes      []struct {
+			Name   string `json:"name"`
+			APIURL string `json:"api_url"`
+			PID    int    `json:"pid"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || len(m.Nodes) != 3 {
+		t.Fatalf("--info: %v, want 3 nodes: %s", err, raw)
+	}
+	if err := syscall.Kill(m.Nodes[1].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitOut(fmt.Sprintf("node-2 (pid %d) exited", m.Nodes[1].PID), time.Minute)
+	waitOut("Still answering", time.Minute)
+	said := out.String()[strings.LastIndex(out.String(), "Still answering"):]
+	said = said[:strings.Index(said, "\n")]
+	if !strings.Contains(said, "node-1 (") || !strings.Contains(said, "node-3 (") || strings.Contains(said, "node-2") {
+		t.Errorf("after node-2 was killed the demo says %q, want node-1 and node-3 still answering", said)
+	}
+	t.Logf("after the kill the demo said:\n%s", out.String()[strings.Index(out.String(), "Serving until"):])
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, i := range []int{0, 2} {
+		nd := m.Nodes[i]
+		a, err := servetest.Post(t.Context(), client, strings.TrimPrefix(nd.APIURL, "http://"), m.AgentToken, "shop", "SELECT id, status FROM orders WHERE id = 3")
+		if err != nil || a.Outcome != gateway.OutcomeExecuted {
+			t.Errorf("a statement through %s after node-2 was killed: %+v, %v\n%s", nd.Name, a, err, out.String())
+		}
+	}
+	for _, pid := range []int{m.Nodes[0].PID, m.Nodes[2].PID, m.PilotPID} {
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("process %d is gone after node-2 was killed: %v", pid, err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the demo exited (%v) when one node was killed:\n%s", err, out.String())
+	default:
+	}
+	// Ctrl-C stops the rest.
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the demo, interrupted: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the demo did not stop on Ctrl-C:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "stopped; the throwaway databases are gone") {
+		t.Errorf("the demo did not say it stopped:\n%s", out.String())
+	}
+	for _, pid := range []int{m.Nodes[0].PID, m.Nodes[2].PID, m.PilotPID} {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d still runs after the demo was interrupted", pid)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 type mark struct{ Label, Class string }
@@ -249,7 +250,13 @@ func asWritten(b *bound.Bound) *bound.Delegation {
 	}
 	for _, r := range b.Rules {
 		mr := r.MaxRows
-		d.Allow = append(d.Allow, bound.RuleSpec{Op: string(r.Op), Table: r.Table, Columns: r.Columns, Fence: r.Fence, Check: r.Check, MaxRows: &mr, Residual: r.Residual})
+		// Columns as written in YAML: quoted where SQL would quote them
+		// ("Name"), so they read back as the same names.
+		cols := make([]string, len(r.Columns))
+		for i, c := range r.Columns {
+			cols[i] = sqlcheck.QuoteIdent(c)
+		}
+		d.Allow = append(d.Allow, bound.RuleSpec{Op: string(r.Op), Table: r.Table, Columns: cols, Fence: r.Fence, Check: r.Check, MaxRows: &mr, Residual: r.Residual})
 	}
 	return d
 }

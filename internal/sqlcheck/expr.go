@@ -34,10 +34,20 @@ func ParseRelationName(s string) (schema, name string, err error) {
 	return rv.Schemaname, rv.Relname, nil
 }
 
-// ParseColumnName reads one column name with SQL quoting and case folding.
+// ParseColumnName reads one column name with SQL quoting and case folding:
+// "Order" (with its double quotes) is Order, ORDER or order is order. A
+// keyword alone is read as the column of that name, even one SQL reserves
+// (end, from, order, user): where only a column name can stand, it can
+// mean nothing else, and PostgreSQL allows it quoted.
 func ParseColumnName(s string) (string, error) {
 	if strings.TrimSpace(s) == "" || len(s) > 256 || strings.IndexByte(s, 0) >= 0 {
 		return "", fmt.Errorf("%w: %q", ErrName, s)
+	}
+	if res, err := pg.Scan(s); err == nil && len(res.Tokens) == 1 && res.Tokens[0].KeywordKind != pg.KeywordKind_NO_KEYWORD {
+		// Keywords are ASCII letters and underscores, folded as an
+		// unquoted name is.
+		t := res.Tokens[0]
+		return strings.ToLower(s[t.Start:t.End]), nil
 	}
 	tree, err := pg.Parse("SELECT " + s)
 	if err != nil || len(tree.Stmts) != 1 {

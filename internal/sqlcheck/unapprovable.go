@@ -60,3 +60,16 @@ func notApprovable(a *Analysis) (Reason, bool) {
 	}
 	return Reason{}, false
 }
+
+// Rejected reports why the gateway answers a statement as an error at
+// once, recorded as rejected and checked against no delegation: it does
+// not parse (Unparseable), or no human could approve it (Unapprovable).
+// Like both, it depends on the text alone, never on a delegation, so a
+// replay of the logbook (internal/backtest) classifies a statement as the
+// gateway did.
+func (a *Analysis) Rejected() (Reason, bool) {
+	if a.Unparseable() {
+		return a.Reasons[0], true
+	}
+	return a.Unapprovable()
+}
