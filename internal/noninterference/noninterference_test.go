@@ -248,13 +248,15 @@ func (r *round) finish(t *testing.T) {
 }
 
 // pair runs one statement on both sides, at the same time, and compares
-// what the agent saw.
-func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaMCP bool) {
+// what the agent saw, and what the observer's probes saw after a hostile
+// statement (returned, nil after others).
+func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaMCP bool) (after [2]map[string]any) {
 	t.Helper()
-	answers, after, err := r.observePair(t.Context(), st, viaMCP)
+	answers, after, cost, err := r.observePair(t.Context(), st, viaMCP)
 	if err != nil {
 		t.Fatalf("noninterference: %s: %v", st.sql, err)
 	}
+	tl.observerTime += cost
 	tl.record(st, answers)
 	if r.cfg.verbose {
 		t.Logf("%s statement %d (%s, inside=%v, mcp=%v): %s\n  -> %s", label, i, st.op, st.inside, viaMCP, st.sql, verdict(answers[0]))
@@ -269,14 +271,14 @@ func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaM
 		oa, ob := normalize(after[0], false), normalize(after[1], false)
 		var diffs []string
 		if diff(oa, ob, "", &diffs, 12); len(diffs) > 0 {
-			tl.sideChannel(t, what, sideClass(diffs), diffs, oa, ob)
+			tl.sideChannel(t, what, sideProbes(diffs), diffs, oa, ob)
 		}
 	}
 	a, b := normalize(answers[0].obs, st.write()), normalize(answers[1].obs, st.write())
 	var diffs []string
 	diff(a, b, "", &diffs, 12)
 	if len(diffs) == 0 {
-		return
+		return after
 	}
 	// A human's look first, then the evidence on the plan.
 	explanation, executed := r.explainDifference(t, what, answers)
@@ -285,7 +287,7 @@ func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaM
 	cl := class(answers[0], answers[1], diffs)
 	if at.explained {
 		tl.planChannel(t, what, cl, diffs, explanation, at.otherPlanDiffers > 0)
-		return
+		return after
 	}
 	if at.plansDiffer {
 		cl = "[plans differ, not explained by the plan] " + cl
@@ -295,6 +297,7 @@ func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaM
 	} else {
 		t.Logf("%s: %s", what, at.why)
 	}
+	return after
 }
 
 // explainDifference renders what humans may see of both requests (the
@@ -477,8 +480,13 @@ type tally struct {
 	// guarantee), counted and logged.
 	pairs, differences, explained int
 	// observed counts the pairs the observer probed after (hostile
-	// statements), sideDifferences those where its probes differed.
+	// statements), sideDifferences those where its probes differed, and
+	// sideProbes those by probe (the lock probe, the sequence probe, each
+	// path of the surface).
 	observed, sideDifferences int
+	sideProbes                map[string]int
+	// observerTime is what the observer added to the run's time.
+	observerTime time.Duration
 	// otherPlanDiffers counts the explained differences with a note: a
 	// pinned plan neither twin chose, the same on both, gave different
 	// outcomes.
@@ -503,7 +511,7 @@ type diffClass struct {
 }
 
 func newTally() *tally {
-	return &tally{classes: map[string]*diffClass{}, planClasses: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{},
+	return &tally{classes: map[string]*diffClass{}, planClasses: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{}, sideProbes: map[string]int{},
 		staticInside: map[string]int{}, staticExample: map[string]string{},
 		times: [2]map[string][]time.Duration{{}, {}}}
 }
@@ -580,9 +588,13 @@ func (tl *tally) difference(t *testing.T, what, cl string, diffs []string, a, b 
 // sideChannel counts and reports a difference in what the observer's
 // probes saw after a statement: a side channel. It fails the test as a
 // difference in answers does.
-func (tl *tally) sideChannel(t *testing.T, what, cl string, diffs []string, a, b any) {
+func (tl *tally) sideChannel(t *testing.T, what string, probes, diffs []string, a, b any) {
 	t.Helper()
 	tl.sideDifferences++
+	for _, p := range probes {
+		tl.sideProbes[p]++
+	}
+	cl := "side channel: " + strings.Join(probes, ", ")
 	c := tl.classes[cl]
 	if c == nil {
 		c = &diffClass{example: what + "\n      " + strings.Join(diffs, "\n      ")}
@@ -626,8 +638,8 @@ func (tl *tally) report(t *testing.T, elapsed time.Duration) {
 	t.Helper()
 	t.Logf("%d statement pairs in %s, %d with different observations: %d explained by the plan (the plan channel, a known limit), %d not explained",
 		tl.pairs, elapsed.Round(time.Millisecond), tl.differences+tl.explained, tl.explained, tl.differences)
-	t.Logf("observer (side channels: lock, sequence, the agent's surface): probed after %d hostile statements, %d with different probes",
-		tl.observed, tl.sideDifferences)
+	t.Logf("observer (side channels: row locks, sequences, the agent's surface): probed after %d hostile statements, %d with different probes%s; it took %s of the run",
+		tl.observed, tl.sideDifferences, strings.ReplaceAll(" ("+counts(tl.sideProbes)+")", " ()", ""), tl.observerTime.Round(time.Millisecond))
 	t.Logf("twins: %d tables named by rules, %d with rows outside the bound (%d with a different number of them on each side; %d rows on A, %d on B in all), %d with free columns; and in every round a table no rule names, its contents different",
 		tl.tables, tl.hiding, tl.uneven, tl.outside[0], tl.outside[1], tl.free)
 	t.Logf("statements drawn: %s", counts(tl.ops))

@@ -199,9 +199,11 @@ func (s *side) observeAfter(ctx context.Context, requestID string, locks []any) 
 // observePair sends st on both sides at the same time, as pair does, with
 // the observer around it when st is hostile: the lock probes while it is
 // answered (a statement drawn to lock), then observeAfter. after is nil
-// for a statement drawn inside the bound.
-func (r *round) observePair(ctx context.Context, st stmt, viaMCP bool) (answers [2]answer, after [2]map[string]any, err error) {
+// for a statement drawn inside the bound; cost is how much longer than
+// the statement's own observation the observer took (the slower side's).
+func (r *round) observePair(ctx context.Context, st stmt, viaMCP bool) (answers [2]answer, after [2]map[string]any, cost time.Duration, err error) {
 	var errs [2]error
+	var costs [2]time.Duration
 	var wg sync.WaitGroup
 	for k, s := range r.sides {
 		wg.Go(func() {
@@ -213,6 +215,7 @@ func (r *round) observePair(ctx context.Context, st stmt, viaMCP bool) (answers 
 				lw.Go(func() { locks, lockErr = s.lockProbes(ctx, start) })
 			}
 			answers[k], errs[k] = s.observe(ctx, st, viaMCP)
+			observed := time.Now()
 			lw.Wait()
 			if errs[k] == nil {
 				errs[k] = lockErr
@@ -220,19 +223,20 @@ func (r *round) observePair(ctx context.Context, st stmt, viaMCP bool) (answers 
 			if errs[k] == nil && !st.inside {
 				after[k], errs[k] = s.observeAfter(ctx, answers[k].requestID, locks)
 			}
+			costs[k] = time.Since(observed)
 		})
 	}
 	wg.Wait()
 	for _, e := range errs {
 		if e != nil {
-			return answers, after, e
+			return answers, after, 0, e
 		}
 	}
-	return answers, after, nil
+	return answers, after, max(costs[0], costs[1]), nil
 }
 
-// sideClass names an observer's difference by the probes that differ.
-func sideClass(diffs []string) string {
+// sideProbes are the probes that differ in an observer's difference.
+func sideProbes(diffs []string) []string {
 	seen := map[string]bool{}
 	var probes []string
 	for _, d := range diffs {
@@ -246,7 +250,7 @@ func sideClass(diffs []string) string {
 		}
 	}
 	sort.Strings(probes)
-	return "side channel: " + strings.Join(probes, ", ")
+	return probes
 }
 
 // probeGist sums up the observer's probes on one side, for the verbose
