@@ -71,7 +71,7 @@ const (
 // would lock are held from a few milliseconds after it is sent (after the
 // answer, by whatever runs it in the background) for the second or so its
 // slow RETURNING takes.
-var lockProbeAt = []time.Duration{100 * time.Millisecond, 350 * time.Millisecond, 600 * time.Millisecond}
+var lockProbeAt = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 400 * time.Millisecond}
 
 // notesRules are the probe table's rules: the agent may read it, update
 // its body and insert a body (the id is the sequence's).
