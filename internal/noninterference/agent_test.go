@@ -24,6 +24,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // side is one target with its own control plane, reached as the agent
@@ -37,6 +38,9 @@ type side struct {
 	mcp  *mcp.ClientSession
 	// pg is the agent's session on the side's PostgreSQL wire front.
 	pg *pgconn.PgConn
+	// lastNote is the id the observer's last sequence probe got back (0
+	// before the first).
+	lastNote int64
 }
 
 // startSide wires a whole control plane for dsn (gatewaytest), mounts the
@@ -44,7 +48,8 @@ type side struct {
 func startSide(t *testing.T, name, dsn string, keys *gatewaytest.Keys) *side {
 	t.Helper()
 	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn,
-		StorePath: filepath.Join(t.TempDir(), "store-"+name+".db"), Keys: keys})
+		StorePath: filepath.Join(t.TempDir(), "store-"+name+".db"), Keys: keys,
+		Pilot: pilot.Config{LockTimeout: probeLockTimeout}})
 	mcpserver.Register(sys.API.Mux(), sys.Gateway, sys.API.Authenticate, nil)
 	srv := httptest.NewServer(sys.API.Handler())
 	t.Cleanup(srv.Close)

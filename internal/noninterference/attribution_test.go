@@ -412,7 +412,8 @@ func rerun(ctx context.Context, conn *pgx.Conn, g *pilot.Guarded, set, drop []st
 		path[i] = sqlcheck.QuoteIdent(s)
 	}
 	if _, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, true), set_config('statement_timeout', '5000ms', true),
-		set_config('lock_timeout', '2000ms', true), set_config('standard_conforming_strings', 'on', true)`, strings.Join(path, ", ")); err != nil {
+		set_config('lock_timeout', $2, true), set_config('standard_conforming_strings', 'on', true)`,
+		strings.Join(path, ", "), fmt.Sprintf("%dms", probeLockTimeout.Milliseconds())); err != nil {
 		return "", outcome{}, err
 	}
 	for _, v := range g.Views {

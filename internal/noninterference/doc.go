@@ -21,6 +21,41 @@
 // noise is normalized away: request, marque and judgment ids, timestamps
 // and transaction ids. Nothing else is normalized.
 //
+// # Side channels
+//
+// An answer is not all an agent learns from a statement: whatever the
+// system does with it, while answering or afterwards, can show in what the
+// agent does next. After each hostile statement (drawn to step outside the
+// bound, referred or not) an observer (observer_test.go) runs short
+// in-bound probes on both twins, as the agent, and compares them as it
+// compares answers: an UPDATE of the rows of a probe table the statement
+// could have locked, under a short lock_timeout (200ms: a held row
+// answers "timeout", referred), also run at fixed times while a statement
+// drawn to lock is being answered, since a lock is only held while what
+// takes it runs; an INSERT ... RETURNING id into that table, whose id is
+// a bigserial, compared as the delta from the previous probe; and the
+// agent's reachable surface (GET /metrics, /debug/pprof/ and /debug/vars,
+// the humans' routes with the agent's token, its own request again). The
+// probe table, notes, is the same on both twins and named by rules of its
+// own; its rows and sequence are part of the region checked after every
+// round. A share of each round's statements (sideGen,
+// sidechannel_test.go) are drawn for these channels: referred statements
+// whose effect, were anything to run them, would depend on hidden data
+// (a predicate over the table no rule names, or over unlisted columns,
+// choosing which rows of the probe table an UPDATE or DELETE locks and,
+// with a slow RETURNING, for how long; the row count of an INSERT ...
+// SELECT from generate_series bounded by a hidden value; a 30 MB value or
+// none; a slow statement or not). Before issue 22 every referred
+// statement was rehearsed, unfenced, on the real target, in a transaction
+// that rolled back, and /metrics was on the agents' listener: the
+// observer found both classes there (row locks and sequences), and
+// /metrics after every hostile statement. TestReferralIsNotAnOracle
+// replays the issue's own statements, one per class, with controls that
+// plant each difference on one twin by hand. Both control planes of a
+// round share one process, so the process's own counters (the Go
+// runtime's allocations) cannot tell the twins apart here: the surface
+// probe checks that no such endpoint answers the agent at all.
+//
 // # The twins
 //
 // Each round draws a schema (two or three tables named by rules, one table
@@ -87,14 +122,15 @@
 //	HARBORMASTER_NONINTERFERENCE_ROUND=<n>       round n alone (100 statements)
 //	HARBORMASTER_NONINTERFERENCE_VERBOSE=1       log every statement
 //
-// Each round has its own random stream, so round n of a seed is the same
-// alone as in a whole run (what runs in the background can still shift
-// the heap's layout from one run to the next). A difference fails the
-// test, with the statement, both observations and a minimal diff, and
-// then what only humans may see, to explain it: the target's error text,
-// whether the region's rows lie in the same physical order on both
-// targets, and the evidence on the plan, below. The summary at the end
-// groups differences into classes, one example each.
+// Each round has its own random streams (one for the side channel
+// statements), so round n of a seed is the same alone as in a whole run
+// (what runs in the background can still shift the heap's layout from
+// one run to the next). A difference fails the test, with the statement,
+// both observations and a minimal diff, and then what only humans may
+// see, to explain it: the target's error text, whether the region's rows
+// lie in the same physical order on both targets, and the evidence on
+// the plan, below. The summary at the end groups differences into
+// classes, one example each.
 //
 // # The plan channel
 //

@@ -40,6 +40,11 @@ type stmt struct {
 	op string
 	// inside is true when it was drawn to stay inside the bound.
 	inside bool
+	// channel is the side channel a statement of sideGen was drawn for
+	// ("" for the others); lock says it would hold row locks of the probe
+	// table, so the observer probes them while it is answered.
+	channel string
+	lock    bool
 }
 
 // write reports whether its rows (RETURNING) come in the executor's order.

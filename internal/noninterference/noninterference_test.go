@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +37,8 @@ const (
 	mcpShare = 30
 	// maxReported caps the differences printed in full.
 	maxReported = 10
+	// sideStream seeds the side channel statements' stream (with the seed).
+	sideStream = 0x51de
 )
 
 type config struct {
@@ -107,6 +108,10 @@ func TestNonInterference(t *testing.T) {
 		})
 	}
 	tl.report(t, time.Since(start))
+	if tl.sideDifferences > 0 {
+		t.Errorf("after %d of %d hostile statements the observer's probes (row locks, sequences, the agent's surface) differed between the twins (classes above)",
+			tl.sideDifferences, tl.observed)
+	}
 	if tl.differences > 0 {
 		t.Errorf("%d of %d statement pairs gave the agent different observations on the two targets that the plan does not explain (%d classes above); "+
 			"repeat one round with HARBORMASTER_NONINTERFERENCE_SEED=%d HARBORMASTER_NONINTERFERENCE_ROUND=<round> HARBORMASTER_NONINTERFERENCE_VERBOSE=1",
@@ -129,7 +134,7 @@ func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Key
 	ctx := t.Context()
 	rng := mrand.New(mrand.NewPCG(cfg.seed, uint64(idx)))
 	tables, hidden := drawSchema(rng)
-	schema := ddl(tables, hidden)
+	schema := ddl(tables, hidden) + notesDDL
 	dsns := newTwins(t, srv, schema)
 	admin, err := pgx.Connect(ctx, dsns[0])
 	if err != nil {
@@ -143,8 +148,15 @@ func runRound(t *testing.T, cfg config, srv *pgtmp.Server, keys *gatewaytest.Key
 	admin.Close(ctx)
 	r := startRound(t, cfg, keys, tl, w, dsns, schema)
 	g := &stmtGen{rng: rng, w: w}
+	// The side channel statements have a stream of their own.
+	sg := &sideGen{rng: mrand.New(mrand.NewPCG(cfg.seed^sideStream, uint64(idx))), w: w}
 	for i := range n {
-		st := g.next()
+		var st stmt
+		if sg.rng.IntN(100) < sideShare {
+			st = sg.next()
+		} else {
+			st = g.next()
+		}
 		viaMCP := rng.IntN(100) < mcpShare
 		r.pair(t, tl, fmt.Sprintf("round %d", idx), i, st, viaMCP)
 	}
@@ -236,32 +248,37 @@ func (r *round) finish(t *testing.T) {
 }
 
 // pair runs one statement on both sides, at the same time, and compares
-// what the agent saw.
-func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaMCP bool) {
+// what the agent saw, and what the observer's probes saw after a hostile
+// statement (returned, nil after others).
+func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaMCP bool) (after [2]map[string]any) {
 	t.Helper()
-	ctx := t.Context()
-	var answers [2]answer
-	var errs [2]error
-	var wg sync.WaitGroup
-	for k, s := range r.sides {
-		wg.Go(func() { answers[k], errs[k] = s.observe(ctx, st, viaMCP) })
+	answers, after, cost, err := r.observePair(t.Context(), st, viaMCP)
+	if err != nil {
+		t.Fatalf("noninterference: %s: %v", st.sql, err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("noninterference: %s: %v", st.sql, err)
-		}
-	}
+	tl.observerTime += cost
 	tl.record(st, answers)
 	if r.cfg.verbose {
 		t.Logf("%s statement %d (%s, inside=%v, mcp=%v): %s\n  -> %s", label, i, st.op, st.inside, viaMCP, st.sql, verdict(answers[0]))
+		if after[0] != nil {
+			t.Logf("  observer, A: %s\n  observer, B: %s", probeGist(after[0]), probeGist(after[1]))
+		}
+	}
+	what := fmt.Sprintf("%s statement %d: %s", label, i, st.sql)
+	if after[0] != nil {
+		// The observer's probes, compared as answers are.
+		tl.observed++
+		oa, ob := normalize(after[0], false), normalize(after[1], false)
+		var diffs []string
+		if diff(oa, ob, "", &diffs, 12); len(diffs) > 0 {
+			tl.sideChannel(t, what, sideProbes(diffs), diffs, oa, ob)
+		}
 	}
 	a, b := normalize(answers[0].obs, st.write()), normalize(answers[1].obs, st.write())
-	what := fmt.Sprintf("%s statement %d: %s", label, i, st.sql)
 	var diffs []string
 	diff(a, b, "", &diffs, 12)
 	if len(diffs) == 0 {
-		return
+		return after
 	}
 	// A human's look first, then the evidence on the plan.
 	explanation, executed := r.explainDifference(t, what, answers)
@@ -270,7 +287,7 @@ func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaM
 	cl := class(answers[0], answers[1], diffs)
 	if at.explained {
 		tl.planChannel(t, what, cl, diffs, explanation, at.otherPlanDiffers > 0)
-		return
+		return after
 	}
 	if at.plansDiffer {
 		cl = "[plans differ, not explained by the plan] " + cl
@@ -280,6 +297,7 @@ func (r *round) pair(t *testing.T, tl *tally, label string, i int, st stmt, viaM
 	} else {
 		t.Logf("%s: %s", what, at.why)
 	}
+	return after
 }
 
 // explainDifference renders what humans may see of both requests (the
@@ -408,6 +426,13 @@ func (r *round) regionDiff(t *testing.T) string {
 			out = append(out, fmt.Sprintf("the region of %s differs between the targets\nA:\n%s\nB:\n%s", tb.name, got[0], got[1]))
 		}
 	}
+	if r.w.notes {
+		// The observer's table, every row and its sequence.
+		q := "SELECT (SELECT last_value FROM public.notes_id_seq)::text || E'\\n' || coalesce(string_agg(t::text, E'\\n' ORDER BY id), '') FROM public.notes t"
+		if a, b := queryString(t, r.dsns[0], q), queryString(t, r.dsns[1], q); a != b {
+			out = append(out, fmt.Sprintf("the observer's table notes (or its sequence, first line) differs between the targets\nA:\n%s\nB:\n%s", a, b))
+		}
+	}
 	return strings.Join(out, "\n")
 }
 
@@ -454,6 +479,14 @@ type tally struct {
 	// test. explained are those it does (the plan channel, outside the
 	// guarantee), counted and logged.
 	pairs, differences, explained int
+	// observed counts the pairs the observer probed after (hostile
+	// statements), sideDifferences those where its probes differed, and
+	// sideProbes those by probe (the lock probe, the sequence probe, each
+	// path of the surface).
+	observed, sideDifferences int
+	sideProbes                map[string]int
+	// observerTime is what the observer added to the run's time.
+	observerTime time.Duration
 	// otherPlanDiffers counts the explained differences with a note: a
 	// pinned plan neither twin chose, the same on both, gave different
 	// outcomes.
@@ -478,7 +511,7 @@ type diffClass struct {
 }
 
 func newTally() *tally {
-	return &tally{classes: map[string]*diffClass{}, planClasses: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{},
+	return &tally{classes: map[string]*diffClass{}, planClasses: map[string]*diffClass{}, verdicts: map[string]int{}, ops: map[string]int{}, sideProbes: map[string]int{},
 		staticInside: map[string]int{}, staticExample: map[string]string{},
 		times: [2]map[string][]time.Duration{{}, {}}}
 }
@@ -504,7 +537,11 @@ func (tl *tally) world(w *world) {
 func (tl *tally) record(st stmt, a [2]answer) {
 	tl.pairs++
 	tl.verdicts[verdict(a[0])]++
-	tl.ops[fmt.Sprintf("%s inside=%v", st.op, st.inside)]++
+	if st.channel != "" {
+		tl.ops["side channel: "+st.channel]++
+	} else {
+		tl.ops[fmt.Sprintf("%s inside=%v", st.op, st.inside)]++
+	}
 	if st.inside && a[0].outcome == "referred" && a[0].path == "" {
 		r := a[0].firstReason
 		if i := strings.Index(r, " ["); i >= 0 {
@@ -548,6 +585,31 @@ func (tl *tally) difference(t *testing.T, what, cl string, diffs []string, a, b 
 	return true
 }
 
+// sideChannel counts and reports a difference in what the observer's
+// probes saw after a statement: a side channel. It fails the test as a
+// difference in answers does.
+func (tl *tally) sideChannel(t *testing.T, what string, probes, diffs []string, a, b any) {
+	t.Helper()
+	tl.sideDifferences++
+	for _, p := range probes {
+		tl.sideProbes[p]++
+	}
+	cl := "side channel: " + strings.Join(probes, ", ")
+	c := tl.classes[cl]
+	if c == nil {
+		c = &diffClass{example: what + "\n      " + strings.Join(diffs, "\n      ")}
+		tl.classes[cl] = c
+	}
+	c.count++
+	if tl.reported >= maxReported {
+		t.Errorf("difference (%s): %s", cl, what)
+		return
+	}
+	tl.reported++
+	t.Errorf("the observer's probes after a statement differ between the twins\n  %s\n  class: %s\n  diff:\n    %s\n  A:\n    %s\n  B:\n    %s",
+		what, cl, strings.Join(diffs, "\n    "), pretty(a), pretty(b))
+}
+
 // planChannel counts and logs a difference the plan explains: the
 // statement, its class, the diff and the evidence (the first maxReported
 // in full).
@@ -576,6 +638,8 @@ func (tl *tally) report(t *testing.T, elapsed time.Duration) {
 	t.Helper()
 	t.Logf("%d statement pairs in %s, %d with different observations: %d explained by the plan (the plan channel, a known limit), %d not explained",
 		tl.pairs, elapsed.Round(time.Millisecond), tl.differences+tl.explained, tl.explained, tl.differences)
+	t.Logf("observer (side channels: row locks, sequences, the agent's surface): probed after %d hostile statements, %d with different probes%s; it took %s of the run",
+		tl.observed, tl.sideDifferences, strings.ReplaceAll(" ("+counts(tl.sideProbes)+")", " ()", ""), tl.observerTime.Round(time.Millisecond))
 	t.Logf("twins: %d tables named by rules, %d with rows outside the bound (%d with a different number of them on each side; %d rows on A, %d on B in all), %d with free columns; and in every round a table no rule names, its contents different",
 		tl.tables, tl.hiding, tl.uneven, tl.outside[0], tl.outside[1], tl.free)
 	t.Logf("statements drawn: %s", counts(tl.ops))

@@ -188,6 +188,9 @@ type world struct {
 	rows [2][]string
 	// outside counts each target's rows outside the bound, by table.
 	outside [2]map[string]int
+	// notes says the round has the observer's probe table (observer_test.go):
+	// the same rows on both targets, named by rules of its own.
+	notes bool
 }
 
 // rowValues is one row: a SQL literal per column.
@@ -225,7 +228,7 @@ func newWorld(t *testing.T, rng *mrand.Rand, admin *pgx.Conn, cat *sqlcheck.Cata
 		if !slices.ContainsFunc(tables, func(tb *table) bool { return tb.hiding() != "" }) {
 			continue // a round with nothing outside the fences proves little
 		}
-		w.dlg = delegationYAML(t, tables, expires)
+		w.dlg = delegationYAML(t, tables, expires, notesRules()...)
 		d, err := bound.Parse(w.dlg, "noninterference.yaml")
 		if err != nil {
 			t.Fatalf("noninterference: generated delegation does not parse: %v\n%s", err, w.dlg)
@@ -295,9 +298,10 @@ func newWorld(t *testing.T, rng *mrand.Rand, admin *pgx.Conn, cat *sqlcheck.Cata
 		for i := range 3 + own[side].IntN(60) {
 			hrows = append(hrows, randomRow(own[side], hidden, int64((i+1)*10+own[side].IntN(10)), true))
 		}
-		ins = append(ins, insertSQL(hidden, hrows))
+		ins = append(ins, insertSQL(hidden, hrows), notesRows)
 		w.rows[side] = ins
 	}
+	w.notes = true
 	for _, tb := range tables {
 		if _, err := admin.Exec(ctx, "DROP TABLE pg_temp.stage_"+tb.name); err != nil {
 			t.Fatal(err)
@@ -661,8 +665,9 @@ func colNames(cols []column) []string {
 	return out
 }
 
-// delegationYAML writes the delegation as a grantor would.
-func delegationYAML(t *testing.T, tables []*table, expires time.Time) []byte {
+// delegationYAML writes the delegation as a grantor would: the tables'
+// rules, then extra ones.
+func delegationYAML(t *testing.T, tables []*table, expires time.Time, extra ...*rule) []byte {
 	t.Helper()
 	var allow []*rule
 	for _, tb := range tables {
@@ -672,6 +677,7 @@ func delegationYAML(t *testing.T, tables []*table, expires time.Time) []byte {
 			}
 		}
 	}
+	allow = append(allow, extra...)
 	doc := struct {
 		Sentence string  `yaml:"sentence"`
 		Grantee  string  `yaml:"grantee"`
