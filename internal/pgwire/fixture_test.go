@@ -119,6 +119,8 @@ func newFixture(t *testing.T) *fixture {
 		},
 		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}},
 		DefaultWait: 5 * time.Second,
+		// The Pilot's own defaults (pilot.Config).
+		Timeouts: map[string]pgwire.Timeouts{gatewaytest.Target: {Statement: 5 * time.Second, Lock: 2 * time.Second}},
 	})
 	if err != nil {
 		t.Fatal(err)

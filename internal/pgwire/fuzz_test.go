@@ -34,6 +34,8 @@ func (r *recorder) WaitRequest(context.Context, string, string, time.Duration) (
 	return nil, gateway.ErrNotFound
 }
 
+func (r *recorder) SearchPath(string) []string { return []string{"public"} }
+
 func encode(msgs ...pgproto3.FrontendMessage) []byte {
 	var b []byte
 	for _, m := range msgs {
