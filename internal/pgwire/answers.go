@@ -3,6 +3,7 @@ package pgwire
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,9 +25,9 @@ import (
 // SELECT with no FROM (or FROM one answered function, as TypeORM sends
 // SELECT * FROM current_schema()), no clause but its select list, and a
 // select list of constants, casts of them to a few built-in types, and
-// the functions of frontFuncs. Any other function, an operator, a
-// subquery, a column: the statement is not answered here, and takes the
-// statement path as before. Constants are converted with PostgreSQL's
+// the functions of frontFuncs, and +, - and * between integers. Any
+// other function or operator, a subquery, a column: the statement is not
+// answered here, and takes the statement path as before. Constants are converted with PostgreSQL's
 // own rules (types, column names, input syntax, ranges); what the front
 // cannot convert exactly (a float, a typmod, an array literal) is not
 // answered either.
@@ -287,6 +288,9 @@ func evalExpr(n *pg.Node, env *frontEnv) (value, string, int, *wireError) {
 			args[i] = v
 		}
 		return fn.eval(env, args), name, 2, nil
+	case *pg.Node_AExpr:
+		v, werr := arith(x.AExpr, env)
+		return v, "?column?", 0, werr
 	case *pg.Node_SqlvalueFunction:
 		svf, ok := sqlValueFuncs[x.SqlvalueFunction.Op]
 		if !ok || x.SqlvalueFunction.Typmod != -1 {
@@ -295,6 +299,50 @@ func evalExpr(n *pg.Node, env *frontEnv) (value, string, int, *wireError) {
 		return svf.fn(env), svf.name, 2, nil
 	}
 	return value{}, "", 0, errNotAnswered
+}
+
+// arith answers +, - and * between integers (SELECT 1+1 AS result, what
+// Sequelize checks a connection with): the result has the wider type of
+// the two, and out of its range is PostgreSQL's error. Any other operator,
+// or an operand of another type, is not answered.
+func arith(e *pg.A_Expr, env *frontEnv) (value, *wireError) {
+	op, ok := funcName(e.Name)
+	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || !ok || op != "+" && op != "-" && op != "*" || e.Lexpr == nil || e.Rexpr == nil {
+		return value{}, errNotAnswered
+	}
+	var vals [2]value
+	for i, n := range []*pg.Node{e.Lexpr, e.Rexpr} {
+		v, _, _, werr := evalExpr(n, env)
+		if werr != nil {
+			return value{}, werr
+		}
+		if intRanges[v.oid].name == "" {
+			return value{}, errNotAnswered
+		}
+		vals[i] = v
+	}
+	to := vals[0].oid
+	if intRanges[vals[1].oid].max > intRanges[to].max {
+		to = vals[1].oid
+	}
+	if vals[0].null || vals[1].null {
+		return value{oid: to, null: true}, nil
+	}
+	a, _ := new(big.Int).SetString(vals[0].text, 10)
+	b, _ := new(big.Int).SetString(vals[1].text, 10)
+	switch op {
+	case "+":
+		a.Add(a, b)
+	case "-":
+		a.Sub(a, b)
+	default:
+		a.Mul(a, b)
+	}
+	r := intRanges[to]
+	if !a.IsInt64() || a.Int64() < r.min || a.Int64() > r.max {
+		return value{}, errorf(stateOutOfRange, r.name+" out of range")
+	}
+	return value{oid: to, text: a.String()}, nil
 }
 
 // funcName is a function's name when it is unqualified or in pg_catalog.
