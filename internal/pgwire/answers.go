@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,7 +111,7 @@ var frontFuncs = map[string]frontFunc{
 // named; "$user" left out (the agent has no schema of its own).
 func schemas(path []string, implicit bool) []string {
 	var out []string
-	if implicit && !containsString(path, "pg_catalog") {
+	if implicit && !slices.Contains(path, "pg_catalog") {
 		out = append(out, "pg_catalog")
 	}
 	for _, s := range path {
@@ -119,15 +120,6 @@ func schemas(path []string, implicit bool) []string {
 		}
 	}
 	return out
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sqlValueFuncs are the keyword functions answered at the front

@@ -355,6 +355,8 @@ func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDesc
 			size = 8
 		case oidUUID:
 			size = 16
+		case oidName:
+			size = 64
 		}
 		rd.Fields[i] = pgproto3.FieldDescription{Name: []byte(col.name), DataTypeOID: col.oid, DataTypeSize: size,
 			TypeModifier: -1, Format: fmts[i]}

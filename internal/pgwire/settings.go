@@ -630,7 +630,7 @@ func (s *settings) show(v *pg.VariableShowStmt) (*result, *wireError) {
 	val, ok := s.vals[name]
 	if !ok {
 		if name == "statement_timeout" || name == "lock_timeout" || name == "search_path" {
-			return nil, errorf(stateFeature, fmt.Sprintf("%s is not known at this front: the target's own Pilot process sets it", name))
+			return nil, errorf(stateFeature, fmt.Sprintf("%s is not known at this front: the operator sets it in the target's Pilot config, which this front was not given", name))
 		}
 		return nil, errorf(stateUndefinedObject, fmt.Sprintf("unrecognized configuration parameter %q", v.Name))
 	}
