@@ -229,7 +229,13 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 // newPGFront builds the wire front (listen_pg) with the agents' tokens and
 // verifiers and the configured certificate.
 func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgwire.Server, error) {
-	pc := pgwire.Config{Logger: log.With("front", "pgwire")}
+	pc := pgwire.Config{Logger: log.With("front", "pgwire"), Timeouts: map[string]pgwire.Timeouts{}}
+	for _, t := range cfg.Targets {
+		if !t.Remote() {
+			// A remote Pilot's limits are in its own config.
+			pc.Timeouts[t.Name] = pgwire.Timeouts{Statement: t.StatementTimeout.D(), Lock: t.LockTimeout.D()}
+		}
+	}
 	for _, a := range cfg.Agents {
 		pc.Agents = append(pc.Agents, pgwire.Agent{Principal: a.Principal, TokenSHA256: a.TokenSHA256, SCRAM: a.PGSCRAM})
 	}

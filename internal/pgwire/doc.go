@@ -9,10 +9,14 @@
 // makes, with the session's principal and target. The front holds no
 // authority: it decides nothing about a statement's scope, opens nothing
 // on the target, and keeps no state a statement's outcome depends on. What
-// it answers itself (session settings drivers send, harbormaster_wait, the
-// refusals of transactions, COPY and catalog queries) is decided from the
-// statement's text alone, never from the target, so it is the same for
-// every target (DESIGN.md invariant 10).
+// it answers itself (session settings drivers send, the session queries
+// and pool resets of answers.go, harbormaster_wait, the refusals of
+// transactions, COPY and catalog queries) is decided from the statement's
+// parse tree alone and answered from what the session knows (the front's
+// version, the principal, the target's name, the search path and limits
+// the operator pins, the clock), never from the target, so it is the same
+// for every target (DESIGN.md invariant 10). It is neither decided nor
+// recorded: it is not a statement on the target.
 //
 // # Invariants
 //

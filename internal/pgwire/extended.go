@@ -127,7 +127,7 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 	if nf > 1 && nf != len(m.Parameters) {
 		return errorf(stateProtocol, fmt.Sprintf("bind message has %d parameter formats but %d parameters", nf, len(m.Parameters)))
 	}
-	p := &portal{sql: st.sql, tree: st.tree, formats: m.ResultFormatCodes, treeSize: st.treeSize}
+	p := &portal{sql: st.sql, src: st.sql, tree: st.tree, formats: m.ResultFormatCodes, treeSize: st.treeSize}
 	for _, f := range m.ResultFormatCodes {
 		if f != pgtype.TextFormatCode && f != pgtype.BinaryFormatCode {
 			return errorf(stateProtocol, fmt.Sprintf("unsupported format code: %d", f))
@@ -195,10 +195,19 @@ func (c *session) describe(ctx context.Context, m *pgproto3.Describe) *wireError
 		}
 		// Parameters without a declared or cast type are reported as
 		// unspecified (0): the client sends them as text, and PostgreSQL
-		// types their constants from context. The rows are described
-		// when the portal is.
+		// types their constants from context. The rows of a statement
+		// answered here are known now; a governed statement's are
+		// described when the portal is.
+		res, werr := c.describeAnswer(st)
+		if werr != nil {
+			return werr
+		}
 		c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
-		c.send(&pgproto3.NoData{})
+		if res != nil && res.hasRows {
+			c.send(c.rowDescription(res, nil))
+		} else {
+			c.send(&pgproto3.NoData{})
+		}
 		return nil
 	}
 	p, ok := c.portals[m.Name]
@@ -217,11 +226,31 @@ func (c *session) describe(ctx context.Context, m *pgproto3.Describe) *wireError
 	return nil
 }
 
+// describeAnswer is the result of a prepared statement that reads a
+// session value answered here (a SHOW, a SELECT of answers.go), computed
+// without changing anything; nil for any other.
+func (c *session) describeAnswer(st *prepared) (*result, *wireError) {
+	if st.tree == nil || len(st.oids) > 0 {
+		return nil, nil
+	}
+	switch classify(st.tree, st.sql) {
+	case kindShow:
+		return c.settings.show(st.tree.Stmts[0].Stmt.GetVariableShowStmt())
+	case kindFront:
+		res, werr := frontSelect(st.tree.Stmts[0].Stmt.GetSelectStmt(), c.env(st.sql))
+		if werr == errNotAnswered {
+			return nil, nil
+		}
+		return res, werr
+	}
+	return nil, nil
+}
+
 func (c *session) runPortal(ctx context.Context, p *portal) {
 	if p.res != nil || p.err != nil {
 		return
 	}
-	p.res, p.err = c.statement(ctx, p.sql, p.tree)
+	p.res, p.err = c.statement(ctx, p.sql, p.src, p.tree)
 }
 
 func (c *session) execute(ctx context.Context, m *pgproto3.Execute) *wireError {

@@ -84,7 +84,10 @@ type fixture struct {
 
 // Agents: AgentToken has a SCRAM verifier; OtherToken has none, so it may
 // connect over TLS only.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with the system's options changed by opts.
+func newFixtureWith(t *testing.T, opts func(*gatewaytest.Options)) *fixture {
 	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
@@ -96,8 +99,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	conn.Close(t.Context())
-	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"),
-		Keys: gatewaytest.NewKeys(t)})
+	o := gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: gatewaytest.NewKeys(t)}
+	if opts != nil {
+		opts(&o)
+	}
+	sys := gatewaytest.Start(t, o)
 	sys.AddExamples(t)
 	y := kindsDelegation(time.Now().Add(7 * 24 * time.Hour).Truncate(time.Hour))
 	sig := gatewaytest.Sign(t, sys.Opts.Keys.Grantor, gatewaytest.Canonical(t, y, sys.Pilot.Catalog()))
@@ -119,6 +125,8 @@ func newFixture(t *testing.T) *fixture {
 		},
 		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}},
 		DefaultWait: 5 * time.Second,
+		// The Pilot's own defaults (pilot.Config).
+		Timeouts: map[string]pgwire.Timeouts{gatewaytest.Target: {Statement: 5 * time.Second, Lock: 2 * time.Second}},
 	})
 	if err != nil {
 		t.Fatal(err)

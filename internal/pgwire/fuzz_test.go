@@ -34,6 +34,8 @@ func (r *recorder) WaitRequest(context.Context, string, string, time.Duration) (
 	return nil, gateway.ErrNotFound
 }
 
+func (r *recorder) SearchPath(string) []string { return []string{"public"} }
+
 func encode(msgs ...pgproto3.FrontendMessage) []byte {
 	var b []byte
 	for _, m := range msgs {
@@ -57,10 +59,19 @@ func FuzzSession(f *testing.F) {
 		&pgproto3.Execute{MaxRows: 1}, &pgproto3.Close{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}))
 	f.Add(encode(&pgproto3.Query{String: "SELECT harbormaster_wait('req_x', 0.01)"}, &pgproto3.Query{String: "BEGIN"},
 		&pgproto3.Query{String: "COPY orders FROM STDIN"}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.Query{String: "SELECT * FROM pg_class"}))
+	// Session queries and resets answered at the front.
+	f.Add(encode(&pgproto3.Query{String: "SELECT pg_advisory_unlock_all();\nCLOSE ALL;\nUNLISTEN *;\nRESET ALL;"},
+		&pgproto3.Query{String: "SELECT version(), current_schemas(true), 1.5e-3, '7'::int2, NULL::text::int8; SHOW search_path; SET statement_timeout = '1s'"},
+		&pgproto3.Query{String: "SET TIME ZONE INTERVAL '+00:00' HOUR TO MINUTE; DISCARD ALL"},
+		&pgproto3.Query{String: "DO $$ BEGIN PERFORM * FROM pg_listening_channels() LIMIT 1; IF FOUND THEN UNLISTEN *; END IF; END; $$"}))
+	f.Add(encode(&pgproto3.Parse{Name: "v", Query: "SELECT * FROM current_schema() AS s"}, &pgproto3.Describe{ObjectType: 'S', Name: "v"},
+		&pgproto3.Bind{PreparedStatement: "v", ResultFormatCodes: []int16{1}}, &pgproto3.Execute{}, &pgproto3.Parse{Query: "SELECT $1::int4, current_user"},
+		&pgproto3.Bind{Parameters: [][]byte{[]byte("12")}}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{}))
 	f.Add([]byte{'Q', 0, 0, 0, 3})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		rec := &recorder{}
-		srv, err := newServer(rec, []string{"shop"}, Config{MaxMessage: 1 << 16, DefaultWait: time.Millisecond})
+		srv, err := newServer(rec, []string{"shop"}, Config{MaxMessage: 1 << 16, DefaultWait: time.Millisecond,
+			Timeouts: map[string]Timeouts{"shop": {Statement: 5 * time.Second, Lock: 2 * time.Second}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,8 +63,24 @@ type Config struct {
 	// cap); DefaultWait, its wait without a second argument, to 30s.
 	MaxWait     time.Duration
 	DefaultWait time.Duration
-	// ServerVersion is reported as server_version. Defaults to "15.0".
+	// ServerVersion is reported as server_version, and is what version()
+	// and server_version_num answer. Defaults to "15.0".
 	ServerVersion string
+	// Timeouts are the operator's limits for each target, by name, as its
+	// Pilot pins them: a session may SET statement_timeout, lock_timeout
+	// and idle_in_transaction_session_timeout only to keep or tighten
+	// them, and SHOW answers them. A target without an entry (its Pilot
+	// runs in its own process, with its own config) refuses those SETs.
+	Timeouts map[string]Timeouts
+}
+
+// Timeouts are a target's limits on one statement (0: none).
+type Timeouts struct {
+	Statement time.Duration
+	Lock      time.Duration
+	// IdleInTransaction bounds a session idle inside a transaction; the
+	// front holds none open between statements, so it defaults to none.
+	IdleInTransaction time.Duration
 }
 
 // WithDefaults fills unset fields.
@@ -109,10 +125,29 @@ type agent struct {
 }
 
 // statementPath is what the front asks of the gateway: the call POST
-// /v1/statements makes, and the wait of GET /v1/requests/{id}.
+// /v1/statements makes, the wait of GET /v1/requests/{id}, and the search
+// path the target's Pilot pins.
 type statementPath interface {
 	Submit(ctx context.Context, principal, target, sql string) (*gateway.Response, error)
 	WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*gateway.RequestView, error)
+	// SearchPath is the search path the target's Pilot pins for every
+	// statement (its catalog's); nil while it is not known.
+	SearchPath(target string) []string
+}
+
+// gatewayPath is the gateway as the front's statement path.
+type gatewayPath struct{ *gateway.Gateway }
+
+func (g gatewayPath) SearchPath(target string) []string {
+	p, ok := g.Pilot(target)
+	if !ok {
+		return nil
+	}
+	cat := p.Catalog()
+	if cat == nil {
+		return nil
+	}
+	return cat.SearchPath()
 }
 
 // Server is the wire front. Every statement it does not answer itself
@@ -146,7 +181,7 @@ type Server struct {
 
 // New builds the front over a gateway.
 func New(gw *gateway.Gateway, cfg Config) (*Server, error) {
-	return newServer(gw, gw.Targets(), cfg)
+	return newServer(gatewayPath{gw}, gw.Targets(), cfg)
 }
 
 func newServer(gw statementPath, targets []string, cfg Config) (*Server, error) {
@@ -425,7 +460,7 @@ func (s *Server) login(ctx context.Context, conn net.Conn, be *pgproto3.Backend,
 	if !s.targets[target] {
 		return nil, sendFatal(be, fatal(stateNoDatabase, fmt.Sprintf("database %q does not exist: the database name is the target's name", target)))
 	}
-	if werr := newSettings(s.cfg.ServerVersion, principal, nil).applyStartup(p); werr != nil {
+	if _, werr := newSettings(s.facts(principal, target), p); werr != nil {
 		return nil, sendFatal(be, werr)
 	}
 	if !s.admit(principal) {
@@ -565,7 +600,11 @@ func (s *Server) cancel(m *pgproto3.CancelRequest) {
 func (s *Server) newSession(conn net.Conn, be *pgproto3.Backend, principal, target string, startup map[string]string) *session {
 	sess := &session{srv: s, conn: conn, be: be, principal: principal, target: target,
 		stmts: map[string]*prepared{}, portals: map[string]*portal{}, secret: make([]byte, 4)}
-	sess.settings = newSettings(s.cfg.ServerVersion, principal, startup)
+	// login refused a startup the settings cannot take.
+	sess.settings, _ = newSettings(s.facts(principal, target), startup)
+	if sess.settings == nil {
+		sess.settings, _ = newSettings(s.facts(principal, target), nil)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -579,6 +618,15 @@ func (s *Server) newSession(conn net.Conn, be *pgproto3.Backend, principal, targ
 			return sess
 		}
 	}
+}
+
+// facts are what a new session of principal on target knows of itself.
+func (s *Server) facts(principal, target string) sessionFacts {
+	f := sessionFacts{version: s.cfg.ServerVersion, principal: principal, target: target, searchPath: s.gw.SearchPath(target)}
+	if t, ok := s.cfg.Timeouts[target]; ok {
+		f.limits = &t
+	}
+	return f
 }
 
 func (s *Server) forget(sess *session) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ type prepared struct {
 // portal is a Bind message's statement, with its result once it ran.
 type portal struct {
 	sql  string // the text with every parameter inlined
+	src  string // the text the tree was parsed from
 	tree *pg.ParseResult
 	// treeSize estimates the tree's memory: the prepared statement's.
 	treeSize int
@@ -203,11 +205,17 @@ func (c *session) simple(ctx context.Context, sql string) {
 	tree, perr := parseText(sql)
 	if perr != nil {
 		tree = nil // the statement path rejects it, recorded
-	} else if classify(tree) == kindEmpty {
-		c.send(&pgproto3.EmptyQueryResponse{})
-		return
+	} else {
+		switch classify(tree, sql) {
+		case kindEmpty:
+			c.send(&pgproto3.EmptyQueryResponse{})
+			return
+		case kindBatch:
+			c.simpleBatch(tree, sql)
+			return
+		}
 	}
-	res, werr := c.statement(ctx, sql, tree)
+	res, werr := c.statement(ctx, sql, sql, tree)
 	if werr != nil {
 		c.send(werr.response())
 		return
@@ -215,6 +223,54 @@ func (c *session) simple(ctx context.Context, sql string) {
 	if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
 		c.send(werr.response())
 	}
+}
+
+// simpleBatch answers a Query of several statements, each answered here,
+// as PostgreSQL runs one: a result for each, in order; at the first error
+// the rest do not run and the settings the earlier ones changed are
+// undone (their implicit transaction rolls back), and the ParameterStatus
+// of what changed goes out only once all succeeded.
+func (c *session) simpleBatch(tree *pg.ParseResult, sql string) {
+	results, werr := c.batch(tree, sql)
+	var statuses []*pgproto3.ParameterStatus
+	for _, r := range results {
+		statuses = append(statuses, r.statuses...)
+		r.statuses = nil
+		if _, _, err := c.sendResult(r, nil, false, 0, -1); err != nil {
+			c.send(err.response())
+			return
+		}
+	}
+	if werr != nil {
+		c.send(werr.response())
+		return
+	}
+	for _, ps := range statuses {
+		c.send(ps)
+	}
+}
+
+// batch runs the statements of a kindBatch text: the results of those
+// that ran, and the error that stopped the rest.
+func (c *session) batch(tree *pg.ParseResult, sql string) ([]*result, *wireError) {
+	before := maps.Clone(c.settings.vals)
+	var out []*result
+	for _, st := range tree.Stmts {
+		one := &pg.ParseResult{Version: tree.Version, Stmts: []*pg.RawStmt{st}}
+		var res *result
+		var werr *wireError
+		if d := st.Stmt.GetDiscardStmt(); d != nil && d.Target == pg.DiscardMode_DISCARD_ALL {
+			werr = errorf(stateActiveTransaction, "DISCARD ALL cannot run inside a transaction block")
+		} else {
+			res, werr = c.answer(one, sql)
+		}
+		if werr != nil {
+			c.settings.vals = before
+			return out, werr
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }
 
 // sendResult writes a result's rows (from row sent, at most limit when
@@ -299,6 +355,8 @@ func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDesc
 			size = 8
 		case oidUUID:
 			size = 16
+		case oidName:
+			size = 64
 		}
 		rd.Fields[i] = pgproto3.FieldDescription{Name: []byte(col.name), DataTypeOID: col.oid, DataTypeSize: size,
 			TypeModifier: -1, Format: fmts[i]}
@@ -306,8 +364,10 @@ func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDesc
 	return rd
 }
 
-// statement runs one text: answered here, or on the statement path.
-func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResult) (*result, *wireError) {
+// statement runs one text: answered here, or on the statement path. src
+// is the text the tree was parsed from (its locations point into it),
+// which for a bound portal is not the inlined sql.
+func (c *session) statement(ctx context.Context, sql, src string, tree *pg.ParseResult) (*result, *wireError) {
 	if tree == nil {
 		verb, ok := quickVerb(sql)
 		if !ok {
@@ -315,34 +375,28 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 		}
 		return c.governed(ctx, sql, verb)
 	}
-	k := kindGoverned
-	if tree != nil {
-		k = classify(tree)
-	}
-	switch k {
+	switch classify(tree, src) {
 	case kindEmpty:
 		return &result{empty: true}, nil
-	case kindSet:
-		return c.settings.set(tree)
-	case kindShow:
-		return c.settings.show(tree.Stmts[0].Stmt.GetVariableShowStmt())
+	case kindBatch:
+		// Several statements in one Parse: the last one's result, with
+		// what every one changed reported.
+		results, werr := c.batch(tree, src)
+		if werr != nil {
+			return nil, werr
+		}
+		var statuses []*pgproto3.ParameterStatus
+		for _, r := range results {
+			statuses = append(statuses, r.statuses...)
+		}
+		last := results[len(results)-1]
+		last.statuses = statuses
+		return last, nil
 	case kindTxn:
 		return nil, &wireError{Code: stateFeature, Message: "explicit transactions are not supported: each statement runs in its own governed transaction, which Harbormaster commits or rolls back",
 			Hint: "send each statement on its own, without BEGIN, COMMIT or ROLLBACK"}
 	case kindCopy:
 		return nil, errorf(stateFeature, "COPY is not supported: send INSERT or SELECT statements")
-	case kindDeallocate:
-		d := tree.Stmts[0].Stmt.GetDeallocateStmt()
-		if d.Isall {
-			clear(c.stmts)
-			return &result{tag: "DEALLOCATE ALL"}, nil
-		}
-		delete(c.stmts, d.Name)
-		return &result{tag: "DEALLOCATE"}, nil
-	case kindDiscard:
-		clear(c.stmts)
-		clear(c.portals)
-		return &result{tag: "DISCARD ALL"}, nil
 	case kindCatalog:
 		return nil, &wireError{Code: stateFeature,
 			Message: "catalog queries (pg_catalog, information_schema) are not answered: the tables you may use are those your delegations name",
@@ -350,8 +404,77 @@ func (c *session) statement(ctx context.Context, sql string, tree *pg.ParseResul
 	case kindWait:
 		a, _ := waitCall(tree.Stmts[0].Stmt.GetSelectStmt())
 		return c.wait(ctx, a)
+	case kindGoverned:
+		return c.governed(ctx, sql, verbOf(tree))
 	}
-	return c.governed(ctx, sql, verbOf(tree))
+	res, werr := c.answer(tree, src)
+	if werr == errNotAnswered {
+		return c.governed(ctx, sql, verbOf(tree))
+	}
+	return res, werr
+}
+
+// answer answers one statement the front answers from the session alone
+// (a batchable kind): never from the target, never queued, not recorded.
+func (c *session) answer(tree *pg.ParseResult, src string) (*result, *wireError) {
+	n := tree.Stmts[0].Stmt
+	switch classify(tree, src) {
+	case kindSet:
+		return c.settings.set(tree)
+	case kindShow:
+		return c.settings.show(n.GetVariableShowStmt())
+	case kindFront:
+		return frontSelect(n.GetSelectStmt(), c.env(src))
+	case kindDeallocate:
+		d := n.GetDeallocateStmt()
+		if d.Isall {
+			clear(c.stmts)
+			return &result{tag: "DEALLOCATE ALL"}, nil
+		}
+		if _, ok := c.stmts[d.Name]; !ok {
+			return nil, errorf(stateUndefinedPrepared, fmt.Sprintf("prepared statement %q does not exist", d.Name))
+		}
+		delete(c.stmts, d.Name)
+		return &result{tag: "DEALLOCATE"}, nil
+	case kindDiscard:
+		switch n.GetDiscardStmt().Target {
+		case pg.DiscardMode_DISCARD_ALL:
+			// DISCARD ALL is RESET ALL, DEALLOCATE ALL, CLOSE ALL,
+			// UNLISTEN * and the rest, which hold nothing here.
+			clear(c.stmts)
+			clear(c.portals)
+			res := c.settings.resetAll()
+			res.tag = "DISCARD ALL"
+			return res, nil
+		case pg.DiscardMode_DISCARD_PLANS:
+			return &result{tag: "DISCARD PLANS"}, nil
+		case pg.DiscardMode_DISCARD_SEQUENCES:
+			return &result{tag: "DISCARD SEQUENCES"}, nil
+		}
+		return &result{tag: "DISCARD TEMP"}, nil
+	case kindClose:
+		// The session's cursors are its portals.
+		name := n.GetClosePortalStmt().Portalname
+		if name == "" {
+			clear(c.portals)
+			return &result{tag: "CLOSE CURSOR ALL"}, nil
+		}
+		if _, ok := c.portals[name]; !ok {
+			return nil, errorf(stateUndefinedPortal, fmt.Sprintf("cursor %q does not exist", name))
+		}
+		delete(c.portals, name)
+		return &result{tag: "CLOSE CURSOR"}, nil
+	case kindUnlisten:
+		return &result{tag: "UNLISTEN"}, nil
+	case kindResetDo:
+		return &result{tag: "DO"}, nil
+	}
+	return nil, errNotAnswered
+}
+
+// env is what an answer at the front reads.
+func (c *session) env(src string) *frontEnv {
+	return &frontEnv{facts: c.settings.facts, now: c.srv.cfg.Clock(), sql: src}
 }
 
 // firstNormalOID is PostgreSQL's FirstNormalObjectId. A type OID from it

@@ -153,28 +153,40 @@ const (
 	kindCatalog                // reads pg_catalog or information_schema: refused
 	kindCopy                   // COPY: refused
 	kindDeallocate             // DEALLOCATE: answered here
-	kindDiscard                // DISCARD ALL: answered here
+	kindDiscard                // DISCARD: answered here
+	kindFront                  // a SELECT of constants and session functions (answers.go): answered here
+	kindClose                  // CLOSE a cursor, or ALL: answered here
+	kindUnlisten               // UNLISTEN: answered here (the front never listens)
+	kindResetDo                // the DO block of asyncpg's reset: answered here
+	kindBatch                  // several statements, each answered here
 )
 
-// classify says what the front does with a parsed text. Several
-// statements go to the statement path together (which refers them as a
-// whole, as it does over HTTP) unless every one is a session setting.
-func classify(tree *pg.ParseResult) kind {
+// batchable are the kinds a text of several statements may hold and still
+// be answered here, statement by statement (session resets: RESET ALL;
+// CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all()).
+var batchable = map[kind]bool{kindSet: true, kindShow: true, kindDeallocate: true, kindDiscard: true, kindFront: true,
+	kindClose: true, kindUnlisten: true, kindResetDo: true}
+
+// classify says what the front does with a parsed text (sql is its text,
+// or "" when the tree is no longer the text's). Several statements go to
+// the statement path together (which refers them as a whole, as it does
+// over HTTP) unless every one is answered here.
+func classify(tree *pg.ParseResult, sql string) kind {
 	if len(tree.Stmts) == 0 {
 		return kindEmpty
 	}
 	if len(tree.Stmts) > 1 {
 		for _, s := range tree.Stmts {
-			if stmtKind(s.Stmt) != kindSet {
+			if !batchable[stmtKind(s.Stmt, sql)] {
 				return kindGoverned
 			}
 		}
-		return kindSet
+		return kindBatch
 	}
-	return stmtKind(tree.Stmts[0].Stmt)
+	return stmtKind(tree.Stmts[0].Stmt, sql)
 }
 
-func stmtKind(n *pg.Node) kind {
+func stmtKind(n *pg.Node, sql string) kind {
 	switch x := n.GetNode().(type) {
 	case *pg.Node_VariableSetStmt:
 		return kindSet
@@ -188,15 +200,50 @@ func stmtKind(n *pg.Node) kind {
 		return kindDeallocate
 	case *pg.Node_DiscardStmt:
 		return kindDiscard
+	case *pg.Node_ClosePortalStmt:
+		return kindClose
+	case *pg.Node_UnlistenStmt:
+		return kindUnlisten
+	case *pg.Node_DoStmt:
+		if isResetDo(x.DoStmt) {
+			return kindResetDo
+		}
 	case *pg.Node_SelectStmt:
 		if _, ok := waitCall(x.SelectStmt); ok {
 			return kindWait
+		}
+		if _, werr := frontSelect(x.SelectStmt, &frontEnv{sql: sql}); werr != errNotAnswered {
+			return kindFront
 		}
 	}
 	if readsCatalog(n) {
 		return kindCatalog
 	}
 	return kindGoverned
+}
+
+// resetDoBody is the DO block asyncpg (before 0.30) sends in its reset
+// batch, words separated by single spaces: it unlistens when the session
+// listens, which a session of the front never does.
+const resetDoBody = "BEGIN PERFORM * FROM pg_listening_channels() LIMIT 1; IF FOUND THEN UNLISTEN *; END IF; END;"
+
+func isResetDo(d *pg.DoStmt) bool {
+	body, lang := "", "plpgsql"
+	for _, a := range d.Args {
+		de := a.GetDefElem()
+		if de == nil {
+			return false
+		}
+		switch de.Defname {
+		case "as":
+			body = de.Arg.GetString_().GetSval()
+		case "language":
+			lang = de.Arg.GetString_().GetSval()
+		default:
+			return false
+		}
+	}
+	return lang == "plpgsql" && strings.Join(strings.Fields(body), " ") == resetDoBody
 }
 
 // readsCatalog reports a statement naming a relation in pg_catalog or
@@ -294,7 +341,8 @@ func verbOf(tree *pg.ParseResult) string {
 // quickVerb recognizes, without parsing, a text that can only be a
 // governed statement: it starts with SELECT, INSERT, UPDATE or DELETE and
 // names nothing the front answers itself (no pg_ or information_schema
-// relation, no harbormaster_wait, no parameter). Anything else is parsed
+// relation, no harbormaster_wait, no parameter, no session function, and
+// a SELECT has a FROM). Anything else is parsed
 // (classify). Either way the statement path parses it for its decision;
 // this spares the front a second parse of the common case.
 func quickVerb(sql string) (string, bool) {
@@ -319,6 +367,18 @@ func quickVerb(sql string) (string, bool) {
 	if strings.Contains(lower, "pg_") || strings.Contains(lower, "information_schema") || strings.Contains(lower, "harbormaster_wait") ||
 		strings.Contains(lower, "harbormaster.wait") || strings.ContainsRune(sql, '$') {
 		return "", false
+	}
+	if verb == "SELECT" {
+		// A SELECT without FROM, or naming a function answered here, may
+		// be a session query (answers.go).
+		if !strings.Contains(lower, "from") {
+			return "", false
+		}
+		for name := range frontFuncs {
+			if strings.Contains(lower, name) {
+				return "", false
+			}
+		}
 	}
 	return verb, true
 }
