@@ -36,7 +36,7 @@ func BenchmarkPreview(b *testing.B) {
 			return fmt.Sprintf("DELETE FROM orders WHERE id = %d AND total_cents <> %d", 1+i%240, -i)
 		}},
 		{"insert-1-row", func(i int) string {
-			return fmt.Sprintf("INSERT INTO orders (id, customer_id, status, total_cents) VALUES (%d, %d, 'pending', %d)", 100000+i, 1+i%20, i)
+			return fmt.Sprintf("INSERT INTO orders (id, customer_id, status, total_cents, created_at) VALUES (%d, %d, 'pending', %d, now())", 100000+i, 1+i%20, i)
 		}},
 		{"update-240-rows", func(i int) string {
 			return fmt.Sprintf("UPDATE orders SET total_cents = total_cents + %d", i)
