@@ -1,7 +1,9 @@
 package pilot_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -17,24 +19,7 @@ import (
 func TestApprovedWriteStopsAtItsCap(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, f.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE public.notes (id serial PRIMARY KEY, body text)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.pilot.RefreshCatalog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := func() int64 {
-		var n int64
-		if err := conn.QueryRow(ctx, "SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM public.notes_id_seq").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	next := f.notes(t)
 	for _, c := range []struct {
 		sql  string
 		rows int64
@@ -55,5 +40,32 @@ func TestApprovedWriteStopsAtItsCap(t *testing.T) {
 		if n, err := f.pilot.RunApprovedGuarded(ctx, c.sql, c.rows); err != nil || n != c.rows {
 			t.Errorf("%s under an approval of its %d rows: %d, %v", c.sql, c.rows, n, err)
 		}
+	}
+}
+
+// notes creates public.notes (a serial id and a body) on the fixture's
+// target, has the Pilot read it, and returns the id its next insert
+// would draw.
+func (f *fixture) notes(t *testing.T, extra ...string) (next func() int64) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	cols := strings.Join(append([]string{"id serial PRIMARY KEY", "body text"}, extra...), ", ")
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.notes ("+cols+")"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pilot.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func() int64 {
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM public.notes_id_seq").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }

@@ -12,6 +12,27 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
+// benchTarget is a connection to a fresh database holding the shop
+// example with its data and the Pilot's target init.
+func benchTarget(b *testing.B) *pgx.Conn {
+	ctx := context.Background()
+	dsn := pgtmptest.NewDatabase(b, shared.Server(b))
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []string{"shop.sql", "shop_data.sql"} {
+		sql, _ := examples.FS.ReadFile(f)
+		if _, err := conn.Exec(ctx, string(sql), pgx.QueryExecModeSimpleProtocol); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, pilot.InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+		b.Fatal(err)
+	}
+	return conn
+}
+
 // BenchmarkFenceForms measures what PostgreSQL spends on a fenced
 // single-row read and write by primary key, a new literal every time (so
 // every statement is parsed and planned), in three forms side by side: the
@@ -22,21 +43,8 @@ import (
 //	go test -run '^$' -bench FenceForms -benchtime 5000x ./internal/pilot/
 func BenchmarkFenceForms(b *testing.B) {
 	ctx := context.Background()
-	dsn := pgtmptest.NewDatabase(b, shared.Server(b))
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := benchTarget(b)
 	defer conn.Close(ctx)
-	for _, f := range []string{"shop.sql", "shop_data.sql"} {
-		sql, _ := examples.FS.ReadFile(f)
-		if _, err := conn.Exec(ctx, string(sql), pgx.QueryExecModeSimpleProtocol); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := conn.Exec(ctx, pilot.InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		b.Fatal(err)
-	}
 	const view = "harbormaster.bench_fence"
 	if _, err := conn.Exec(ctx, "CREATE VIEW "+view+" WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM public.customers WHERE region = 'EU'"); err != nil {
 		b.Fatal(err)

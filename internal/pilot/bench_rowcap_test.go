@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/harbormaster-dev/harbormaster/examples"
-	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
@@ -23,21 +21,8 @@ import (
 //	go test -run '^$' -bench RowCap -benchtime 2000x ./internal/pilot/
 func BenchmarkRowCap(b *testing.B) {
 	ctx := context.Background()
-	dsn := pgtmptest.NewDatabase(b, shared.Server(b))
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := benchTarget(b)
 	defer conn.Close(ctx)
-	for _, f := range []string{"shop.sql", "shop_data.sql"} {
-		sql, _ := examples.FS.ReadFile(f)
-		if _, err := conn.Exec(ctx, string(sql), pgx.QueryExecModeSimpleProtocol); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := conn.Exec(ctx, pilot.InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		b.Fatal(err)
-	}
 	for _, n := range []int{1, 200} {
 		where := func(i int) string { return fmt.Sprintf("id = %d", 1+i%240) }
 		if n > 1 {

@@ -20,29 +20,19 @@ import (
 func TestPreviewShowsWithoutRunning(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
+	seq := f.notes(t, "kind text DEFAULT 'memo'", "at timestamptz DEFAULT now()")
 	conn, err := pgx.Connect(ctx, f.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	for _, ddl := range []string{
-		"CREATE TABLE public.notes (id serial PRIMARY KEY, body text NOT NULL, kind text DEFAULT 'memo', at timestamptz DEFAULT now())",
 		"CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$",
 		"CREATE TRIGGER notes_touch BEFORE INSERT ON public.notes FOR EACH ROW EXECUTE FUNCTION public.touch()",
 	} {
 		if _, err := conn.Exec(ctx, ddl); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := f.pilot.RefreshCatalog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	seq := func() int64 {
-		var n int64
-		if err := conn.QueryRow(ctx, "SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM public.notes_id_seq").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
 	}
 	before := f.snapshot(t, "customers") + f.snapshot(t, "orders")
 	nextID := seq()
