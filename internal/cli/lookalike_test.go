@@ -21,25 +21,9 @@ import (
 // in that list, where it is named.
 func TestQueueShowMarksLookalikes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
-	gatewaytest.LoadShop(t, dsn)
-	keys := gatewaytest.NewKeys(t)
-	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
-	api := httptest.NewServer(sys.API.Handler())
-	defer api.Close()
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "bob")
-	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const sql = "UPDATE customers SET email = 'ann@ex\u0430mple.com', name = 'A\u2800B\u3000C\u00a0D ⟦U+0041⟧' WHERE id = 21"
-	resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, sql)
-	if err != nil || resp.Outcome != gateway.OutcomeReferred {
-		t.Fatalf("%+v, %v", resp, err)
-	}
-	sys.Previewed(t, resp.RequestID)
-	out, errOut, code := run(t, dir, nil, "queue", "show", resp.RequestID, "--server", api.URL, "--key", keyFile)
+	id, queue := referredQueue(t, sql)
+	out, errOut, code := queue("show", id)
 	if code != 0 {
 		t.Fatalf("queue show: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -85,11 +69,37 @@ func TestQueueShowMarksLookalikes(t *testing.T) {
 		}
 	}
 
-	out, errOut, code = run(t, dir, nil, "queue", "list", "--server", api.URL, "--key", keyFile)
+	out, errOut, code = queue("list")
 	if code != 0 {
 		t.Fatalf("queue list: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if !strings.Contains(out, email) || !strings.Contains(out, `    look-alike characters, marked ⟦…⟧: Cyrillic "а" (U+0430 CYRILLIC SMALL LETTER A) looks like Latin "a"; U+2800`) {
 		t.Errorf("queue list does not mark or list the look-alikes:\n%s", out)
+	}
+}
+
+// referredQueue submits sql as the agent to a fresh system (it must be
+// referred), has a human's preview computed, and returns its request id and
+// a runner of harbormaster queue as bob against that system.
+func referredQueue(t *testing.T, sql string) (string, func(args ...string) (stdout, stderr string, code int)) {
+	t.Helper()
+	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
+	gatewaytest.LoadShop(t, dsn)
+	keys := gatewaytest.NewKeys(t)
+	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
+	api := httptest.NewServer(sys.API.Handler())
+	t.Cleanup(api.Close)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "bob")
+	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := sys.Gateway.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, sql)
+	if err != nil || resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v, %v", resp, err)
+	}
+	sys.Previewed(t, resp.RequestID)
+	return resp.RequestID, func(args ...string) (string, string, int) {
+		return run(t, dir, nil, append(append([]string{"queue"}, args...), "--server", api.URL, "--key", keyFile)...)
 	}
 }

@@ -1,17 +1,9 @@
 package cli_test
 
 import (
-	"context"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
-	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 // TestQueueShowMarksHiddenCharacters: queue show is the CLI's signing
@@ -25,25 +17,9 @@ import (
 // read as floats, so an integer past 2^53 printed as another value.
 func TestQueueShowMarksHiddenCharacters(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
-	gatewaytest.LoadShop(t, dsn)
-	keys := gatewaytest.NewKeys(t)
-	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
-	api := httptest.NewServer(sys.API.Handler())
-	defer api.Close()
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "bob")
-	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const sql = "UPDATE orders SET status = 'x\u202e \u2066AND id = 5\u2069 \u2066\u009b2J\u200b', total_cents = 9007199254740993 WHERE status <> 'y'"
-	resp, err := sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, sql)
-	if err != nil || resp.Outcome != gateway.OutcomeReferred {
-		t.Fatalf("%+v, %v", resp, err)
-	}
-	sys.Previewed(t, resp.RequestID)
-	out, errOut, code := run(t, dir, nil, "queue", "show", resp.RequestID, "--server", api.URL, "--key", keyFile)
+	id, queue := referredQueue(t, sql)
+	out, errOut, code := queue("show", id)
 	if code != 0 {
 		t.Fatalf("queue show: exit %d\n%s\n%s", code, out, errOut)
 	}
