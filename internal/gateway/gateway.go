@@ -302,23 +302,21 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	// 2 parse with the real Postgres parser.
 	a, key := g.analyze(sql, p.Catalog())
 	req.Canonical = a.Canonical
-	if a.Unparseable() {
-		r := a.Reasons[0]
+	// A statement that does not parse, or that no human could approve
+	// (several statements, DDL, a placeholder: known from the text alone),
+	// is answered as an error at once rather than queued for a human who
+	// could only deny it (sqlcheck.Analysis.Rejected, which the backtest
+	// reads too).
+	if r, ok := a.Rejected(); ok {
 		req.Outcome, req.Reasons = OutcomeRejected, []string{r.String()}
 		if err := g.decide(ctx, req, nil, nil); err != nil {
 			return nil, err
 		}
-		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: r.Message}
-	}
-	// A statement no human could approve (several statements, DDL, a
-	// placeholder: known from the text alone) is answered as an error at
-	// once rather than queued for a human who could only deny it.
-	if r, ok := a.Unapprovable(); ok {
-		req.Outcome, req.Reasons = OutcomeRejected, []string{r.String()}
-		if err := g.decide(ctx, req, nil, nil); err != nil {
-			return nil, err
+		msg := r.Message
+		if !a.Unparseable() {
+			msg += "; it was not queued, since no human could approve it"
 		}
-		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: r.Message + "; it was not queued, since no human could approve it"}
+		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: msg}
 	}
 
 	// 3 static check against each active delegation of (principal, target).
