@@ -13,6 +13,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // MaxWait caps request_status's wait_seconds, as the HTTP API caps its
@@ -355,7 +356,7 @@ func tablesText(v *httpapi.TablesView) string {
 		}
 		b.WriteString("\nrules:")
 		for _, r := range t.Rules {
-			fmt.Fprintf(&b, "\n  %s rule %d: %s %s", r.DelegationID, r.Rule, r.Op, strings.Join(r.Columns, ", "))
+			fmt.Fprintf(&b, "\n  %s rule %d: %s %s", r.DelegationID, r.Rule, r.Op, strings.Join(quoted(r.Columns), ", "))
 			if r.Fence != "" {
 				fmt.Fprintf(&b, "; fence: %s", r.Fence)
 			}
@@ -379,10 +380,20 @@ func tablesText(v *httpapi.TablesView) string {
 			if len(may) == 0 {
 				may = []string{"not covered: a statement that mentions it is referred to a human"}
 			}
-			fmt.Fprintf(&b, "\n  %s %s: %s", c.Name, c.Type, strings.Join(may, ", "))
+			fmt.Fprintf(&b, "\n  %s %s: %s", sqlcheck.QuoteIdent(c.Name), c.Type, strings.Join(may, ", "))
 		}
 	}
 	return b.String()
+}
+
+// quoted is column names as a statement must write them (a reserved word
+// such as "end" or "order", or a name with capitals, in double quotes).
+func quoted(cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = sqlcheck.QuoteIdent(c)
+	}
+	return out
 }
 
 func refs(rs []httpapi.RuleRef) string {
