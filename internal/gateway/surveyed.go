@@ -121,7 +121,7 @@ func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d 
 	in := surveyor.Input{Sentence: d.Bound.Sentence, Residual: residual, Bound: strings.Join(summaries, "; "),
 		Statement: req.Canonical, Rehearsal: string(report)}
 	j := g.cfg.Surveyor.Judge(ctx, in)
-	s := &surveyed{judgment: j, id: newID("jdg_"), rehearsal: reh, report: report, input: in}
+	s := &surveyed{judgment: j, id: newID("jdg_", req.Created), rehearsal: reh, report: report, input: in}
 	return s, "", nil
 }
 
