@@ -1,0 +1,31 @@
+// Package gateway is the statement path of DESIGN.md section 3, between
+// the fronts (HTTP, MCP, the wire front) and the Pilot, and the desk for
+// the humans' acts on it.
+//
+// Gateway.Submit takes one statement from an authenticated principal and
+// walks the numbered steps in order: parse with the real PostgreSQL
+// parser (a statement that does not parse, or that no human could
+// approve, is rejected at once: sqlcheck.Analysis.Rejected); check it
+// against each delegation in force for the principal and target
+// (sqlcheck, remembered per shape in checks.go); route it (route.Of: the
+// compiled path, the surveyed path of surveyed.go, or refer); record the
+// decision in the logbook before any marque leaves; mint the marque; have
+// the Pilot verify everything again and execute under guards; record the
+// outcome; answer the agent.
+//
+// A referred statement is only queued (queue.go, request.go): nothing of
+// it runs before a human asks, and then only its read-only preview
+// (previews.go, pilot.Pilot.Preview). The humans' signed acts (delegations,
+// approvals, denials, revocations, enablements, reviews) go through one
+// mechanism (acts.go); an approval binds the preview's digest, and
+// the Pilot runs the statement only if it still reaches and writes what
+// the preview showed. Delegations in force and their refresh and expiry
+// are in delegations.go, flood admission in floods.go, the clock-skew
+// check in clock.go, the queue's webhook in queue.go, and the
+// background services (reconciliation, refresh, expiry) in services.go.
+//
+// What the agent can observe through this package is bounded by
+// invariant 10: a request's preview, detail and digests are shown to
+// humans only (Gateway.Request), and a refusal reaches the agent as a
+// fixed text per class, the target's own words going to the humans.
+package gateway
