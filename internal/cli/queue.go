@@ -405,12 +405,8 @@ func printPreview(e *env, v *gateway.RequestView) {
 }
 
 // asWrittenValue is a value a preview shows as the statement wrote it: it
-// prints as <expression, when it runs>.
+// prints as <expression, when it runs> (imageValue).
 type asWrittenValue string
-
-func (a asWrittenValue) MarshalJSON() ([]byte, error) {
-	return json.Marshal("<" + string(a) + ", when it runs>")
-}
 
 // imageValue is one value of a row image as printed: JSON, strings
 // quoted, and a value shown as written unquoted as <expression, when it
@@ -443,8 +439,7 @@ func imageTexts(sets ...[]map[string]any) []string {
 			for _, k := range slices.Sorted(maps.Keys(r)) {
 				v, ok := r[k].(string)
 				if !ok {
-					b, _ := json.Marshal(r[k])
-					v = string(b)
+					v = imageValue(r[k])
 				}
 				out = append(out, k, v)
 			}
