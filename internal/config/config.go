@@ -60,6 +60,10 @@ type Config struct {
 	// PGTLS is the wire front's certificate. Without it the front offers
 	// no TLS, and only agents with a pg_scram verifier can connect.
 	PGTLS PGTLS `yaml:"pg_tls"`
+	// PGTransactions bounds the wire front's transactions (BEGIN ...
+	// COMMIT), each of which holds one of its target Pilot's connections
+	// while it is open.
+	PGTransactions PGTransactions `yaml:"pg_transactions"`
 	// Store is the control store: the path of a SQLite file (one node),
 	// or a postgres:// or postgresql:// URL of a PostgreSQL database that
 	// several nodes share (docs/operations.md). A URL may leave the
@@ -192,6 +196,18 @@ type PGTLS struct {
 	// Cert and Key are the certificate chain and its key. Both or neither.
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+}
+
+// PGTransactions bounds the wire front's transactions.
+type PGTransactions struct {
+	// IdleTimeout ends a session idle this long inside a transaction,
+	// rolling it back. Defaults to 60s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxDuration rolls back a transaction open longer. Defaults to 10m.
+	MaxDuration Duration `yaml:"max_duration"`
+	// MaxOpen caps the transactions open at once on each target. Defaults
+	// to 8, a quarter of the Pilot's 32 connections.
+	MaxOpen int `yaml:"max_open"`
 }
 
 // Agent is one agent principal.

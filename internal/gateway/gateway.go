@@ -87,10 +87,17 @@ type Config struct {
 	// the first empty bucket, or "". Nil: this node's own buckets, exact
 	// for one node.
 	SharedQuota func(ctx context.Context, now time.Time, wants []quota.Want) (string, error)
+	// MaxTransactions caps the client transactions (transactions.go) open
+	// at once on each target, each holding one of its Pilot's
+	// connections. Defaults to 8; negative: none may open.
+	MaxTransactions int
 }
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
+	if c.MaxTransactions == 0 {
+		c.MaxTransactions = 8
+	}
 	if c.Name == "" {
 		c.Name = "harbormaster"
 	}
@@ -193,7 +200,12 @@ type Gateway struct {
 	draining bool                     // Drain has begun: record before answering
 
 	reconcileMu sync.Mutex
-	inflight    sync.WaitGroup // execution entries being written after the answer
+
+	// txOpen counts the client transactions open on each target
+	// (transactions.go).
+	txMu     sync.Mutex
+	txOpen   map[string]int
+	inflight sync.WaitGroup // execution entries being written after the answer
 
 	quota        *quota.Limiter
 	http         *http.Client
@@ -305,6 +317,13 @@ func newID(prefix string, at time.Time) string {
 // Submit runs one statement from an authenticated principal through the
 // statement path. The numbered steps are DESIGN.md section 3's.
 func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (resp *Response, err error) {
+	return g.submit(ctx, principal, target, sql, nil)
+}
+
+// submit is Submit, inside the client transaction tx when it is not nil
+// (transactions.go): a statement that runs at once runs in tx's target
+// transaction, and its outcome is recorded when tx ends.
+func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx *Tx) (resp *Response, err error) {
 	now := g.cfg.Clock()
 	defer func() {
 		switch {
@@ -363,6 +382,11 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	}
 	in.Stale = g.delegationsStale()
 	rt := route.Of(in)
+	if rt.Path == route.Surveyed && tx != nil {
+		// The panel judges a statement on its own, against a rehearsal in
+		// a snapshot of its own: not one inside a client's transaction.
+		rt.Path, rt.Reasons = route.Refer, []route.Reason{{Code: route.InTransaction, Text: ReasonSurveyedInTx}}
+	}
 	if rt.Path != route.Refer {
 		if in.Quota = g.takeQuota(ctx, principal, delegs[rt.Chosen]); in.Quota.Empty || in.Quota.Unknown {
 			rt = route.Of(in)
@@ -411,6 +435,16 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		}
 	}
 	evals := rt.Evaluated
+	if tx != nil && req.Path == "" && req.Outcome == OutcomeReferred {
+		req.Reasons = append(req.Reasons, ReasonReferredInTx)
+	}
+	var sess *pilot.Session
+	if tx != nil && req.Path != "" {
+		// The decision names the client transaction's target transaction:
+		// a reconciler leaves the request alone while it is in progress.
+		sess = tx.session()
+		req.TxID = sess.ID()
+	}
 
 	// The marque's id is recorded with the decision: a restart settles a
 	// statement whose outcome nobody recorded by a void receipt under it
@@ -486,6 +520,29 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 		rows := survey.rehearsal.RowsAffected
 		preq.ExpectRows = &rows
 	}
+	if sess != nil {
+		res, err := sess.Execute(ctx, preq)
+		if err != nil {
+			// The transaction's state on the target is unknown: it is
+			// rolled back, with whatever ran in it.
+			tx.lose(ctx)
+			return g.didNotRun(ctx, p, req, err)
+		}
+		if res.Outcome == pilot.Executed {
+			// Its outcome is recorded when the transaction ends.
+			req.applyResult(res)
+			tx.executedIn(req, res)
+			g.cfg.Metrics.FastPath(req.Path, chosen.ID)
+			resp = req.response()
+			resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
+			if res.Rows != nil {
+				resp.Rows = res.Rows
+			}
+			return resp, nil
+		}
+		// Referred by the Pilot: recorded and queued as below.
+		return g.pilotReferred(ctx, req, res, true)
+	}
 	res, err := p.Execute(ctx, preq)
 	if errors.Is(err, pilot.ErrCommitUnknown) {
 		// Only the receipt can tell whether it committed: the request
@@ -502,34 +559,46 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 	// that committed with it already proves the outcome, and if this
 	// process stops first, Reconcile records it from that receipt. Either
 	// way the outcome is recorded even if the agent has gone away.
+	if res.Outcome != pilot.Executed {
+		return g.pilotReferred(ctx, req, res, false)
+	}
 	req.applyResult(res)
-	if res.Outcome == pilot.Executed && survey == nil {
+	if survey == nil {
 		g.recordLater(ctx, req, res)
 	} else if err := g.executed(context.WithoutCancel(ctx), req, res); err != nil {
 		return nil, err
 	}
-	if res.Outcome == pilot.Executed {
-		g.cfg.Metrics.FastPath(req.Path, chosen.ID)
-	}
-	if res.Outcome != pilot.Executed {
-		// Decided to run, then referred by the Pilot: it is queued all the
-		// same, and counts against the referral rate.
-		g.takeReferral(principal)
-		g.referred(req)
-	} else if survey != nil {
+	g.cfg.Metrics.FastPath(req.Path, chosen.ID)
+	if survey != nil {
 		g.sampleAudit(ctx, req, chosen, survey)
 	}
 	// 10 answer the agent.
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	resp = req.response()
-	if res.Outcome == pilot.Executed {
-		resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
-		if res.Rows != nil {
-			// A write without RETURNING has no rows: keep "rows": [].
-			resp.Rows = res.Rows
-		}
+	resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
+	if res.Rows != nil {
+		// A write without RETURNING has no rows: keep "rows": [].
+		resp.Rows = res.Rows
 	}
 	return resp, nil
+}
+
+// pilotReferred records and answers a statement decided to run, then
+// referred by the Pilot: it is queued all the same, and counts against
+// the referral rate. inTx: it ran inside a client transaction, which its
+// refusal aborted.
+func (g *Gateway) pilotReferred(ctx context.Context, req *request, res *pilot.Result, inTx bool) (*Response, error) {
+	req.applyResult(res)
+	if inTx {
+		req.Reasons = append(req.Reasons, ReasonReferredInTx)
+	}
+	if err := g.executed(context.WithoutCancel(ctx), req, res); err != nil {
+		return nil, err
+	}
+	g.takeReferral(req.Principal)
+	g.referred(req)
+	g.cfg.Metrics.PilotRefusal(res.Code)
+	return req.response(), nil
 }
 
 // takeQuota takes a fast-path token from the delegation's bucket (its

@@ -156,7 +156,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		return nil, err
 	}
 	s.gateway, err = gateway.New(ctx, gateway.Config{Name: cfg.Name, Logger: log, QueueTTL: cfg.Queue.TTL.D(), Metrics: s.metrics,
-		ReferralRate: referrals, MaxWaiting: cfg.Queue.MaxWaiting,
+		ReferralRate: referrals, MaxWaiting: cfg.Queue.MaxWaiting, MaxTransactions: cfg.PGTransactions.MaxOpen,
 		Surveyor: panel, Auditor: auditor,
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches,
 		Services: gateway.Services{QueueExpiry: cfg.Services.QueueExpiry.D(), DelegationExpiry: cfg.Services.DelegationExpiry.D(),
@@ -229,11 +229,16 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 // newPGFront builds the wire front (listen_pg) with the agents' tokens and
 // verifiers and the configured certificate.
 func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgwire.Server, error) {
-	pc := pgwire.Config{Logger: log.With("front", "pgwire"), Timeouts: map[string]pgwire.Timeouts{}}
+	pc := pgwire.Config{Logger: log.With("front", "pgwire"), Timeouts: map[string]pgwire.Timeouts{},
+		TransactionIdle: cfg.PGTransactions.IdleTimeout.D(), TransactionMax: cfg.PGTransactions.MaxDuration.D()}
+	idle := pc.TransactionIdle
+	if idle == 0 {
+		idle = pgwire.DefaultTransactionIdle
+	}
 	for _, t := range cfg.Targets {
 		if !t.Remote() {
 			// A remote Pilot's limits are in its own config.
-			pc.Timeouts[t.Name] = pgwire.Timeouts{Statement: t.StatementTimeout.D(), Lock: t.LockTimeout.D()}
+			pc.Timeouts[t.Name] = pgwire.Timeouts{Statement: t.StatementTimeout.D(), Lock: t.LockTimeout.D(), IdleInTransaction: idle}
 		}
 	}
 	for _, a := range cfg.Agents {

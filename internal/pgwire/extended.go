@@ -53,6 +53,11 @@ func (p *prepared) size() int { return len(p.sql) + p.treeSize }
 func (p *portal) size() int { return len(p.sql) + p.treeSize }
 
 func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
+	if c.txn != nil && c.txn.failed {
+		if tree, _ := parseText(m.Query); !exits(tree) {
+			return errFailedTxn
+		}
+	}
 	if _, dup := c.stmts[m.Name]; dup && m.Name != "" {
 		return errorf(stateDuplicatePrepared, fmt.Sprintf("prepared statement %q already exists", m.Name))
 	}

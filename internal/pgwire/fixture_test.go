@@ -89,6 +89,13 @@ func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, ni
 // newFixtureWith is newFixture with the system's options changed by opts.
 func newFixtureWith(t *testing.T, opts func(*gatewaytest.Options)) *fixture {
 	t.Helper()
+	return newFixtureFront(t, opts, nil)
+}
+
+// newFixtureFront is newFixtureWith with the front's config changed by
+// front.
+func newFixtureFront(t *testing.T, opts func(*gatewaytest.Options), front func(*pgwire.Config)) *fixture {
+	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
 	conn, err := pgx.Connect(t.Context(), dsn)
@@ -118,7 +125,7 @@ func newFixtureWith(t *testing.T, opts func(*gatewaytest.Options)) *fixture {
 	}
 	f.pool = x509.NewCertPool()
 	f.pool.AppendCertsFromPEM(pemBytes)
-	f.front, err = pgwire.New(sys.Gateway, pgwire.Config{
+	cfg := pgwire.Config{
 		Agents: []pgwire.Agent{
 			{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)},
 			{Principal: gatewaytest.Other, TokenSHA256: httpapi.HashToken(gatewaytest.OtherToken)},
@@ -127,7 +134,11 @@ func newFixtureWith(t *testing.T, opts func(*gatewaytest.Options)) *fixture {
 		DefaultWait: 5 * time.Second,
 		// The Pilot's own defaults (pilot.Config).
 		Timeouts: map[string]pgwire.Timeouts{gatewaytest.Target: {Statement: 5 * time.Second, Lock: 2 * time.Second}},
-	})
+	}
+	if front != nil {
+		front(&cfg)
+	}
+	f.front, err = pgwire.New(sys.Gateway, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // recorder stands in for the statement path in the fuzz target: it
@@ -35,6 +36,24 @@ func (r *recorder) WaitRequest(context.Context, string, string, time.Duration) (
 }
 
 func (r *recorder) SearchPath(string) []string { return []string{"public"} }
+
+func (r *recorder) BeginTx(string, string, pilot.TxOptions) (txPath, error) {
+	return recorderTx{r}, nil
+}
+
+// recorderTx is a transaction on the recorder: its statements are
+// recorded and referred; its savepoints and ends do nothing.
+type recorderTx struct{ r *recorder }
+
+func (t recorderTx) Submit(ctx context.Context, sql string) (*gateway.Response, error) {
+	return t.r.Submit(ctx, "", "", sql)
+}
+func (recorderTx) SetIsolation(string) bool                 { return true }
+func (recorderTx) Savepoint(context.Context, string) error  { return nil }
+func (recorderTx) Release(context.Context, string) error    { return nil }
+func (recorderTx) RollbackTo(context.Context, string) error { return nil }
+func (recorderTx) Commit(context.Context) error             { return nil }
+func (recorderTx) Rollback(context.Context) error           { return nil }
 
 func encode(msgs ...pgproto3.FrontendMessage) []byte {
 	var b []byte
@@ -67,6 +86,14 @@ func FuzzSession(f *testing.F) {
 	f.Add(encode(&pgproto3.Parse{Name: "v", Query: "SELECT * FROM current_schema() AS s"}, &pgproto3.Describe{ObjectType: 'S', Name: "v"},
 		&pgproto3.Bind{PreparedStatement: "v", ResultFormatCodes: []int16{1}}, &pgproto3.Execute{}, &pgproto3.Parse{Query: "SELECT $1::int4, current_user"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("12")}}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{}))
+	// Transactions: a referral fails one; ROLLBACK TO repairs it; COMMIT of
+	// a failed one rolls back; SET LOCAL and SET TRANSACTION.
+	f.Add(encode(&pgproto3.Query{String: "BEGIN ISOLATION LEVEL REPEATABLE READ"}, &pgproto3.Query{String: "SET LOCAL statement_timeout = '1s'"},
+		&pgproto3.Query{String: "SAVEPOINT a"}, &pgproto3.Query{String: "UPDATE orders SET status = 'x' WHERE id = 1"},
+		&pgproto3.Query{String: "SELECT 1"}, &pgproto3.Query{String: "ROLLBACK TO SAVEPOINT a"}, &pgproto3.Query{String: "RELEASE a"},
+		&pgproto3.Query{String: "COMMIT"}, &pgproto3.Query{String: "START TRANSACTION READ ONLY; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"},
+		&pgproto3.Parse{Query: "DELETE FROM orders WHERE id = $1"}, &pgproto3.Bind{Parameters: [][]byte{[]byte("1")}}, &pgproto3.Execute{},
+		&pgproto3.Sync{}, &pgproto3.Query{String: "END"}, &pgproto3.Query{String: "ROLLBACK"}))
 	f.Add([]byte{'Q', 0, 0, 0, 3})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		rec := &recorder{}

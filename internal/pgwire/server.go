@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // Agent is one agent principal: the SHA-256 of its token (as the HTTP API
@@ -63,6 +64,14 @@ type Config struct {
 	// cap); DefaultWait, its wait without a second argument, to 30s.
 	MaxWait     time.Duration
 	DefaultWait time.Duration
+	// TransactionIdle ends a session that waits this long inside a
+	// transaction (rolling it back), as idle_in_transaction_session_timeout
+	// does; a session may only tighten it. Defaults to 60s; negative: no
+	// limit. TransactionMax rolls back a transaction open longer, at its
+	// next statement. Defaults to 10 minutes; negative: no limit. An open
+	// transaction holds one of its target Pilot's connections.
+	TransactionIdle time.Duration
+	TransactionMax  time.Duration
 	// ServerVersion is reported as server_version, and is what version()
 	// and server_version_num answer. Defaults to "15.0".
 	ServerVersion string
@@ -106,6 +115,12 @@ func (c Config) WithDefaults() Config {
 	if c.StartupTimeout <= 0 {
 		c.StartupTimeout = 10 * time.Second
 	}
+	if c.TransactionIdle == 0 {
+		c.TransactionIdle = DefaultTransactionIdle
+	}
+	if c.TransactionMax == 0 {
+		c.TransactionMax = 10 * time.Minute
+	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 60 * time.Second
 	}
@@ -130,13 +145,37 @@ type agent struct {
 type statementPath interface {
 	Submit(ctx context.Context, principal, target, sql string) (*gateway.Response, error)
 	WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*gateway.RequestView, error)
+	// BeginTx starts a client transaction (BEGIN).
+	BeginTx(principal, target string, o pilot.TxOptions) (txPath, error)
 	// SearchPath is the search path the target's Pilot pins for every
 	// statement (its catalog's); nil while it is not known.
 	SearchPath(target string) []string
 }
 
+// DefaultTransactionIdle is Config.TransactionIdle's default.
+const DefaultTransactionIdle = 60 * time.Second
+
+// txPath is a client transaction on the statement path (gateway.Tx).
+type txPath interface {
+	Submit(ctx context.Context, sql string) (*gateway.Response, error)
+	SetIsolation(level string) bool
+	Savepoint(ctx context.Context, name string) error
+	Release(ctx context.Context, name string) error
+	RollbackTo(ctx context.Context, name string) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
 // gatewayPath is the gateway as the front's statement path.
 type gatewayPath struct{ *gateway.Gateway }
+
+func (g gatewayPath) BeginTx(principal, target string, o pilot.TxOptions) (txPath, error) {
+	tx, err := g.Gateway.BeginTx(principal, target, o)
+	if err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
 
 func (g gatewayPath) SearchPath(target string) []string {
 	p, ok := g.Pilot(target)

@@ -32,6 +32,8 @@ type session struct {
 
 	stmts   map[string]*prepared
 	portals map[string]*portal
+	// txn is the open transaction block (transactions.go), or nil.
+	txn *txn
 	// skip is set by an error in the extended protocol: messages are
 	// discarded until Sync, as PostgreSQL does.
 	skip bool
@@ -104,8 +106,26 @@ func (c *session) cancelInflight() {
 
 // run reads messages until the client goes away.
 func (c *session) run(ctx context.Context) {
+	defer c.rollbackOnClose(ctx)
 	for {
+		idle := time.Duration(0)
+		if c.txn != nil && c.conn != nil {
+			idle = c.idleLimit()
+		}
+		if idle > 0 {
+			_ = c.conn.SetReadDeadline(time.Now().Add(idle))
+		}
 		msg, err := c.be.Receive()
+		if idle > 0 {
+			_ = c.conn.SetReadDeadline(time.Time{})
+		}
+		var nerr net.Error
+		if err != nil && idle > 0 && errors.As(err, &nerr) && nerr.Timeout() {
+			c.rollbackOnClose(ctx)
+			c.send(fatal(stateIdleInTxn, "terminating connection due to idle-in-transaction timeout").response())
+			_ = c.be.Flush()
+			return
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
@@ -140,7 +160,7 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 	switch m := msg.(type) {
 	case *pgproto3.Query:
 		c.simple(ctx, m.String)
-		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		c.send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus()})
 		return c.be.Flush() == nil
 	case *pgproto3.Parse:
 		c.extendedErr(c.parse(ctx, m))
@@ -159,11 +179,13 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 		c.send(&pgproto3.CloseComplete{})
 	case *pgproto3.Sync:
 		// Sync ends the implicit transaction, and with it every portal,
-		// as in PostgreSQL outside a transaction block (there is none
-		// here): no result outlives its pipeline.
+		// as in PostgreSQL outside a transaction block: no result outlives
+		// its pipeline. Inside one, portals live until it ends.
 		c.skip = false
-		clear(c.portals)
-		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		if c.txn == nil {
+			clear(c.portals)
+		}
+		c.send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus()})
 		return c.be.Flush() == nil
 	case *pgproto3.Flush:
 		return c.be.Flush() == nil
@@ -171,8 +193,8 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 		// Outside a COPY, which this front never starts: ignored, as
 		// PostgreSQL ignores them.
 	case *pgproto3.FunctionCall:
-		c.send(errorf(stateFeature, "the fast-path function call protocol is not supported").response())
-		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		c.sendError(errorf(stateFeature, "the fast-path function call protocol is not supported"))
+		c.send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus()})
 		return c.be.Flush() == nil
 	default:
 		c.send(fatal(stateProtocol, fmt.Sprintf("unexpected message %T", msg)).response())
@@ -184,25 +206,29 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 
 func (c *session) extendedErr(e *wireError) {
 	if e != nil {
-		c.send(e.response())
+		c.sendError(e)
 		c.skip = true
 	}
 }
 
 // simple runs a Query message: one text, any number of statements.
 func (c *session) simple(ctx context.Context, sql string) {
-	if verb, ok := quickVerb(sql); ok {
+	if verb, ok := quickVerb(sql); ok && (c.txn == nil || !c.txn.failed) {
 		res, werr := c.governed(ctx, sql, verb)
 		if werr != nil {
-			c.send(werr.response())
+			c.sendError(werr)
 			return
 		}
 		if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
-			c.send(werr.response())
+			c.sendError(werr)
 		}
 		return
 	}
 	tree, perr := parseText(sql)
+	if c.txn != nil && c.txn.failed && !exits(tree) {
+		c.sendError(errFailedTxn)
+		return
+	}
 	if perr != nil {
 		tree = nil // the statement path rejects it, recorded
 	} else {
@@ -211,17 +237,17 @@ func (c *session) simple(ctx context.Context, sql string) {
 			c.send(&pgproto3.EmptyQueryResponse{})
 			return
 		case kindBatch:
-			c.simpleBatch(tree, sql)
+			c.simpleBatch(ctx, tree, sql)
 			return
 		}
 	}
 	res, werr := c.statement(ctx, sql, sql, tree)
 	if werr != nil {
-		c.send(werr.response())
+		c.sendError(werr)
 		return
 	}
 	if _, _, werr := c.sendResult(res, nil, false, 0, -1); werr != nil {
-		c.send(werr.response())
+		c.sendError(werr)
 	}
 }
 
@@ -230,19 +256,19 @@ func (c *session) simple(ctx context.Context, sql string) {
 // the rest do not run and the settings the earlier ones changed are
 // undone (their implicit transaction rolls back), and the ParameterStatus
 // of what changed goes out only once all succeeded.
-func (c *session) simpleBatch(tree *pg.ParseResult, sql string) {
-	results, werr := c.batch(tree, sql)
+func (c *session) simpleBatch(ctx context.Context, tree *pg.ParseResult, sql string) {
+	results, werr := c.batch(ctx, tree, sql)
 	var statuses []*pgproto3.ParameterStatus
 	for _, r := range results {
 		statuses = append(statuses, r.statuses...)
 		r.statuses = nil
 		if _, _, err := c.sendResult(r, nil, false, 0, -1); err != nil {
-			c.send(err.response())
+			c.sendError(err)
 			return
 		}
 	}
 	if werr != nil {
-		c.send(werr.response())
+		c.sendError(werr)
 		return
 	}
 	for _, ps := range statuses {
@@ -252,7 +278,7 @@ func (c *session) simpleBatch(tree *pg.ParseResult, sql string) {
 
 // batch runs the statements of a kindBatch text: the results of those
 // that ran, and the error that stopped the rest.
-func (c *session) batch(tree *pg.ParseResult, sql string) ([]*result, *wireError) {
+func (c *session) batch(ctx context.Context, tree *pg.ParseResult, sql string) ([]*result, *wireError) {
 	before := maps.Clone(c.settings.vals)
 	var out []*result
 	for _, st := range tree.Stmts {
@@ -262,7 +288,7 @@ func (c *session) batch(tree *pg.ParseResult, sql string) ([]*result, *wireError
 		if d := st.Stmt.GetDiscardStmt(); d != nil && d.Target == pg.DiscardMode_DISCARD_ALL {
 			werr = errorf(stateActiveTransaction, "DISCARD ALL cannot run inside a transaction block")
 		} else {
-			res, werr = c.answer(one, sql)
+			res, werr = c.answer(ctx, one, sql)
 		}
 		if werr != nil {
 			c.settings.vals = before
@@ -368,6 +394,9 @@ func (c *session) rowDescription(res *result, formats []int16) *pgproto3.RowDesc
 // is the text the tree was parsed from (its locations point into it),
 // which for a bound portal is not the inlined sql.
 func (c *session) statement(ctx context.Context, sql, src string, tree *pg.ParseResult) (*result, *wireError) {
+	if c.txn != nil && c.txn.failed && !exits(tree) {
+		return nil, errFailedTxn
+	}
 	if tree == nil {
 		verb, ok := quickVerb(sql)
 		if !ok {
@@ -381,7 +410,7 @@ func (c *session) statement(ctx context.Context, sql, src string, tree *pg.Parse
 	case kindBatch:
 		// Several statements in one Parse: the last one's result, with
 		// what every one changed reported.
-		results, werr := c.batch(tree, src)
+		results, werr := c.batch(ctx, tree, src)
 		if werr != nil {
 			return nil, werr
 		}
@@ -392,9 +421,6 @@ func (c *session) statement(ctx context.Context, sql, src string, tree *pg.Parse
 		last := results[len(results)-1]
 		last.statuses = statuses
 		return last, nil
-	case kindTxn:
-		return nil, &wireError{Code: stateFeature, Message: "explicit transactions are not supported: each statement runs in its own governed transaction, which Harbormaster commits or rolls back",
-			Hint: "send each statement on its own, without BEGIN, COMMIT or ROLLBACK"}
 	case kindCopy:
 		return nil, errorf(stateFeature, "COPY is not supported: send INSERT or SELECT statements")
 	case kindCatalog:
@@ -407,7 +433,7 @@ func (c *session) statement(ctx context.Context, sql, src string, tree *pg.Parse
 	case kindGoverned:
 		return c.governed(ctx, sql, verbOf(tree))
 	}
-	res, werr := c.answer(tree, src)
+	res, werr := c.answer(ctx, tree, src)
 	if werr == errNotAnswered {
 		return c.governed(ctx, sql, verbOf(tree))
 	}
@@ -416,11 +442,13 @@ func (c *session) statement(ctx context.Context, sql, src string, tree *pg.Parse
 
 // answer answers one statement the front answers from the session alone
 // (a batchable kind): never from the target, never queued, not recorded.
-func (c *session) answer(tree *pg.ParseResult, src string) (*result, *wireError) {
+func (c *session) answer(ctx context.Context, tree *pg.ParseResult, src string) (*result, *wireError) {
 	n := tree.Stmts[0].Stmt
 	switch classify(tree, src) {
+	case kindTxn:
+		return c.transaction(ctx, n.GetTransactionStmt())
 	case kindSet:
-		return c.settings.set(tree)
+		return c.set(tree)
 	case kindShow:
 		return c.settings.show(n.GetVariableShowStmt())
 	case kindFront:
@@ -500,7 +528,20 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 		c.mu.Unlock()
 		cancel()
 	}()
-	resp, err := c.srv.gw.Submit(sctx, c.principal, c.target, sql)
+	var resp *gateway.Response
+	var err error
+	if c.txn != nil {
+		if c.txn.readOnly && verb != "SELECT" {
+			return nil, errorf(stateReadOnlyTxn, fmt.Sprintf("cannot execute %s in a read-only transaction", verb))
+		}
+		if werr := c.txnTimedOut(ctx); werr != nil {
+			return nil, werr
+		}
+		c.txn.touched = true
+		resp, err = c.txn.tx.Submit(sctx, sql)
+	} else {
+		resp, err = c.srv.gw.Submit(sctx, c.principal, c.target, sql)
+	}
 	if err != nil {
 		c.mu.Lock()
 		canceled := c.canceled
@@ -567,6 +608,9 @@ func referral(resp *gateway.Response) *wireError {
 }
 
 func (c *session) submitError(err error, canceled bool) *wireError {
+	if werr := txnError(err); werr != nil {
+		return werr
+	}
 	var sqlErr *gateway.SQLError
 	var flood *gateway.FloodError
 	switch {

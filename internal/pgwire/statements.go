@@ -148,7 +148,7 @@ const (
 	kindEmpty                  // no statement at all
 	kindSet                    // SET/RESET of a session setting: answered here
 	kindShow                   // SHOW of a session setting: answered here
-	kindTxn                    // BEGIN, COMMIT, ROLLBACK, SAVEPOINT...: refused
+	kindTxn                    // BEGIN, COMMIT, ROLLBACK, SAVEPOINT... (transactions.go)
 	kindWait                   // SELECT harbormaster_wait('req_...'): answered here
 	kindCatalog                // reads pg_catalog or information_schema: refused
 	kindCopy                   // COPY: refused
@@ -164,7 +164,7 @@ const (
 // batchable are the kinds a text of several statements may hold and still
 // be answered here, statement by statement (session resets: RESET ALL;
 // CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all()).
-var batchable = map[kind]bool{kindSet: true, kindShow: true, kindDeallocate: true, kindDiscard: true, kindFront: true,
+var batchable = map[kind]bool{kindTxn: true, kindSet: true, kindShow: true, kindDeallocate: true, kindDiscard: true, kindFront: true,
 	kindClose: true, kindUnlisten: true, kindResetDo: true}
 
 // classify says what the front does with a parsed text (sql is its text,

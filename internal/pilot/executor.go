@@ -44,3 +44,13 @@ type Executor interface {
 }
 
 var _ Executor = (*Pilot)(nil)
+
+// Sessions is an Executor that holds a target transaction for a client
+// across several statements (the wire front's BEGIN ... COMMIT): the
+// Pilot in the node's process. A remote Pilot does not (yet): over it,
+// each statement runs in a transaction of its own.
+type Sessions interface {
+	Begin(ctx context.Context, o TxOptions) (*Session, error)
+}
+
+var _ Sessions = (*Pilot)(nil)

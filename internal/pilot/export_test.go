@@ -2,9 +2,9 @@ package pilot
 
 import "context"
 
-// Begin and ExecuteIn expose the transaction opened ahead to the external
+// BeginTxn and ExecuteIn expose the transaction opened ahead to the external
 // tests; nothing outside the Pilot holds a Txn.
-func (p *Pilot) Begin(ctx context.Context) (*Txn, error) { return p.begin(ctx, true) }
+func (p *Pilot) BeginTxn(ctx context.Context) (*Txn, error) { return p.begin(ctx, true) }
 
 // ExecuteIn is Execute on the literal path in t.
 func (p *Pilot) ExecuteIn(ctx context.Context, req Request, t *Txn) (*Result, error) {

@@ -459,7 +459,7 @@ allow:
 func TestTxnOpenedAhead(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	txn, err := f.pilot.Begin(ctx)
+	txn, err := f.pilot.BeginTxn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +495,7 @@ func TestTxnOpenedAhead(t *testing.T) {
 	}
 
 	// One opened and closed unused aborts.
-	unused, err := f.pilot.Begin(ctx)
+	unused, err := f.pilot.BeginTxn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

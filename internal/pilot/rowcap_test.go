@@ -109,7 +109,7 @@ func TestRowCapStopsTheWrite(t *testing.T) {
 	runs := []run{
 		{"execute", func(req pilot.Request, _ string) (*pilot.Result, error) { return f.pilot.Execute(t.Context(), req) }},
 		{"literal", func(req pilot.Request, _ string) (*pilot.Result, error) {
-			txn, err := f.pilot.Begin(t.Context())
+			txn, err := f.pilot.BeginTxn(t.Context())
 			if err != nil {
 				return nil, err
 			}

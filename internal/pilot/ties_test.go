@@ -99,7 +99,7 @@ allow:
 			case "first", "template":
 				res, err = f.pilot.Execute(t.Context(), req)
 			case "literal":
-				txn, berr := f.pilot.Begin(t.Context())
+				txn, berr := f.pilot.BeginTxn(t.Context())
 				if berr != nil {
 					t.Fatal(berr)
 				}

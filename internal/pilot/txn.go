@@ -50,6 +50,14 @@ func (p *Pilot) begin(ctx context.Context, withID bool) (*Txn, error) {
 // changes in between fails the write (a serialization failure) instead of
 // being written from a value the panel was never shown.
 func (p *Pilot) beginAt(ctx context.Context, withID, repeatable bool) (*Txn, error) {
+	if repeatable {
+		return p.beginWith(ctx, withID, `BEGIN ISOLATION LEVEL REPEATABLE READ`)
+	}
+	return p.beginWith(ctx, withID, `BEGIN ISOLATION LEVEL READ COMMITTED`)
+}
+
+// beginWith is begin with its BEGIN statement (one of the Pilot's own).
+func (p *Pilot) beginWith(ctx context.Context, withID bool, begin string) (*Txn, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: begin: %w: %w", ErrUnreachable, err)
@@ -57,11 +65,7 @@ func (p *Pilot) beginAt(ctx context.Context, withID, repeatable bool) (*Txn, err
 	t := &Txn{conn: conn}
 	sel, args := p.pinSQL(withID)
 	b := &pgx.Batch{}
-	if repeatable {
-		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
-	} else {
-		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	}
+	b.Queue(begin)
 	b.Queue(sel, args...)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()

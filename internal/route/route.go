@@ -51,6 +51,9 @@ const (
 	SurveyClosed Code = "survey_closed"
 	// Stale: this node's view of the delegations is too old to run on.
 	Stale Code = "stale_delegations"
+	// InTransaction: the surveyed path would take it, but it was sent
+	// inside a client's transaction, where only compiled statements run.
+	InTransaction Code = "in_transaction"
 )
 
 // Causes the surveyed path is closed.
@@ -94,7 +97,7 @@ func (r Reason) clause() string {
 // String is the sentence the agent and the queue read.
 func (r Reason) String() string {
 	switch r.Code {
-	case NoDelegation, NotCovered:
+	case NoDelegation, NotCovered, InTransaction:
 		return r.Text
 	}
 	return r.clause() + ", so a human decides"

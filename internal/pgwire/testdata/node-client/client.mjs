@@ -31,6 +31,19 @@ out("insert", { command: r.command, rowCount: r.rowCount });
 r = await c.query("SELECT txt, ints, doc, at FROM kinds WHERE id = 10");
 out("inserted", { row: { ...r.rows[0], at: r.rows[0].at.toISOString() } });
 
+try {
+  // A transaction: its write is seen inside, and ROLLBACK undoes it.
+  await c.query("BEGIN");
+  await c.query("UPDATE orders SET status = $1 WHERE id = $2", ["retrying", 5]);
+  const inside = await c.query("SELECT status FROM orders WHERE id = 5");
+  await c.query("ROLLBACK");
+  const after = await c.query("SELECT status FROM orders WHERE id = 5");
+  out("begin", { error: null, inside: inside.rows[0].status, after: after.rows[0].status });
+} catch (e) {
+  out("begin", { error: err(e) });
+  await c.query("ROLLBACK");
+}
+
 let id = "";
 try {
   await c.query("UPDATE orders SET status = $1 WHERE id = $2", ["failed", 47]);
@@ -56,10 +69,4 @@ const t = new pg.Client({ connectionString: tlsURL.replace(/[?&]sslmode=disable/
 await t.connect();
 r = await t.query("SHOW client_encoding");
 out("tls", { encrypted: t.connection.stream.encrypted === true, rows: r.rows });
-try {
-  await t.query("BEGIN");
-  out("begin", { error: null });
-} catch (e) {
-  out("begin", { error: err(e) });
-}
 await t.end();
