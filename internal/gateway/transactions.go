@@ -263,14 +263,19 @@ func (tx *Tx) Commit(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
-		var errs []error
-		for _, r := range ran {
-			r.req.applyResult(r.res)
-			p := executedPayload(r.req, r.res)
-			p["transaction"] = map[string]any{"txid": sess.ID(), "outcome": "committed", "statements": len(ran)}
-			errs = append(errs, tx.g.settleRunning(ctx, r.req, p))
-			tx.g.landed(r.req.ID)
+		// The entries are appended together, so they share one commit.
+		errs := make([]error, len(ran))
+		var wg sync.WaitGroup
+		for i, r := range ran {
+			wg.Go(func() {
+				defer tx.g.landed(r.req.ID)
+				r.req.applyResult(r.res)
+				p := executedPayload(r.req, r.res)
+				p["transaction"] = map[string]any{"txid": sess.ID(), "outcome": "committed", "statements": len(ran)}
+				errs[i] = tx.g.settleRunning(ctx, r.req, p)
+			})
 		}
+		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			// It committed; Reconcile records what could not be, from the
 			// receipts.
@@ -312,16 +317,20 @@ func (tx *Tx) lose(ctx context.Context) {
 
 // rolledBack records statements undone by a rollback.
 func (g *Gateway) rolledBack(ctx context.Context, ran []ranInTx, txid, why string) error {
-	var errs []error
-	for _, r := range ran {
-		req := r.req
-		req.Outcome, req.Status, req.RowsAffected = OutcomeRolledBack, StatusRolledBack, 0
-		req.Reasons, req.TxID = []string{reasonRolledBack}, txid
-		errs = append(errs, g.settleRunning(ctx, req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
-			"outcome": OutcomeRolledBack, "txid": txid,
-			"transaction": map[string]any{"txid": txid, "outcome": "rolled_back", "by": why}}))
-		g.landed(req.ID)
+	errs := make([]error, len(ran))
+	var wg sync.WaitGroup
+	for i, r := range ran {
+		wg.Go(func() {
+			req := r.req
+			defer g.landed(req.ID)
+			req.Outcome, req.Status, req.RowsAffected = OutcomeRolledBack, StatusRolledBack, 0
+			req.Reasons, req.TxID = []string{reasonRolledBack}, txid
+			errs[i] = g.settleRunning(ctx, req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
+				"outcome": OutcomeRolledBack, "txid": txid,
+				"transaction": map[string]any{"txid": txid, "outcome": "rolled_back", "by": why}})
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

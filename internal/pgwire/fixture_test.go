@@ -84,17 +84,17 @@ type fixture struct {
 
 // Agents: AgentToken has a SCRAM verifier; OtherToken has none, so it may
 // connect over TLS only.
-func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
+func newFixture(t testing.TB) *fixture { t.Helper(); return newFixtureWith(t, nil) }
 
 // newFixtureWith is newFixture with the system's options changed by opts.
-func newFixtureWith(t *testing.T, opts func(*gatewaytest.Options)) *fixture {
+func newFixtureWith(t testing.TB, opts func(*gatewaytest.Options)) *fixture {
 	t.Helper()
 	return newFixtureFront(t, opts, nil)
 }
 
 // newFixtureFront is newFixtureWith with the front's config changed by
 // front.
-func newFixtureFront(t *testing.T, opts func(*gatewaytest.Options), front func(*pgwire.Config)) *fixture {
+func newFixtureFront(t testing.TB, opts func(*gatewaytest.Options), front func(*pgwire.Config)) *fixture {
 	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
 	gatewaytest.LoadShop(t, dsn)
@@ -199,7 +199,7 @@ func (f *fixture) approve(t *testing.T, id string) *gateway.RequestView {
 	return v
 }
 
-func selfSigned(t *testing.T) (tls.Certificate, []byte) {
+func selfSigned(t testing.TB) (tls.Certificate, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
