@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/sha256"
 
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/memo"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
@@ -57,13 +58,16 @@ type checkMemo struct {
 	// (their values are part of the key of shapes).
 	baked  memo.Map[analysisKey, []int]
 	shapes memo.Map[analysisKey, shaped]
+	// scoped are the delegations' catalogs (scope).
+	scoped memo.Map[scopedKey, *sqlcheck.Catalog]
 }
 
 func newCheckMemo() *checkMemo {
 	return &checkMemo{analyses: memo.Map[analysisKey, *sqlcheck.Analysis]{Max: maxCheckMemo},
 		decisions: memo.Map[decisionKey, checked]{Max: maxCheckMemo},
 		baked:     memo.Map[analysisKey, []int]{Max: maxCheckMemo},
-		shapes:    memo.Map[analysisKey, shaped]{Max: maxCheckMemo}}
+		shapes:    memo.Map[analysisKey, shaped]{Max: maxCheckMemo},
+		scoped:    memo.Map[scopedKey, *sqlcheck.Catalog]{Max: maxCheckMemo}}
 }
 
 func keyOf(cat *sqlcheck.Catalog, kind, s string) analysisKey {
@@ -118,6 +122,31 @@ func (g *Gateway) rememberText(sql string, cat *sqlcheck.Catalog, a *sqlcheck.An
 	k := keyOf(cat, "text", sql)
 	g.checks.analyses.Put(k, &sqlcheck.Analysis{Facts: a.Facts, Reasons: a.Reasons, Canonical: a.Canonical, NotApprovable: a.NotApprovable})
 	return k
+}
+
+type scopedKey struct {
+	cat        *sqlcheck.Catalog
+	delegation string
+}
+
+// scope is the catalog as d's bound sees it (bound.Catalog), remembered;
+// with no delegation, a catalog of no table.
+func (g *Gateway) scope(cat *sqlcheck.Catalog, d *Delegation) *sqlcheck.Catalog {
+	k := scopedKey{cat: cat}
+	if d != nil {
+		k.delegation = d.ID
+	}
+	if c, ok := g.checks.scoped.Get(k); ok {
+		return c
+	}
+	var c *sqlcheck.Catalog
+	if d == nil {
+		c = cat.Bounded(nil, bound.CatalogName)
+	} else {
+		c = d.Bound.Catalog(cat, bound.CatalogName)
+	}
+	g.checks.scoped.Put(k, c)
+	return c
 }
 
 // check is sqlcheck.Check of a against d's rules, remembered under k.

@@ -342,8 +342,17 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 
 	delegs := g.activeDelegations(principal, target, now)
 
-	// 2 parse with the real Postgres parser.
-	a, key := g.analyze(sql, p.Catalog())
+	// 2 parse with the real Postgres parser, against the catalog the
+	// delegation's bound sees (bound.Catalog): what the target holds
+	// outside the bound is, to the check and every reason, as if it did
+	// not exist (DESIGN.md invariant 10). The canonical text and whether
+	// the statement is rejected at once do not depend on the catalog.
+	cat := p.Catalog()
+	var first *Delegation
+	if len(delegs) > 0 {
+		first = delegs[0]
+	}
+	a, key := g.analyze(sql, g.scope(cat, first))
 	req.Canonical = a.Canonical
 	// A statement that does not parse, or that no human could approve
 	// (several statements, DDL, a placeholder: known from the text alone),
@@ -363,9 +372,15 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 
 	// 3 static check against each active delegation of (principal, target).
-	in := route.Input{Principal: principal, Target: target, Analysis: a}
-	for _, d := range delegs {
-		c := g.check(a, key, d)
+	// Each delegation's check carries the reasons of its own analysis (its
+	// catalog is its bound's), so none is the statement's as a whole.
+	in := route.Input{Principal: principal, Target: target}
+	for i, d := range delegs {
+		ad, kd := a, key
+		if i > 0 {
+			ad, kd = g.analyze(sql, g.scope(cat, d))
+		}
+		c := g.check(ad, kd, d)
 		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
 	}
 

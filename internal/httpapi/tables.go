@@ -91,15 +91,20 @@ func DescribeTables(gw *gateway.Gateway, principal, target string, now time.Time
 		if !d.Active(now) || target != "" && d.Target != target {
 			continue
 		}
+		var scope *sqlcheck.Catalog
+		if p, ok := gw.Pilot(d.Target); ok {
+			scope = d.Bound.Catalog(p.Catalog(), bound.CatalogName)
+		}
 		for i, r := range d.Bound.Rules {
 			k := key{d.Target, r.Table}
 			ti, ok := idx[k]
 			if !ok {
 				ti = len(out.Tables)
 				idx[k] = ti
-				out.Tables = append(out.Tables, newTableView(gw, d.Target, r))
+				out.Tables = append(out.Tables, TableView{Target: d.Target, Table: r.Table, Columns: []ColumnView{}, Rules: []ScopeRule{}})
 			}
 			t := &out.Tables[ti]
+			t.addColumns(scope, r)
 			route := "compiled"
 			if r.Residual != "" {
 				route = "residual"
@@ -122,25 +127,27 @@ func DescribeTables(gw *gateway.Gateway, principal, target string, now time.Time
 	return out, nil
 }
 
-// newTableView lists the table's columns from the target's catalog, none
-// of them permitted yet.
-func newTableView(gw *gateway.Gateway, target string, r bound.Rule) TableView {
-	t := TableView{Target: target, Table: r.Table, Columns: []ColumnView{}, Rules: []ScopeRule{}}
-	p, ok := gw.Pilot(target)
+// addColumns adds the columns of r's table as the delegation's bound sees
+// it (bound.Catalog: the columns its rules list and those their fences and
+// checks read), in the table's order, with their types: the same columns
+// the statement path knows, and nothing of the table outside the bound
+// (DESIGN.md invariant 10). scope is nil when the target's catalog is not
+// available.
+func (t *TableView) addColumns(scope *sqlcheck.Catalog, r bound.Rule) {
 	name, err := r.TableName()
-	if !ok || err != nil {
+	if scope == nil || err != nil {
 		t.Note = "the target's catalog is not available; only the columns the rules name are listed"
-		return t
+		return
 	}
-	ct, ok := p.Catalog().Table(name)
+	ct, ok := scope.Table(name)
 	if !ok {
 		t.Note = "the table is not in the target's current catalog; only the columns the rules name are listed"
-		return t
+		return
 	}
 	for _, c := range ct.Columns {
-		t.Columns = append(t.Columns, ColumnView{Name: c.Name, Type: c.Type, ReadBy: []RuleRef{}, WriteBy: []RuleRef{}})
+		col := t.column(c.Name)
+		col.Type = c.Type
 	}
-	return t
 }
 
 // column returns the named column, adding it when the catalog lacks it.

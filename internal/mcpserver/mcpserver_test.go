@@ -455,13 +455,18 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 		for _, c := range orders.Columns {
 			cols[c.Name] = c
 		}
-		if len(orders.Columns) != 6 || cols["id"].Type != "bigint" {
+		// The columns the bound names, and no other (total_cents is
+		// in no rule: invariant 10).
+		if len(orders.Columns) != 5 || cols["id"].Type != "bigint" {
 			t.Errorf("orders columns %+v", orders.Columns)
+		}
+		if _, ok := cols["total_cents"]; ok {
+			t.Errorf("orders columns %+v: total_cents, which no rule names, is listed", orders.Columns)
 		}
 		for _, tc := range []struct {
 			col         string
 			read, write bool
-		}{{"id", true, false}, {"status", true, true}, {"updated_at", true, true}, {"total_cents", false, false}} {
+		}{{"id", true, false}, {"status", true, true}, {"updated_at", true, true}} {
 			c := cols[tc.col]
 			if c.Read != tc.read || c.Write != tc.write || len(c.ReadBy) != b2i(tc.read) || len(c.WriteBy) != b2i(tc.write) {
 				t.Errorf("orders.%s: %+v, want read %v write %v", tc.col, c, tc.read, tc.write)
@@ -483,11 +488,11 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 			if c.Name == "name" && (!c.Write || c.WriteBy[0].Route != "residual") {
 				t.Errorf("customers.name %+v: writable only through the residual rule", c)
 			}
-			if c.Name == "email" && (c.Read || c.Write) {
-				t.Errorf("customers.email %+v: no rule lists it", c)
+			if c.Name == "email" {
+				t.Errorf("customers.email %+v: no rule lists it, yet it is shown", c)
 			}
 		}
-		wantContains(t, "text", r.text, "table public.orders", "total_cents bigint: not covered", "max_rows: 20", "fence: ", "residual")
+		wantContains(t, "text", r.text, "table public.orders", "max_rows: 20", "fence: ", "residual")
 
 		if r := call[httpapi.TablesView](t, cs, mcpserver.ToolDescribeTables, nil); r.isError || len(r.structured.Tables) != 2 {
 			t.Errorf("all targets: %+v %s", r.structured, r.text)

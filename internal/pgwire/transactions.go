@@ -186,7 +186,9 @@ func (c *session) savepoint(ctx context.Context, t *pg.TransactionStmt) (*result
 func (c *session) endTxn(ctx context.Context, commit bool) (*result, *wireError) {
 	t := c.txn
 	c.txn = nil
-	clear(c.portals)
+	// The portals end with the transaction at the next Sync, not here: a
+	// COMMIT sent as a portal (psycopg 3, the extended protocol) is
+	// described and executed after it has run.
 	restore := maps.Keys(t.local)
 	if !commit {
 		restore = maps.Keys(t.before)

@@ -193,9 +193,11 @@ func guarded(t *testing.T, f *fixture, example, sql string) *pilot.Guarded {
 		t.Fatal(err)
 	}
 	rules, _ := b.CheckRules()
-	a := sqlcheck.Analyze(sql, f.pilot.Catalog(), sqlcheck.Limits{})
+	// As the Pilot checks and guards it: against the bound's catalog.
+	cat := b.Catalog(f.pilot.Catalog(), bound.CatalogName)
+	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
 	d := sqlcheck.Check(a, rules)
-	g, err := pilot.BuildGuards(a, d, b, f.pilot.Catalog())
+	g, err := pilot.BuildGuards(a, d, b, cat)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,13 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	}
 	for _, ref := range a.Facts.References {
 		if ref.Role != sqlcheck.RoleRead {
+			// The written table as the check resolved it, schema and all:
+			// the check resolves a name against the bound's catalog, where
+			// a table outside the bound earlier on the search path (which
+			// PostgreSQL would find first) does not exist.
+			if ref.RangeVar != nil {
+				ref.RangeVar.Schemaname = ref.Table.Schema
+			}
 			continue
 		}
 		r, ok := readRule[ref.Table]
@@ -306,6 +313,14 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		alias := ins.Relation.Relname
 		if ins.Relation.Alias != nil && ins.Relation.Alias.Aliasname != "" {
 			alias = ins.Relation.Alias.Aliasname
+		}
+		// Without a column list, the values go to the columns the check
+		// gave them (the first of the bound's catalog): written out, so the
+		// target fills exactly those, never a column the bound leaves out.
+		if len(ins.Cols) == 0 && len(a.Facts.Implicit) > 0 {
+			for _, c := range a.Facts.Implicit {
+				ins.Cols = append(ins.Cols, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: c, Location: -1}}})
+			}
 		}
 		// The target is the table itself, in scope in RETURNING only (ON
 		// CONFLICT DO UPDATE is refused by the static check).

@@ -119,8 +119,10 @@ type Pilot struct {
 	sigOK map[[32]byte]sigEntry // verified (bound, signature) pairs
 
 	bounds memo.Map[[32]byte, *parsedBound] // by the SHA-256 of the canonical bytes
-	guards memo.Map[guardKey, *Guarded]     // statements this Pilot checked and guarded
-	shapes shapeState                       // remembered shapes and their templates (shapes.go)
+	// scoped are the bounds' catalogs (bound.Catalog), by catalog and bound.
+	scoped memo.Map[scopedKey, *sqlcheck.Catalog]
+	guards memo.Map[guardKey, *Guarded] // statements this Pilot checked and guarded
+	shapes shapeState                   // remembered shapes and their templates (shapes.go)
 
 	pins []any // the pinned settings' values
 
@@ -180,7 +182,8 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	pins := pinArgs(cfg)
 	pc.AfterConnect = afterConnect(pins)
 	p := &Pilot{cfg: cfg, verifier: verifier, signers: signers, pins: pins,
-		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo}}
+		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo},
+		scoped: memo.Map[scopedKey, *sqlcheck.Catalog]{Max: maxMemo}}
 	p.initShapes(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -427,7 +430,7 @@ func (p *Pilot) verifyGrantor(canonical, sig []byte, now time.Time) (string, err
 // bound bytes and catalog is not parsed again: the result is a function of
 // exactly those inputs, and only successes are remembered.
 func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (*Guarded, *Result) {
-	cat := p.Catalog()
+	cat := p.scope(pb)
 	key := guardKey{cat: cat, sql: sha256.Sum256([]byte(sql)), bound: pb.sum, path: path, evidence: evidence}
 	if g, ok := p.guards.Get(key); ok {
 		return g, nil
@@ -447,6 +450,26 @@ func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (
 	}
 	p.guards.Put(key, g)
 	return g, nil
+}
+
+type scopedKey struct {
+	cat   *sqlcheck.Catalog
+	bound [32]byte
+}
+
+// scope is the catalog as pb's bound sees it (bound.Catalog): the Pilot
+// checks and guards a statement against it, as the gateway does, so a
+// table or column outside the bound is as if it did not exist, and *
+// reaches none.
+func (p *Pilot) scope(pb *parsedBound) *sqlcheck.Catalog {
+	cat := p.Catalog()
+	k := scopedKey{cat: cat, bound: pb.sum}
+	if c, ok := p.scoped.Get(k); ok {
+		return c
+	}
+	c := pb.b.Catalog(cat, bound.CatalogName)
+	p.scoped.Put(k, c)
+	return c
 }
 
 // check is the Pilot's own static check of a against the bound: the

@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -65,7 +66,10 @@ allow:
 // email and updated_at, which no rule lists; the same through a join's
 // alias (j::text, and j.to_jsonb, attribute notation for to_jsonb(j))
 // (DESIGN.md invariant 10). Such a name now counts as a read of every
-// column of the relation it names.
+// column of the relation it names: of the bound's catalog, which holds the
+// columns the bound names and no other.
+var timeRE = regexp.MustCompile(`\d\d:\d\d:\d\d`)
+
 func TestReview4WholeRowBesideAFunction(t *testing.T) {
 	f := newFixture(t)
 	f.addBound(t, "eu-names", []byte(`sentence: read and fix the names of EU customers
@@ -96,8 +100,12 @@ allow:
 		if err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
-		if strings.Contains(fmt.Sprint(res.Rows), "@example.com") || res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck {
-			t.Errorf("%s: %s %s %v rows %v, want it refused: it reads email and updated_at, which no rule lists", sql, res.Outcome, res.Code, res.Reasons, res.Rows)
+		// The Pilot checks and guards against the bound's catalog, where
+		// customers has only id, name and region: the whole row is those
+		// three, the same whatever else the table holds (invariant 10).
+		rows := fmt.Sprintf("%s", res.Rows)
+		if res.Outcome != pilot.Executed || strings.Contains(rows, "@example.com") || timeRE.MatchString(rows) || strings.Contains(rows, "updated_at") {
+			t.Errorf("%s: %s %s %v rows %v, want it run with the bound's columns only: no email, no updated_at", sql, res.Outcome, res.Code, res.Reasons, rows)
 		}
 	}
 	// The function's own columns, and a known column beside it, still run.
@@ -187,16 +195,19 @@ func mustRules(t *testing.T, b *bound.Bound) []sqlcheck.Rule {
 // a column alias, a shared column no rule lists was read by nobody's
 // account. customers c NATURAL JOIN (SELECT 'ada.lovelace@example.com'
 // AS email) s answered which customers have that email (DESIGN.md
-// invariant 10). Every name the two sides share now counts as read.
+// invariant 10). Every name the two sides share now counts as read; and
+// since the Pilot checks against the bound's catalog and reads customers
+// as a subquery of the bound's columns, email is no column of customers at
+// all: the join shares no name, and its answer is the same whatever email
+// the statement names.
 func TestReview4NaturalJoinOnAHiddenColumn(t *testing.T) {
 	f := newFixture(t)
-	for _, sql := range []string{
-		"SELECT c.name FROM customers c NATURAL JOIN (SELECT 'ada.lovelace@example.com'::text AS email) s",
-		"SELECT c.name FROM customers c NATURAL JOIN (VALUES ('ada.lovelace@example.com')) AS s (email)",
-		"SELECT c.name FROM customers c NATURAL JOIN generate_series(1, 1) AS g (email)",
-		"WITH s AS (SELECT 'x'::text AS email) SELECT c.name FROM s NATURAL JOIN customers c",
+	for _, tmpl := range []string{
+		"SELECT c.name FROM customers c NATURAL JOIN (SELECT '%s'::text AS email) s ORDER BY c.name",
+		"SELECT c.name FROM customers c NATURAL JOIN (VALUES ('%s')) AS s (email) ORDER BY c.name",
+		"WITH s AS (SELECT '%s'::text AS email) SELECT c.name FROM s NATURAL JOIN customers c ORDER BY c.name",
 	} {
-		f.mustRefuse(t, "fix-name-typos.yaml", sql, pilot.RefusedCheck, "email", "it joins on email, which no rule lists")
+		sameWhateverHidden(t, f, "fix-name-typos.yaml", tmpl, "ada.lovelace@example.com", "nobody@example.com")
 	}
 	// A shared column the rule lists still joins.
 	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", "SELECT c.name FROM customers c NATURAL JOIN (SELECT 3::bigint AS id) s"))
@@ -363,24 +374,39 @@ allow:
 // TestReview4NaturalJoinLeak: end to end, the count of a NATURAL JOIN of a
 // fenced table with a subquery naming one of its unlisted columns told the
 // agent that column's value (sqlcheck TestReview4NaturalJoinReadsSubqueryColumns
-// has the cases); the Pilot's own check now refers it.
+// has the cases). The Pilot's check, against the bound's catalog, and its
+// guards, which read customers as a subquery of the bound's columns, make
+// updated_at no column of customers: the join is on id alone, and its
+// answer is the same whatever value the statement names.
 func TestReview4NaturalJoinLeak(t *testing.T) {
 	f := newFixture(t)
 	var at string
 	if err := f.pilotConn(t).QueryRow(t.Context(), "SELECT updated_at::text FROM customers WHERE id = 2").Scan(&at); err != nil {
 		t.Fatal(err)
 	}
-	for _, sql := range []string{
-		fmt.Sprintf("SELECT count(*) FROM customers NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x", at),
-		fmt.Sprintf("UPDATE customers SET name = name FROM customers c NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x WHERE customers.id = c.id", at),
+	for _, tmpl := range []string{
+		"SELECT count(*) FROM customers NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x",
+		"UPDATE customers SET name = name FROM customers c NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x WHERE customers.id = c.id",
 	} {
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", sql))
+		sameWhateverHidden(t, f, "fix-name-typos.yaml", tmpl, at, "2001-01-01 00:00:00+00")
+	}
+}
+
+// sameWhateverHidden runs tmpl with the hidden value that is in the target
+// and with another, and fails unless the agent is answered the same.
+func sameWhateverHidden(t *testing.T, f *fixture, example, tmpl, real, other string) {
+	t.Helper()
+	var got [2]string
+	for i, v := range []string{real, other} {
+		sql := fmt.Sprintf(tmpl, v)
+		res, err := f.pilot.Execute(t.Context(), f.request(t, example, sql))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", sql, err)
 		}
-		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck {
-			t.Errorf("%s: %s %s rows=%v, want it referred: customers.updated_at is in no rule", sql, res.Outcome, res.Code, res.Rows)
-		}
+		got[i] = fmt.Sprintf("%s %s %v %v %v %d", res.Outcome, res.Code, res.Reasons, res.Columns, res.Rows, res.RowsAffected)
+	}
+	if got[0] != got[1] {
+		t.Errorf("%s: the answer depends on a column no rule lists:\n  with %q: %s\n  with %q: %s", tmpl, real, got[0], other, got[1])
 	}
 }
 

@@ -120,7 +120,7 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 	if !ok {
 		return nil, nil, nil
 	}
-	cat := p.Catalog()
+	cat := p.scope(pb)
 	sk := shapeKey{cat: cat, shape: sha256.Sum256([]byte(s.Key()))}
 	if baked, ok := p.shapes.baked.Get(sk); ok {
 		tk := templateKey{cat: cat, shape: sha256.Sum256([]byte(sqlcheck.BakedKey(s, baked))), bound: pb.sum, path: path}

@@ -61,6 +61,17 @@ func (t *Table) ColumnNames() []string {
 type Catalog struct {
 	tables     map[TableName]*Table
 	searchPath []string
+	// of says whose catalog it is, in reasons: "the target catalog", or a
+	// bound's (Bounded).
+	of string
+}
+
+// of is what reasons call the catalog.
+func (c *Catalog) what() string {
+	if c.of == "" {
+		return "the target catalog"
+	}
+	return c.of
 }
 
 // DefaultSearchPath is the search path pinned when none is configured.
@@ -149,6 +160,50 @@ func (c *Catalog) WithoutEstimates() *Catalog {
 			cp.Constraints[i] = k
 		}
 		out.tables[n] = &cp
+	}
+	return out
+}
+
+// Bounded is the catalog as a bound sees it: only the tables scope names,
+// each with only the columns scope lists for it (in the table's own
+// order, a name the table lacks skipped), the constraints over those
+// columns alone, and no row estimates. The statement path checks an
+// agent's statement against its delegation's bounded catalog, so a table
+// or a column outside the bound is, to the check, to the guards and to
+// every reason the agent reads, exactly as if it did not exist (DESIGN.md
+// invariant 10): a statement naming one is referred with the same words
+// whether the target has it or not, and *, a whole-row reference and an
+// INSERT without a column list reach only the bound's columns. of is what
+// reasons call it ("the tables and columns delegation X names").
+func (c *Catalog) Bounded(scope map[TableName][]string, of string) *Catalog {
+	out := &Catalog{tables: make(map[TableName]*Table, len(scope)), searchPath: c.searchPath, of: of}
+	for name, cols := range scope {
+		t, ok := c.tables[name]
+		if !ok {
+			continue
+		}
+		keep := make(map[string]bool, len(cols))
+		for _, col := range cols {
+			keep[col] = true
+		}
+		cp := Table{Name: t.Name, EstimatedRows: -1, index: map[string]int{}}
+		for _, col := range t.Columns {
+			if keep[col.Name] {
+				cp.index[col.Name] = len(cp.Columns)
+				cp.Columns = append(cp.Columns, col)
+			}
+		}
+		for _, k := range t.Constraints {
+			inside := true
+			for _, col := range k.Columns {
+				inside = inside && keep[col]
+			}
+			if inside && k.RefTable == nil {
+				k.Def = ""
+				cp.Constraints = append(cp.Constraints, k)
+			}
+		}
+		out.tables[name] = &cp
 	}
 	return out
 }

@@ -21,6 +21,12 @@ type Facts struct {
 	Reads map[TableName][]string `json:"-"`
 	// Written is the columns an INSERT or UPDATE sets, sorted.
 	Written []string `json:"written,omitempty"`
+	// Implicit is, for an INSERT without a column list, the columns its
+	// values go to, in order: the catalog's first columns, which the
+	// Pilot writes as the statement's column list, so the target fills
+	// exactly the columns checked (a bounded catalog's, never one the
+	// bound leaves out).
+	Implicit []string `json:"implicit,omitempty"`
 	// Functions and Operators called, sorted and deduplicated.
 	Functions []string `json:"functions,omitempty"`
 	Operators []string `json:"operators,omitempty"`
@@ -80,6 +86,7 @@ type walker struct {
 	reads     map[TableName]map[string]bool
 	relations map[TableName]bool
 	written   map[string]bool
+	implicit  []string
 	funcs     map[string]bool
 	ops       map[string]bool
 	refs      []Reference
@@ -129,6 +136,7 @@ func (w *walker) facts(kind Op, target *TableName) *Facts {
 		f.Reads[t] = sortedKeys(cols)
 	}
 	f.Written = sortedKeys(w.written)
+	f.Implicit = w.implicit
 	f.Functions = sortedKeys(w.funcs)
 	f.Operators = sortedKeys(w.ops)
 	return f
@@ -503,6 +511,7 @@ func (w *walker) insertStmt(s *pg.InsertStmt, outer *scope) *TableName {
 			nvalues = len(all)
 		}
 		cols = all[:nvalues]
+		w.implicit = cols
 	}
 	for _, c := range cols {
 		if !t.table.Has(c) {
@@ -560,6 +569,9 @@ func (w *walker) updateStmt(s *pg.UpdateStmt, outer *scope) *TableName {
 	t := w.relation(s.Relation, nil, sc, RoleTarget)
 	if t != nil {
 		sc.items = append(sc.items, t)
+	} else {
+		// Referred already: its columns are not each reported too.
+		sc.items = append(sc.items, unknownTarget(s.Relation))
 	}
 	for _, f := range s.FromClause {
 		w.fromItem(f, sc)
@@ -604,6 +616,9 @@ func (w *walker) deleteStmt(s *pg.DeleteStmt, outer *scope) *TableName {
 	t := w.relation(s.Relation, nil, sc, RoleTarget)
 	if t != nil {
 		sc.items = append(sc.items, t)
+	} else {
+		// Referred already: its columns are not each reported too.
+		sc.items = append(sc.items, unknownTarget(s.Relation))
 	}
 	for _, f := range s.UsingClause {
 		w.fromItem(f, sc)
@@ -664,9 +679,14 @@ func (w *walker) relation(rv *pg.RangeVar, item *pg.Node, sc *scope, role RefRol
 	t, ok := w.cat.Resolve(rv.Schemaname, rv.Relname)
 	if !ok {
 		if rv.Schemaname != "" {
-			w.refer(CodeUnknownRelation, "relation %s.%s is not in the target catalog", QuoteIdent(rv.Schemaname), QuoteIdent(rv.Relname))
+			w.refer(CodeUnknownRelation, "relation %s.%s is not in %s", QuoteIdent(rv.Schemaname), QuoteIdent(rv.Relname), w.cat.what())
 		} else {
-			w.refer(CodeUnknownRelation, "relation %s is not in the target catalog (search path %s)", QuoteIdent(rv.Relname), strings.Join(w.cat.searchPath, ", "))
+			w.refer(CodeUnknownRelation, "relation %s is not in %s (search path %s)", QuoteIdent(rv.Relname), w.cat.what(), strings.Join(w.cat.searchPath, ", "))
+		}
+		if role == RoleRead {
+			// In scope with columns unknown, so its columns are not each
+			// reported unknown too: the statement refers already.
+			return &rte{name: name, unknown: true}
 		}
 		return nil
 	}
@@ -682,6 +702,19 @@ func (w *walker) relation(rv *pg.RangeVar, item *pg.Node, sc *scope, role RefRol
 	r := &rte{name: name, table: t}
 	if rv.Alias != nil && len(rv.Alias.Colnames) > 0 {
 		w.refer(CodeUnsupported, "column aliases on a table (%s) are not supported", QuoteIdent(name))
+	}
+	return r
+}
+
+// unknownTarget stands in scope for a written relation the walker could
+// not resolve: one with unknown columns.
+func unknownTarget(rv *pg.RangeVar) *rte {
+	r := &rte{unknown: true}
+	if rv != nil {
+		r.name = rv.Relname
+		if rv.Alias != nil && rv.Alias.Aliasname != "" {
+			r.name = rv.Alias.Aliasname
+		}
 	}
 	return r
 }

@@ -1,0 +1,142 @@
+package noninterference_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+)
+
+// schemaOutside is what twin B's target has and twin A's does not: a
+// column in a table the bound reads and writes, one in a table it does
+// not name, a whole table, and a type. All of it is outside the bound.
+const schemaOutside = `ALTER TABLE public.orders ADD COLUMN internal_note text DEFAULT 'hold';
+ALTER TABLE public.orders ADD COLUMN risk_score integer;
+CREATE TABLE public.payroll (id bigint PRIMARY KEY, salary integer NOT NULL);
+INSERT INTO public.payroll VALUES (1, 100000);
+CREATE TYPE public.secret_kind AS ENUM ('a', 'b');
+ALTER TABLE public.customers ADD COLUMN kind public.secret_kind;`
+
+const sameTimes = `UPDATE public.orders SET created_at = timestamptz '2026-01-01 00:00:00+00' + id * interval '1 minute',
+	updated_at = timestamptz '2026-01-02 00:00:00+00' + id * interval '1 minute';
+UPDATE public.customers SET updated_at = timestamptz '2026-01-03 00:00:00+00' + id * interval '1 minute';`
+
+// schemaProbes are statements an agent would send to learn the schema
+// outside its bound: a hidden column by name, with *, with a whole-row
+// reference, in RETURNING, through an INSERT without a column list; a
+// hidden table by name; names that exist nowhere, to compare with.
+var schemaProbes = []string{
+	"SELECT * FROM orders WHERE id = 3",
+	"SELECT o.* FROM orders o WHERE id = 3",
+	"SELECT internal_note FROM orders WHERE id = 3",
+	"SELECT no_such_column FROM orders WHERE id = 3",
+	"SELECT id FROM orders WHERE risk_score > 0",
+	"SELECT to_jsonb(o) FROM orders o WHERE id = 3",
+	"SELECT o::text FROM orders o WHERE id = 3",
+	"SELECT * FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = 3",
+	"SELECT salary FROM payroll",
+	"SELECT count(*) FROM payroll",
+	"SELECT * FROM no_such_table",
+	"SELECT kind FROM customers",
+	"UPDATE orders SET status = 'retrying', updated_at = '2026-02-01' WHERE id = 5 RETURNING *",
+	"UPDATE orders SET status = 'retrying', updated_at = '2026-02-01' WHERE id = 6 RETURNING id, status",
+	"UPDATE orders SET internal_note = 'x' WHERE id = 7",
+	"INSERT INTO orders VALUES (9001, 1, 'pending', 100, '2026-01-01', '2026-01-01')",
+	"DELETE FROM payroll WHERE id = 1",
+}
+
+// TestSchemaOutsideTheBound: two targets that differ only in schema
+// outside the agent's bound (columns, a table, a type) look identical to
+// the agent through every interface: each probe's answer over HTTP, MCP
+// and the wire front (simple and extended protocol, the statement's
+// description), its request, and what it can learn of its scope
+// (describe_tables, its delegations). Before the statement path checked
+// against the bound's own catalog, `SELECT *` ran on one twin and was
+// referred on the other naming the hidden column, and a hidden column's
+// or table's reason said "does not let the statement read" where a
+// missing one said "does not exist".
+func TestSchemaOutsideTheBound(t *testing.T) {
+	t.Parallel()
+	srv := shared.Server(t)
+	keys := gatewaytest.NewKeys(t)
+	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
+	for _, dsn := range dsns {
+		gatewaytest.LoadShop(t, dsn)
+		// The same times on both: the shop's rows are dated from now().
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), sameTimes, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(t.Context())
+	}
+	conn, err := pgx.Connect(t.Context(), dsns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), schemaOutside, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+
+	var sides [2]*side
+	for i, name := range []string{"A", "B"} {
+		sides[i] = startSide(t, name, dsns[i], keys)
+	}
+	// The delegations compile to the same bytes on both (so the same ids):
+	// a bound records nothing of the target outside it.
+	y, _ := sides[0].sys.SignedExample(t, "unstick-orders.yaml")
+	canon := [2][]byte{gatewaytest.Canonical(t, y, sides[0].sys.Pilot.Catalog()), gatewaytest.Canonical(t, y, sides[1].sys.Pilot.Catalog())}
+	if !bytes.Equal(canon[0], canon[1]) {
+		t.Fatalf("the delegation compiles differently on the twins:\n%s\n%s", canon[0], canon[1])
+	}
+	for _, s := range sides {
+		s.sys.AddExamples(t)
+	}
+	ctx := t.Context()
+	var scopes [2]map[string]any
+	for i, s := range sides {
+		if scopes[i], err = s.scope(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compareObs(t, "the agent's scope", scopes[0], scopes[1])
+	for _, sql := range schemaProbes {
+		var obs [2]map[string]any
+		for i, s := range sides {
+			a, err := s.observe(ctx, stmt{sql: sql, op: "probe"}, true)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", sql, s.name, err)
+			}
+			obs[i] = a.obs
+			time.Sleep(time.Millisecond)
+		}
+		compareObs(t, sql, obs[0], obs[1])
+	}
+}
+
+func compareObs(t *testing.T, what string, a, b map[string]any) {
+	t.Helper()
+	var diffs []string
+	diff(normalize(a, true), normalize(b, true), "", &diffs, 12)
+	if len(diffs) > 0 {
+		t.Errorf("%s: the twins differ only outside the bound, and the agent tells them apart:\n  %s", what, joinLines(diffs))
+	}
+}
+
+func joinLines(s []string) string {
+	var b bytes.Buffer
+	for i, l := range s {
+		if i > 0 {
+			b.WriteString("\n  ")
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
