@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/route"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
+)
+
+// Description is what a statement with $n placeholders takes and
+// returns, told without running it (Describe).
+type Description struct {
+	// ParamTypes are the type OIDs of $1..$n as the target types them in
+	// their context; nil when it could not type them (SELECT $1).
+	ParamTypes []uint32
+	// Columns and ColumnTypes are the columns the statement returns once
+	// its values are inlined: none for a write without RETURNING.
+	Columns     []string
+	ColumnTypes []uint32
+}
+
+// Why a statement is not described.
+const (
+	// NotDescribedRejected: it is refused whatever its values (it does
+	// not parse, or no human could approve it).
+	NotDescribedRejected = "rejected"
+	// NotDescribedReferred: sent with its values, it would be referred
+	// to a human (or it is covered only on the surveyed path, which may
+	// refer it): only what runs at once is described.
+	NotDescribedReferred = "referred"
+	// NotDescribedRefused: its Pilot refused to describe it.
+	NotDescribedRefused = "refused"
+)
+
+// NotDescribedError is a statement Describe does not describe: its Code
+// (NotDescribed...) and the reasons, the ones the agent would read if it
+// sent the statement (a referral's, a rejection's, or the Pilot's fixed
+// class). Nothing was recorded or queued.
+type NotDescribedError struct {
+	Code    string
+	Reasons []string
+}
+
+func (e *NotDescribedError) Error() string {
+	return fmt.Sprintf("gateway: describe: %s", e.Code)
+}
+
+// Describe tells what a statement with $n placeholders takes and returns,
+// for the wire front's Describe of a prepared statement, without running
+// it and without recording or queueing anything: no request is made.
+//
+// It is the statement path's steps 2 and 3 on the statement's NULL twin
+// (sqlcheck.NullTwin: the check reads no constant's value, so the twin's
+// decision is the statement's with any values), and the route without a
+// quota token. Only a statement whose route is the compiled path goes to
+// the Pilot, which verifies the chosen delegation's signature and checks
+// the twin itself before it prepares anything (pilot.Executor.Describe).
+// Everything else is a *NotDescribedError whose reasons are those a
+// submission would answer, which depend on the statement and the bound
+// only: nothing outside the bound is evaluated or told (DESIGN.md
+// invariant 10). A Pilot that cannot be reached is an error wrapping
+// pilot.ErrUnreachable.
+func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (*Description, error) {
+	p, ok := g.targets[target]
+	if !ok {
+		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
+	}
+	now := g.cfg.Clock()
+	delegs := g.activeDelegations(principal, target, now)
+
+	twin, _, _, err := sqlcheck.NullTwin(sql, g.cfg.Limits)
+	if err != nil {
+		// A text the twin cannot be made of is one the check refuses
+		// whatever its values: its analysis says why.
+		a := sqlcheck.Analyze(sql, p.Catalog(), g.cfg.Limits)
+		why := "the statement cannot be checked: it must be exactly one statement that parses"
+		if r, ok := a.Rejected(); ok {
+			why = r.String()
+		}
+		return nil, &NotDescribedError{Code: NotDescribedRejected, Reasons: []string{why}}
+	}
+	a, key := g.analyze(twin, p.Catalog())
+	if r, ok := a.Rejected(); ok {
+		return nil, &NotDescribedError{Code: NotDescribedRejected, Reasons: []string{r.String()}}
+	}
+	in := route.Input{Principal: principal, Target: target, Analysis: a, Stale: g.delegationsStale()}
+	for _, d := range delegs {
+		c := g.check(a, key, d)
+		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
+	}
+	// No survey facts and no quota: the surveyed path is closed here
+	// (route.Of refers it), and a used-up quota refers the statement
+	// when it is sent, not its description.
+	rt := route.Of(in)
+	if rt.Path != route.Compiled {
+		reasons := route.Strings(rt.Reasons)
+		if rt.Chosen >= 0 && rt.Decision.Outcome == sqlcheck.Survey {
+			reasons = []string{"only a rule with a residual clause covers this statement: it goes to the Surveyor when sent, and only a statement on the compiled path is described"}
+		}
+		return nil, &NotDescribedError{Code: NotDescribedReferred, Reasons: reasons}
+	}
+	chosen := delegs[rt.Chosen]
+	res, err := p.Describe(ctx, sql, chosen.Canonical, chosen.auth(), principal)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: describe: %w", err)
+	}
+	switch res.Outcome {
+	case pilot.Described:
+	case pilot.Refused:
+		if res.Detail != "" {
+			// The target's own words are for the log, never the agent.
+			g.cfg.Logger.Warn("describe: the Pilot refused", "principal", principal, "target", target,
+				"delegation", chosen.ID, "code", res.Code, "detail", res.Detail)
+		}
+		return nil, &NotDescribedError{Code: NotDescribedRefused, Reasons: append([]string(nil), res.Reasons...)}
+	default:
+		return nil, errors.New("gateway: describe: the Pilot answered " + string(res.Outcome))
+	}
+	if len(res.Columns) != len(res.ColumnTypes) {
+		return nil, fmt.Errorf("gateway: describe: the Pilot described %d columns with %d types", len(res.Columns), len(res.ColumnTypes))
+	}
+	return &Description{ParamTypes: res.ParamTypes, Columns: res.Columns, ColumnTypes: res.ColumnTypes}, nil
+}
