@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/route"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -28,8 +29,8 @@ const (
 	// not parse, or no human could approve it).
 	NotDescribedRejected = "rejected"
 	// NotDescribedReferred: sent with its values, it would be referred
-	// to a human (or it is covered only on the surveyed path, which may
-	// refer it): only what runs at once is described.
+	// to a human: no delegation in force covers it (or this node's view
+	// of them is stale).
 	NotDescribedReferred = "referred"
 	// NotDescribedRefused: its Pilot refused to describe it.
 	NotDescribedRefused = "refused"
@@ -42,6 +43,9 @@ const (
 type NotDescribedError struct {
 	Code    string
 	Reasons []string
+	// Check is the static check's code of a rejection
+	// (sqlcheck.CodeInputTooLarge, ...).
+	Check string
 }
 
 func (e *NotDescribedError) Error() string {
@@ -54,15 +58,15 @@ func (e *NotDescribedError) Error() string {
 //
 // It is the statement path's steps 2 and 3 on the statement's NULL twin
 // (sqlcheck.NullTwin: the check reads no constant's value, so the twin's
-// decision is the statement's with any values), and the route without a
-// quota token. Only a statement whose route is the compiled path goes to
-// the Pilot, which verifies the chosen delegation's signature and checks
-// the twin itself before it prepares anything (pilot.Executor.Describe).
-// Everything else is a *NotDescribedError whose reasons are those a
-// submission would answer, which depend on the statement and the bound
-// only: nothing outside the bound is evaluated or told (DESIGN.md
-// invariant 10). A Pilot that cannot be reached is an error wrapping
-// pilot.ErrUnreachable.
+// decision is the statement's with any values). Only a statement some
+// delegation in force covers (on the compiled path, or the surveyed one)
+// goes to the Pilot, which verifies that delegation's signature and
+// checks the twin itself before it prepares anything
+// (pilot.Executor.Describe). Everything else is a *NotDescribedError
+// whose reasons are those a submission would answer, which depend on the
+// statement and the bound only: nothing outside the bound is evaluated or
+// told (DESIGN.md invariant 10). A Pilot that cannot be reached is an
+// error wrapping pilot.ErrUnreachable.
 func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (*Description, error) {
 	p, ok := g.targets[target]
 	if !ok {
@@ -76,34 +80,37 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 		// A text the twin cannot be made of is one the check refuses
 		// whatever its values: its analysis says why.
 		a := sqlcheck.Analyze(sql, p.Catalog(), g.cfg.Limits)
-		why := "the statement cannot be checked: it must be exactly one statement that parses"
+		nd := &NotDescribedError{Code: NotDescribedRejected, Check: sqlcheck.CodeParseError,
+			Reasons: []string{"the statement cannot be checked: it must be exactly one statement that parses"}}
 		if r, ok := a.Rejected(); ok {
-			why = r.String()
+			nd.Check, nd.Reasons = r.Code, []string{r.String()}
 		}
-		return nil, &NotDescribedError{Code: NotDescribedRejected, Reasons: []string{why}}
+		return nil, nd
 	}
 	a, key := g.analyze(twin, p.Catalog())
 	if r, ok := a.Rejected(); ok {
-		return nil, &NotDescribedError{Code: NotDescribedRejected, Reasons: []string{r.String()}}
+		return nil, &NotDescribedError{Code: NotDescribedRejected, Check: r.Code, Reasons: []string{r.String()}}
 	}
 	in := route.Input{Principal: principal, Target: target, Analysis: a, Stale: g.delegationsStale()}
 	for _, d := range delegs {
 		c := g.check(a, key, d)
 		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
 	}
-	// No survey facts and no quota: the surveyed path is closed here
-	// (route.Of refers it), and a used-up quota refers the statement
-	// when it is sent, not its description.
-	rt := route.Of(in)
-	if rt.Path != route.Compiled {
-		reasons := route.Strings(rt.Reasons)
-		if rt.Chosen >= 0 && rt.Decision.Outcome == sqlcheck.Survey {
-			reasons = []string{"only a rule with a residual clause covers this statement: it goes to the Surveyor when sent, and only a statement on the compiled path is described"}
-		}
-		return nil, &NotDescribedError{Code: NotDescribedReferred, Reasons: reasons}
+	// A statement some delegation covers is described, on the path it
+	// would take: its description is drawn from that bound whether it
+	// then runs, is surveyed or is referred (a used-up quota, Tier B
+	// switched off), and Execute says which. No quota token is taken.
+	i, ok := route.Choose(in.Checks)
+	if !ok || in.Stale != "" {
+		rt := route.Of(in)
+		return nil, &NotDescribedError{Code: NotDescribedReferred, Reasons: route.Strings(rt.Reasons)}
 	}
-	chosen := delegs[rt.Chosen]
-	res, err := p.Describe(ctx, sql, chosen.Canonical, chosen.auth(), principal)
+	path := marque.PathCompiled
+	if in.Checks[i].Decision.Outcome == sqlcheck.Survey {
+		path = marque.PathSurveyed
+	}
+	chosen := delegs[i]
+	res, err := p.Describe(ctx, sql, chosen.Canonical, chosen.auth(), principal, path)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: describe: %w", err)
 	}

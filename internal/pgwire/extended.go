@@ -13,6 +13,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The extended query protocol. A statement runs once its parameters are
@@ -283,6 +284,15 @@ func (c *session) describeGoverned(ctx context.Context, st *prepared, tree *pg.P
 	dctx, done := c.inflightCtx(ctx)
 	d, err := c.srv.gw.Describe(dctx, c.principal, c.target, text)
 	if canceled := done(); err != nil {
+		var nd *gateway.NotDescribedError
+		if !canceled && noRows(tree, st.sql) && (errors.As(err, &nd) && nd.Code != gateway.NotDescribedRejected || errors.Is(err, pilot.ErrUnreachable)) {
+			// A write without RETURNING returns no rows whatever its
+			// bound: NoData is its description, and its Execute is
+			// decided (referred, recorded) as any statement's.
+			c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
+			c.send(&pgproto3.NoData{})
+			return nil
+		}
 		return c.describeError(err, canceled)
 	}
 	params := make([]uint32, len(st.oids))
@@ -311,6 +321,33 @@ func (c *session) describeGoverned(ctx context.Context, st *prepared, tree *pg.P
 	return nil
 }
 
+// noRows reports a statement that returns no rows: one INSERT, UPDATE,
+// DELETE or MERGE without RETURNING. tree is its parse, or nil for a text
+// the front did not parse.
+func noRows(tree *pg.ParseResult, sql string) bool {
+	if tree == nil {
+		t, err := parseText(sql)
+		if err != nil {
+			return false
+		}
+		tree = t
+	}
+	if len(tree.Stmts) != 1 {
+		return false
+	}
+	switch n := tree.Stmts[0].Stmt.GetNode().(type) {
+	case *pg.Node_InsertStmt:
+		return len(n.InsertStmt.ReturningList) == 0
+	case *pg.Node_UpdateStmt:
+		return len(n.UpdateStmt.ReturningList) == 0
+	case *pg.Node_DeleteStmt:
+		return len(n.DeleteStmt.ReturningList) == 0
+	case *pg.Node_MergeStmt:
+		return len(n.MergeStmt.ReturningList) == 0
+	}
+	return false
+}
+
 // describeError is a statement the gateway did not describe, as an error
 // that says why and what to do.
 func (c *session) describeError(err error, canceled bool) *wireError {
@@ -320,7 +357,14 @@ func (c *session) describeError(err error, canceled bool) *wireError {
 		reasons := strings.Join(nd.Reasons, "; ")
 		switch nd.Code {
 		case gateway.NotDescribedRejected:
-			return &wireError{Code: stateFeature, Message: "the statement cannot be described, and would not run: " + reasons}
+			code := stateFeature
+			switch nd.Check {
+			case sqlcheck.CodeInputTooLarge, sqlcheck.CodeInputTooDeep:
+				code = stateProgramLimit
+			case sqlcheck.CodeParseError, sqlcheck.CodeEmptyStatement:
+				code = stateSyntax
+			}
+			return &wireError{Code: code, Message: "the statement cannot be described, and would not run: " + reasons}
 		case gateway.NotDescribedReferred:
 			return &wireError{Code: StateNotDescribed,
 				Message: "the statement cannot be described: sent with its values, it would be referred to a human, and a referred statement has no description",

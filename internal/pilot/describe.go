@@ -18,8 +18,9 @@ import (
 //
 // It rests on a signed bound, as Rehearse does: the grantor's signature
 // over canonicalBound (auth) is verified here, and the statement's NULL
-// twin (sqlcheck.NullTwin) must conform to the bound on the compiled path
-// by the Pilot's own check. Only then is anything sent to the target:
+// twin (sqlcheck.NullTwin) must pass the Pilot's own check of the bound
+// for path, as Execute's statement must (the compiled path: conforms; the
+// surveyed path: conforms or survey). Only then is anything sent to the target:
 // the twin's guarded text, the text Execute runs once the values are
 // inlined, and the same text with its placeholders back, are prepared
 // (parsed and planned, never executed) on a pooled connection in a READ
@@ -31,7 +32,7 @@ import (
 // Its Result is Described, with Columns and ColumnTypes (none for a
 // write without RETURNING) and ParamTypes (nil when the target could not
 // type the placeholders in their context), or Refused.
-func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal string) (*Result, error) {
+func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error) {
 	pb, res := p.verifyBound(canonicalBound, auth, principal, p.cfg.Clock())
 	if res != nil {
 		return res, nil
@@ -40,7 +41,7 @@ func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte,
 	if err != nil {
 		return refused(RefusedCheck, "%v", err), nil
 	}
-	g, res := p.guard(twin, pb, marque.PathCompiled, false)
+	g, res := p.guard(twin, pb, path, false)
 	if res != nil {
 		return res, nil
 	}
@@ -50,7 +51,7 @@ func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte,
 	var withParams string
 	cat := p.Catalog()
 	if a := sqlcheck.Analyze(twin, cat, sqlcheck.Limits{}); a.Tree != nil {
-		if d := sqlcheck.Check(a, pb.rules); d.Outcome == sqlcheck.Conforms && sqlcheck.RestoreParams(orig, a.Tree) == nil {
+		if d, r := p.check(a, pb, path); r == nil && sqlcheck.RestoreParams(orig, a.Tree) == nil {
 			if gp, err := BuildGuards(a, d, pb.b, cat, WithExprCache(&p.exprs)); err == nil {
 				withParams = gp.SQL
 			}

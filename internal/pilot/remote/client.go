@@ -305,8 +305,8 @@ func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte
 }
 
 // Describe asks the Pilot to describe a statement inside a bound.
-func (c *Client) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal string) (*pilot.Result, error) {
-	rep, _, err := c.call(ctx, opDescribe, rehearseBody{SQL: sql, Bound: canonicalBound, Auth: &auth, Principal: principal})
+func (c *Client) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*pilot.Result, error) {
+	rep, _, err := c.call(ctx, opDescribe, rehearseBody{SQL: sql, Bound: canonicalBound, Auth: &auth, Principal: principal, Path: path})
 	if err != nil {
 		return nil, err
 	}

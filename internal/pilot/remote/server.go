@@ -252,7 +252,7 @@ func (s *Server) describe(ctx context.Context, p pilot.Executor, body []byte) (*
 	if b.Auth == nil {
 		return nil, errors.New("a description inside a bound needs the grantor's signature")
 	}
-	return resultReply(p.Describe(ctx, b.SQL, b.Bound, *b.Auth, b.Principal)), nil
+	return resultReply(p.Describe(ctx, b.SQL, b.Bound, *b.Auth, b.Principal, b.Path)), nil
 }
 
 func (s *Server) preview(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {
