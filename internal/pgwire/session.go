@@ -209,10 +209,16 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 	return true
 }
 
+// extendedErr reports an error of the extended protocol and discards
+// what follows until Sync. The error goes out at once, as PostgreSQL
+// flushes every error: a client that sent Flush, not Sync, behind its
+// message (postgres.js's Parse, Describe, Flush) waits for it before it
+// sends Sync, and the Flush itself is discarded.
 func (c *session) extendedErr(e *wireError) {
 	if e != nil {
 		c.sendError(e)
 		c.skip = true
+		_ = c.be.Flush()
 	}
 }
 
