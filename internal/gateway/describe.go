@@ -36,10 +36,17 @@ const (
 	NotDescribedRefused = "refused"
 )
 
-// NotDescribedError is a statement Describe does not describe: its Code
-// (NotDescribed...) and the reasons, the ones the agent would read if it
-// sent the statement (a referral's, a rejection's, or the Pilot's fixed
-// class). Nothing was recorded or queued.
+// NotDescribedError is a statement Describe does not describe, and its
+// Code (NotDescribed...). Nothing was recorded or queued.
+//
+// Only a rejection carries the reasons a submission would answer: they
+// are drawn from the text alone (it does not parse, DDL, a locking
+// clause, past the limits). A statement no delegation covers, or that
+// its Pilot refused to describe, carries none: the static check's
+// reasons read the target's catalog, so that a column or a table outside
+// the bound can show in them, and two targets that differ only outside
+// the bound must refuse a Describe alike (DESIGN.md invariant 10).
+// Sending the statement decides it, with its reasons.
 type NotDescribedError struct {
 	Code    string
 	Reasons []string
@@ -62,10 +69,8 @@ func (e *NotDescribedError) Error() string {
 // delegation in force covers (on the compiled path, or the surveyed one)
 // goes to the Pilot, which verifies that delegation's signature and
 // checks the twin itself before it prepares anything
-// (pilot.Executor.Describe). Everything else is a *NotDescribedError
-// whose reasons are those a submission would answer, which depend on the
-// statement and the bound only: nothing outside the bound is evaluated or
-// told (DESIGN.md invariant 10). A Pilot that cannot be reached is an
+// (pilot.Executor.Describe): nothing outside the bound is evaluated or
+// told (DESIGN.md invariant 10). Everything else is a *NotDescribedError. A Pilot that cannot be reached is an
 // error wrapping pilot.ErrUnreachable.
 func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (*Description, error) {
 	p, ok := g.targets[target]
@@ -102,8 +107,7 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 	// switched off), and Execute says which. No quota token is taken.
 	i, ok := route.Choose(in.Checks)
 	if !ok || in.Stale != "" {
-		rt := route.Of(in)
-		return nil, &NotDescribedError{Code: NotDescribedReferred, Reasons: route.Strings(rt.Reasons)}
+		return nil, &NotDescribedError{Code: NotDescribedReferred}
 	}
 	path := marque.PathCompiled
 	if in.Checks[i].Decision.Outcome == sqlcheck.Survey {
@@ -117,12 +121,11 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 	switch res.Outcome {
 	case pilot.Described:
 	case pilot.Refused:
-		if res.Detail != "" {
-			// The target's own words are for the log, never the agent.
-			g.cfg.Logger.Warn("describe: the Pilot refused", "principal", principal, "target", target,
-				"delegation", chosen.ID, "code", res.Code, "detail", res.Detail)
-		}
-		return nil, &NotDescribedError{Code: NotDescribedRefused, Reasons: append([]string(nil), res.Reasons...)}
+		// Its reasons and the target's own words are for the log, never
+		// the agent.
+		g.cfg.Logger.Warn("describe: the Pilot refused", "principal", principal, "target", target,
+			"delegation", chosen.ID, "code", res.Code, "reasons", res.Reasons, "detail", res.Detail)
+		return nil, &NotDescribedError{Code: NotDescribedRefused}
 	default:
 		return nil, errors.New("gateway: describe: the Pilot answered " + string(res.Outcome))
 	}

@@ -366,14 +366,14 @@ func (c *session) describeError(err error, canceled bool) *wireError {
 			}
 			return &wireError{Code: code, Message: "the statement cannot be described, and would not run: " + reasons}
 		case gateway.NotDescribedReferred:
+			// Without the check's reasons (gateway.NotDescribedError):
+			// sending the statement gives them.
 			return &wireError{Code: StateNotDescribed,
-				Message: "the statement cannot be described: sent with its values, it would be referred to a human, and a referred statement has no description",
-				Detail:  reasons,
-				Hint:    "send it with its values inlined, over the simple query protocol (or a driver mode that does not describe statements), to queue it for a human; only a statement inside your delegations' compiled bound is described"}
+				Message: "the statement cannot be described: no delegation in force lets it run, so sent with its values it would be referred to a human, and a referred statement has no description",
+				Hint:    "send it with its values inlined, over the simple query protocol (or a driver mode that does not describe statements), to have it decided and queued for a human with its reasons; only a statement inside your delegations' bound is described"}
 		}
 		return &wireError{Code: StateNotDescribed,
 			Message: "the statement cannot be described: its Pilot refused to describe it",
-			Detail:  reasons,
 			Hint:    "send it with its values inlined, over the simple query protocol, to have it decided: it runs or is referred to a human"}
 	case canceled:
 		return errorf(stateCanceled, "canceling statement due to user request")

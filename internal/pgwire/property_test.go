@@ -209,9 +209,8 @@ func TestWireMatchesHTTP(t *testing.T) {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == pgwire.StateNotDescribed {
 			// A Describe of the prepared statement (pgx's cached mode)
-			// is refused for a statement no delegation covers: it says
-			// why, in the reasons its referral would give.
-			return observation{Outcome: "undescribed", Reasons: pe.Detail}
+			// is refused for a read no delegation covers.
+			return observation{Outcome: "undescribed"}
 		}
 		if !errors.As(err, &pe) || pe.Code != "HM001" {
 			t.Fatalf("%s: %v", sql, err)
@@ -233,9 +232,8 @@ func TestWireMatchesHTTP(t *testing.T) {
 		}
 		want := post(text)
 		if got.Outcome == "undescribed" {
-			if mode != pgx.QueryExecModeCacheStatement || want.Outcome != "referred" || got.Reasons != want.Reasons ||
-				!strings.HasPrefix(text, "SELECT") {
-				t.Fatalf("statement %d, %s (wire mode %v): not described (%s); HTTP %+v", i, text, mode, got.Reasons, want)
+			if mode != pgx.QueryExecModeCacheStatement || want.Outcome != "referred" || !strings.HasPrefix(text, "SELECT") {
+				t.Fatalf("statement %d, %s (wire mode %v): not described; HTTP %+v", i, text, mode, want)
 			}
 			counts["undescribed"]++
 			continue
