@@ -19,15 +19,18 @@ import (
 // It rests on a signed bound, as Rehearse does: the grantor's signature
 // over canonicalBound (auth) is verified here, and the statement's NULL
 // twin (sqlcheck.NullTwin) must pass the Pilot's own check of the bound
-// for path, as Execute's statement must (the compiled path: conforms; the
-// surveyed path: conforms or survey). Only then is anything sent to the target:
-// the twin's guarded text, the text Execute runs once the values are
-// inlined, and the same text with its placeholders back, are prepared
-// (parsed and planned, never executed) on a pooled connection in a READ
-// ONLY transaction with the pinned settings, which rolls back. A
-// statement outside the bound is refused before the target sees it, so
-// what a description shows is drawn from the bound (DESIGN.md invariant
-// 10): the columns of the guarded text are those the rules list.
+// for path, as Execute's statement must (the compiled path: conforms;
+// the surveyed path: conforms or survey). Only then is anything sent to
+// the target: the fence views the guards read through, if missing (as
+// Execute would create them), then the twin's guarded text, the text
+// Execute runs once the values are inlined, and the same text with its
+// placeholders back, each prepared (Parse and Describe: parsed, names
+// and types resolved, nothing planned or executed) on a pooled
+// connection in a READ ONLY transaction with the pinned settings, which
+// rolls back. A statement outside the bound is refused before the target
+// sees it, so what a description shows is drawn from the bound (DESIGN.md
+// invariant 10): the columns of the guarded text are those the rules
+// list.
 //
 // Its Result is Described, with Columns and ColumnTypes (none for a
 // write without RETURNING) and ParamTypes (nil when the target could not
