@@ -308,3 +308,24 @@ func TestDescribeSameOutsideBound(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeUnreachable: with its Pilot out of reach, a read is not
+// described (HM004, saying so) and a write without RETURNING is NoData,
+// its Execute decided as any statement's.
+func TestDescribeUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(o *gatewaytest.Options) { o.RemotePilot = true })
+	fe := f.hijack(t).Frontend
+	if d := describeStatement(t, fe, "SELECT id, status FROM orders WHERE id = $1"); d.err != nil || len(d.fields) != 2 {
+		t.Fatalf("reachable: %+v %v", d, d.err)
+	}
+	f.sys.Relay.Close()
+	d := describeStatement(t, fe, "SELECT id, status FROM orders WHERE customer_id = $1")
+	if d.err == nil || d.err.Code != pgwire.StateNotDescribed || !strings.Contains(d.err.Message, "could not be reached") || d.noData || d.fields != nil {
+		t.Fatalf("unreachable, a read: %+v %+v", d, d.err)
+	}
+	d = describeStatement(t, fe, "UPDATE orders SET status = $1 WHERE id = $2")
+	if d.err != nil || !d.noData || !reflect.DeepEqual(d.params, []uint32{0, 0}) {
+		t.Fatalf("unreachable, a write: %+v %v", d, d.err)
+	}
+}
