@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/harbormaster-dev/harbormaster/internal/testtools"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -156,5 +157,52 @@ func TestNodePostgresJS(t *testing.T) {
 	}
 	if e := errs["referred"]; e == nil || e["code"] != "HM001" || !strings.HasPrefix(e["where"].(string), "req_") {
 		t.Errorf("a write that is referred: %v, want HM001 with its request id", steps["referred"])
+	}
+}
+
+// TestAsyncpg connects with asyncpg (Debian's python3-asyncpg), which
+// prepares every statement and uses its description to encode the
+// parameters and decode the rows: before the front described governed
+// statements it could not run a parameterized statement at all.
+func TestAsyncpg(t *testing.T) {
+	t.Parallel()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import asyncpg").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("asyncpg is required under CI (Debian: apt-get install python3-asyncpg): %v", err)
+		}
+		t.Skipf("asyncpg is not installed for %s: %v", py, err)
+	}
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "testdata/asyncpg-client/client.py", f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("asyncpg client: %v\nstdout: %s\nstderr: %s", err, outb, stderr.String())
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(outb)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		t.Logf("%s", line)
+		got[m["step"].(string)] = line
+	}
+	want := map[string]string{
+		"read":         `{"step": "read", "rows": [{"id": 26, "status": "pending"}]}`,
+		"prepared":     `{"step": "prepared", "params": ["int8"], "columns": [["id", "int8"], ["status", "text"], ["created_at", "timestamptz"]]}`,
+		"prepared_row": `{"step": "prepared_row", "id": 5, "status": "pending", "aware": true}`,
+		"enum":         `{"step": "enum", "rows": [{"id": 1, "m": "calm"}]}`,
+		"write":        `{"step": "write", "tag": "UPDATE 1"}`,
+		"outside":      `{"step": "outside", "error": "` + pgwire.StateNotDescribed + `"}`,
+	}
+	for step, w := range want {
+		if got[step] != w {
+			t.Errorf("%s:\n got %s\nwant %s", step, got[step], w)
+		}
 	}
 }
