@@ -246,9 +246,17 @@ func (c *session) describeStatement(ctx context.Context, st *prepared) *wireErro
 		// Answered here once bound, from the session alone: its result
 		// with every value NULL has the columns it will have.
 		var werr *wireError
-		if res, werr = c.answer(ctx, tree, st.sql); werr != nil {
+		res, werr = c.answer(ctx, tree, st.sql)
+		if werr == errNotAnswered {
+			return c.describeGoverned(ctx, st, tree)
+		}
+		if werr != nil {
 			return werr
 		}
+	case kindCopy, kindCatalog:
+		// Refused whatever its values: refused now, as Execute would.
+		_, werr := c.statement(ctx, st.sql, st.sql, tree)
+		return werr
 	case kindWait:
 		res = &result{hasRows: true, cols: waitColumns}
 	}
@@ -285,10 +293,12 @@ func (c *session) describeGoverned(ctx context.Context, st *prepared, tree *pg.P
 	d, err := c.srv.gw.Describe(dctx, c.principal, c.target, text)
 	if canceled := done(); err != nil {
 		var nd *gateway.NotDescribedError
-		if !canceled && noRows(tree, st.sql) && (errors.As(err, &nd) && nd.Code != gateway.NotDescribedRejected || errors.Is(err, pilot.ErrUnreachable)) {
+		rejected := errors.As(err, &nd) && nd.Code == gateway.NotDescribedRejected
+		if !canceled && !rejected && !errors.Is(err, gateway.ErrUnknownTarget) && noRows(tree, st.sql) {
 			// A write without RETURNING returns no rows whatever its
-			// bound: NoData is its description, and its Execute is
-			// decided (referred, recorded) as any statement's.
+			// bound (or its Pilot's answer): NoData is its description,
+			// and its Execute is decided (referred, recorded) as any
+			// statement's.
 			c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
 			c.send(&pgproto3.NoData{})
 			return nil
