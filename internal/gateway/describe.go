@@ -70,8 +70,9 @@ func (e *NotDescribedError) Error() string {
 // goes to the Pilot, which verifies that delegation's signature and
 // checks the twin itself before it prepares anything
 // (pilot.Executor.Describe): nothing outside the bound is evaluated or
-// told (DESIGN.md invariant 10). Everything else is a *NotDescribedError. A Pilot that cannot be reached is an
-// error wrapping pilot.ErrUnreachable.
+// told (DESIGN.md invariant 10). Everything else is a *NotDescribedError.
+// A Pilot that cannot be reached is an error wrapping
+// pilot.ErrUnreachable.
 func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (*Description, error) {
 	p, ok := g.targets[target]
 	if !ok {
@@ -96,21 +97,23 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 	if r, ok := a.Rejected(); ok {
 		return nil, &NotDescribedError{Code: NotDescribedRejected, Check: r.Code, Reasons: []string{r.String()}}
 	}
-	in := route.Input{Principal: principal, Target: target, Analysis: a, Stale: g.delegationsStale()}
-	for _, d := range delegs {
+	checks := make([]route.Check, len(delegs))
+	for i, d := range delegs {
 		c := g.check(a, key, d)
-		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
+		checks[i] = route.Check{Delegation: d.ID, Decision: c.dec}
 	}
 	// A statement some delegation covers is described, on the path it
 	// would take: its description is drawn from that bound whether it
 	// then runs, is surveyed or is referred (a used-up quota, Tier B
 	// switched off), and Execute says which. No quota token is taken.
-	i, ok := route.Choose(in.Checks)
-	if !ok || in.Stale != "" {
+	// Delegations this node may no longer know to be revoked describe
+	// nothing.
+	i, ok := route.Choose(checks)
+	if !ok || g.delegationsStale() != "" {
 		return nil, &NotDescribedError{Code: NotDescribedReferred}
 	}
 	path := marque.PathCompiled
-	if in.Checks[i].Decision.Outcome == sqlcheck.Survey {
+	if checks[i].Decision.Outcome == sqlcheck.Survey {
 		path = marque.PathSurveyed
 	}
 	chosen := delegs[i]
