@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ensure-tools.sh: install what the tests need that Go modules do not bring:
 # the PostgreSQL server binaries, OpenSSH's ssh-keygen (signature interop),
-# node and npm, and Chromium (the console's browser tests).
+# node and npm, asyncpg (a wire front client), and Chromium (the console's
+# browser tests).
 # Quiet when everything is present. Under CI a missing tool is a failure.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -60,6 +61,16 @@ need_pkg() { # need_pkg COMMAND PACKAGE
 	fi
 	command -v "$1" >/dev/null 2>&1 || { echo "ensure-tools: error: $1 not found (Debian: apt-get install $2)" >&2; exit 1; }
 }
+# asyncpg (Debian's, for Debian's python3) is a real client of the wire
+# front's tests: it describes every statement and trusts the answer.
+if ! /usr/bin/python3 -c 'import asyncpg' >/dev/null 2>&1; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing python3-asyncpg" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade --no-install-recommends python3-asyncpg >/dev/null
+	fi
+	/usr/bin/python3 -c 'import asyncpg' >/dev/null 2>&1 || { echo "ensure-tools: error: asyncpg not found for /usr/bin/python3 (Debian: apt-get install python3-asyncpg)" >&2; exit 1; }
+fi
 need_pkg promtool prometheus
 need_pkg systemd-analyze systemd
 need_pkg zsh zsh

@@ -18,6 +18,11 @@ const (
 	// StateNotRecorded: the decision could not be written to the logbook,
 	// so nothing ran; try again later.
 	StateNotRecorded = "HM003"
+	// StateNotDescribed: a Describe of a prepared statement that the
+	// front cannot answer: sent with its values, the statement would be
+	// referred (or its Pilot refused, or could not be reached). Nothing
+	// ran, nothing was recorded.
+	StateNotDescribed = "HM004"
 )
 
 // Standard SQLSTATEs the front answers with.

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // The extended query protocol. A statement runs once its parameters are
@@ -156,7 +161,11 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 				vals[i].null = true
 				continue
 			}
-			s, werr := paramText(c.types, i, st.oids[i], format, raw)
+			read := st.oids[i]
+			if read == 0 && i < len(st.described) {
+				read = st.described[i]
+			}
+			s, werr := paramText(c.types, i, read, format, raw)
 			if werr != nil {
 				return werr
 			}
@@ -198,22 +207,7 @@ func (c *session) describe(ctx context.Context, m *pgproto3.Describe) *wireError
 		if !ok {
 			return errorf(stateUndefinedPrepared, fmt.Sprintf("prepared statement %q does not exist", m.Name))
 		}
-		// Parameters without a declared or cast type are reported as
-		// unspecified (0): the client sends them as text, and PostgreSQL
-		// types their constants from context. The rows of a statement
-		// answered here are known now; a governed statement's are
-		// described when the portal is.
-		res, werr := c.describeAnswer(st)
-		if werr != nil {
-			return werr
-		}
-		c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
-		if res != nil && res.hasRows {
-			c.send(c.rowDescription(res, nil))
-		} else {
-			c.send(&pgproto3.NoData{})
-		}
-		return nil
+		return c.describeStatement(ctx, st)
 	}
 	p, ok := c.portals[m.Name]
 	if !ok {
@@ -231,26 +225,179 @@ func (c *session) describe(ctx context.Context, m *pgproto3.Describe) *wireError
 	return nil
 }
 
-// describeAnswer is the result of a prepared statement that reads a
-// session value answered here (a SHOW, a SELECT of answers.go), computed
-// without changing anything; nil for any other.
-func (c *session) describeAnswer(st *prepared) (*result, *wireError) {
-	if st.tree == nil || len(st.oids) > 0 {
-		return nil, nil
+// describeStatement answers a Describe of a prepared statement: its
+// parameters' types and its row description (or NoData), as Execute
+// will send them. A statement the front answers is described here; a
+// governed one by the gateway, without running it (describeGoverned).
+func (c *session) describeStatement(ctx context.Context, st *prepared) *wireError {
+	tree, err := nullBound(st)
+	if err != nil {
+		return errorf(stateProtocol, err.Error())
 	}
-	switch classify(st.tree, st.sql) {
-	case kindShow:
-		return c.settings.show(st.tree.Stmts[0].Stmt.GetVariableShowStmt())
-	case kindFront:
-		res, werr := frontSelect(st.tree.Stmts[0].Stmt.GetSelectStmt(), c.env(st.sql))
+	k := kindGoverned
+	if tree != nil {
+		k = classify(tree, st.sql)
+	}
+	var res *result
+	switch k {
+	case kindGoverned:
+		return c.describeGoverned(ctx, st, tree)
+	case kindShow, kindFront:
+		// Answered here once bound, from the session alone: its result
+		// with every value NULL has the columns it will have.
+		var werr *wireError
+		res, werr = c.answer(ctx, tree, st.sql)
 		if werr == errNotAnswered {
-			return nil, nil
+			return c.describeGoverned(ctx, st, tree)
 		}
-		return res, werr
+		if werr != nil {
+			return werr
+		}
+	case kindCopy, kindCatalog:
+		// Refused whatever its values: refused now, as Execute would.
+		_, werr := c.statement(ctx, st.sql, st.sql, tree)
+		return werr
+	case kindWait:
+		res = &result{hasRows: true, cols: waitColumns}
 	}
-	return nil, nil
+	// Parameters without a declared or cast type are reported as
+	// unspecified (0): the client sends them as text.
+	c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
+	if res != nil && res.hasRows {
+		c.send(c.rowDescription(res, nil))
+	} else {
+		c.send(&pgproto3.NoData{})
+	}
+	return nil
 }
 
+// describeGoverned describes a statement of the statement path: the
+// gateway's Describe, which checks it (with every value NULL) as a
+// submission would and has the target describe it only when it would run
+// at once, on the compiled path. Anything else is an error saying why,
+// never NoData for a statement that returns rows. Nothing is recorded or
+// queued.
+func (c *session) describeGoverned(ctx context.Context, st *prepared, tree *pg.ParseResult) *wireError {
+	if c.txn != nil && c.txn.failed {
+		return errFailedTxn
+	}
+	text, err := describeText(st)
+	if err != nil {
+		return errorf(stateSyntax, "the statement cannot be rendered: "+err.Error())
+	}
+	verb, ok := quickVerb(st.sql)
+	if tree != nil || !ok {
+		verb = verbOf(tree)
+	}
+	dctx, done := c.inflightCtx(ctx)
+	d, err := c.srv.gw.Describe(dctx, c.principal, c.target, text)
+	if canceled := done(); err != nil {
+		var nd *gateway.NotDescribedError
+		rejected := errors.As(err, &nd) && nd.Code == gateway.NotDescribedRejected
+		if !canceled && !rejected && !errors.Is(err, gateway.ErrUnknownTarget) && noRows(tree, st.sql) {
+			// A write without RETURNING returns no rows whatever its
+			// bound (or its Pilot's answer): NoData is its description,
+			// and its Execute is decided (referred, recorded) as any
+			// statement's.
+			c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
+			c.send(&pgproto3.NoData{})
+			return nil
+		}
+		return c.describeError(err, canceled)
+	}
+	params := make([]uint32, len(st.oids))
+	described := make([]uint32, len(st.oids))
+	for i, oid := range st.oids {
+		params[i] = oid
+		if oid == 0 && i < len(d.ParamTypes) {
+			params[i] = describedParamType(d.ParamTypes[i])
+			described[i] = params[i]
+		}
+	}
+	st.described = described
+	res := &result{cols: make([]column, len(d.Columns))}
+	for i, name := range d.Columns {
+		res.cols[i] = column{name: name, oid: columnType(d.ColumnTypes[i])}
+	}
+	if name, ok := duplicateName(d.Columns); ok {
+		return errorf(stateFeature, fmt.Sprintf("two result columns are both named %q, and the answer carries one value for each name: name them apart with AS", name))
+	}
+	c.send(&pgproto3.ParameterDescription{ParameterOIDs: params})
+	if len(res.cols) > 0 || verb == "SELECT" {
+		c.send(c.rowDescription(res, nil))
+	} else {
+		c.send(&pgproto3.NoData{})
+	}
+	return nil
+}
+
+// noRows reports a statement that returns no rows: one INSERT, UPDATE,
+// DELETE or MERGE without RETURNING. tree is its parse, or nil for a text
+// the front did not parse.
+func noRows(tree *pg.ParseResult, sql string) bool {
+	if tree == nil {
+		t, err := parseText(sql)
+		if err != nil {
+			return false
+		}
+		tree = t
+	}
+	if len(tree.Stmts) != 1 {
+		return false
+	}
+	switch n := tree.Stmts[0].Stmt.GetNode().(type) {
+	case *pg.Node_InsertStmt:
+		return len(n.InsertStmt.ReturningList) == 0
+	case *pg.Node_UpdateStmt:
+		return len(n.UpdateStmt.ReturningList) == 0
+	case *pg.Node_DeleteStmt:
+		return len(n.DeleteStmt.ReturningList) == 0
+	case *pg.Node_MergeStmt:
+		return len(n.MergeStmt.ReturningList) == 0
+	}
+	return false
+}
+
+// describeError is a statement the gateway did not describe, as an error
+// that says why and what to do.
+func (c *session) describeError(err error, canceled bool) *wireError {
+	var nd *gateway.NotDescribedError
+	switch {
+	case errors.As(err, &nd):
+		reasons := strings.Join(nd.Reasons, "; ")
+		switch nd.Code {
+		case gateway.NotDescribedRejected:
+			code := stateFeature
+			switch nd.Check {
+			case sqlcheck.CodeInputTooLarge, sqlcheck.CodeInputTooDeep:
+				code = stateProgramLimit
+			case sqlcheck.CodeParseError, sqlcheck.CodeEmptyStatement:
+				code = stateSyntax
+			}
+			return &wireError{Code: code, Message: "the statement cannot be described, and would not run: " + reasons}
+		case gateway.NotDescribedReferred:
+			// Without the check's reasons (gateway.NotDescribedError):
+			// sending the statement gives them.
+			return &wireError{Code: StateNotDescribed,
+				Message: "the statement cannot be described: no delegation in force lets it run, so sent with its values it would be referred to a human, and a referred statement has no description",
+				Hint:    "send it with its values inlined, over the simple query protocol (or a driver mode that does not describe statements), to have it decided and queued for a human with its reasons; only a statement inside your delegations' bound is described"}
+		}
+		return &wireError{Code: StateNotDescribed,
+			Message: "the statement cannot be described: its Pilot refused to describe it",
+			Hint:    "send it with its values inlined, over the simple query protocol, to have it decided: it runs or is referred to a human"}
+	case canceled:
+		return errorf(stateCanceled, "canceling statement due to user request")
+	case errors.Is(err, gateway.ErrUnknownTarget):
+		return errorf(stateNoDatabase, "the target is no longer configured")
+	case errors.Is(err, pilot.ErrUnreachable):
+		c.srv.cfg.Logger.Error("pgwire: describe: target unreachable", "target", c.target, "err", err)
+		return &wireError{Code: StateNotDescribed, Message: "the statement cannot be described: the target could not be reached",
+			Hint: "try again later; nothing ran"}
+	}
+	c.srv.cfg.Logger.Error("pgwire: describe failed", "principal", c.principal, "target", c.target, "err", err)
+	return &wireError{Code: StateNotDescribed, Message: "the statement could not be described; nothing ran",
+		Hint: "try again later, or send it with its values inlined over the simple query protocol"}
+}
 func (c *session) runPortal(ctx context.Context, p *portal) {
 	if p.res != nil || p.err != nil {
 		return

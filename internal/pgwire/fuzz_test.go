@@ -31,6 +31,13 @@ func (r *recorder) Submit(_ context.Context, _, _, sql string) (*gateway.Respons
 	return &gateway.Response{Outcome: gateway.OutcomeReferred, RequestID: "req_fuzz", Reasons: []string{"fuzz"}}, nil
 }
 
+// Describe describes nothing: a statement Describe is answered with an
+// error, and its text (which holds placeholders) is not one the fuzz
+// target checks.
+func (r *recorder) Describe(context.Context, string, string, string) (*gateway.Description, error) {
+	return nil, &gateway.NotDescribedError{Code: gateway.NotDescribedReferred, Reasons: []string{"fuzz"}}
+}
+
 func (r *recorder) WaitRequest(context.Context, string, string, time.Duration) (*gateway.RequestView, error) {
 	return nil, gateway.ErrNotFound
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 )
 
 // template is a statement with one constant, written %s: over HTTP the
@@ -206,6 +207,11 @@ func TestWireMatchesHTTP(t *testing.T) {
 			}
 		}
 		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == pgwire.StateNotDescribed {
+			// A Describe of the prepared statement (pgx's cached mode)
+			// is refused for a read no delegation covers.
+			return observation{Outcome: "undescribed"}
+		}
 		if !errors.As(err, &pe) || pe.Code != "HM001" {
 			t.Fatalf("%s: %v", sql, err)
 		}
@@ -225,6 +231,13 @@ func TestWireMatchesHTTP(t *testing.T) {
 			got = wire(fmt.Sprintf(tp.sql, "$1"), []any{v}, mode)
 		}
 		want := post(text)
+		if got.Outcome == "undescribed" {
+			if mode != pgx.QueryExecModeCacheStatement || want.Outcome != "referred" || !strings.HasPrefix(text, "SELECT") {
+				t.Fatalf("statement %d, %s (wire mode %v): not described; HTTP %+v", i, text, mode, want)
+			}
+			counts["undescribed"]++
+			continue
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("statement %d, %s (wire mode %v):\n wire %+v\n HTTP %+v", i, text, mode, got, want)
 		}

@@ -140,10 +140,13 @@ type agent struct {
 }
 
 // statementPath is what the front asks of the gateway: the call POST
-// /v1/statements makes, the wait of GET /v1/requests/{id}, and the search
+// /v1/statements makes, a statement's description, the wait of GET /v1/requests/{id}, and the search
 // path the target's Pilot pins.
 type statementPath interface {
 	Submit(ctx context.Context, principal, target, sql string) (*gateway.Response, error)
+	// Describe describes a statement with $n placeholders without
+	// running it (the front's Describe of a prepared statement).
+	Describe(ctx context.Context, principal, target, sql string) (*gateway.Description, error)
 	WaitRequest(ctx context.Context, id, principal string, wait time.Duration) (*gateway.RequestView, error)
 	// BeginTx starts a client transaction (BEGIN).
 	BeginTx(principal, target string, o pilot.TxOptions) (txPath, error)

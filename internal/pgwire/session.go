@@ -49,6 +49,11 @@ type prepared struct {
 	tree *pg.ParseResult // nil: not parsed here (quickVerb), it goes to the statement path
 	oids []uint32        // effective type of each $n: declared, else a cast's, else 0
 	uses []int           // how many times the text names each $n
+	// described is the type a Describe told the client for each $n whose
+	// oids entry is 0 (paramType): Bind reads a binary value of it with
+	// that type, and still inlines it untyped, as it would have without
+	// the Describe.
+	described []uint32
 	// treeSize estimates the tree's memory (treeBytesPerMessage).
 	treeSize int
 }
@@ -204,10 +209,16 @@ func (c *session) dispatch(ctx context.Context, msg pgproto3.FrontendMessage) bo
 	return true
 }
 
+// extendedErr reports an error of the extended protocol and discards
+// what follows until Sync. The error goes out at once, as PostgreSQL
+// flushes every error: a client that sent Flush, not Sync, behind its
+// message (postgres.js's Parse, Describe, Flush) waits for it before it
+// sends Sync, and the Flush itself is discarded.
 func (c *session) extendedErr(e *wireError) {
 	if e != nil {
 		c.sendError(e)
 		c.skip = true
+		_ = c.be.Flush()
 	}
 }
 
@@ -514,27 +525,59 @@ func (c *session) env(src string) *frontEnv {
 // invariant 10). Built-in OIDs are fixed by PostgreSQL itself.
 const firstNormalOID = 16384
 
-// governed takes a statement the path of POST /v1/statements.
-func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
-	// A statement in flight finishes when the server stops (Serve waits
-	// for it), as an HTTP request does; only a cancel request cancels it.
+// columnType is the type OID a result column of a governed statement is
+// described with, executed (governed) or described (describeGoverned)
+// alike: its own below firstNormalOID, else text.
+func columnType(oid uint32) uint32 {
+	if oid >= firstNormalOID {
+		return oidText
+	}
+	return oid
+}
+
+// describedParamType is the type OID a governed statement's parameter is
+// described with: columnType's, and text for a type the front does not
+// take as a parameter (paramTypes), whose value goes in as an untyped
+// string.
+func describedParamType(oid uint32) uint32 {
+	oid = columnType(oid)
+	if _, ok := paramTypes[oid]; !ok && oid != 0 {
+		return oidText
+	}
+	return oid
+}
+
+// inflightCtx is the context of a call to the gateway: a statement in
+// flight finishes when the server stops (Serve waits for it), as an HTTP
+// request does; only a cancel request cancels it. done ends it and says
+// whether a cancel request came.
+func (c *session) inflightCtx(ctx context.Context) (_ context.Context, done func() (canceled bool)) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Lock()
 	c.inflight, c.canceled = cancel, false
 	c.mu.Unlock()
-	defer func() {
+	return sctx, func() bool {
 		c.mu.Lock()
 		c.inflight = nil
+		canceled := c.canceled
 		c.mu.Unlock()
 		cancel()
-	}()
+		return canceled
+	}
+}
+
+// governed takes a statement the path of POST /v1/statements.
+func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wireError) {
+	sctx, done := c.inflightCtx(ctx)
 	var resp *gateway.Response
 	var err error
 	if c.txn != nil {
 		if c.txn.readOnly && verb != "SELECT" {
+			done()
 			return nil, errorf(stateReadOnlyTxn, fmt.Sprintf("cannot execute %s in a read-only transaction", verb))
 		}
 		if werr := c.txnTimedOut(ctx); werr != nil {
+			done()
 			return nil, werr
 		}
 		c.txn.touched = true
@@ -542,10 +585,7 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	} else {
 		resp, err = c.srv.gw.Submit(sctx, c.principal, c.target, sql)
 	}
-	if err != nil {
-		c.mu.Lock()
-		canceled := c.canceled
-		c.mu.Unlock()
+	if canceled := done(); err != nil {
 		return nil, c.submitError(err, canceled)
 	}
 	if resp.Outcome == gateway.OutcomeReferred {
@@ -565,8 +605,8 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	for i, name := range resp.Columns {
 		res.cols[i].name = name
 		res.cols[i].oid = oidText
-		if i < len(resp.ColumnTypes) && resp.ColumnTypes[i] < firstNormalOID {
-			res.cols[i].oid = resp.ColumnTypes[i]
+		if i < len(resp.ColumnTypes) {
+			res.cols[i].oid = columnType(resp.ColumnTypes[i])
 		}
 	}
 	isSelect := verb == "SELECT"
@@ -640,6 +680,10 @@ func (c *session) submitError(err error, canceled bool) *wireError {
 	return errorf(stateInternal, "the statement could not be decided or executed; nothing ran unless its request shows otherwise")
 }
 
+// waitColumns are the columns of harbormaster_wait's row.
+var waitColumns = []column{{"request_id", oidText}, {"status", oidText},
+	{"outcome", oidText}, {"rows_affected", oidInt8}, {"reasons", oidText}}
+
 // wait answers SELECT harbormaster_wait('req_...' [, seconds]): the
 // request's state once a human decided it, or when the wait is over.
 func (c *session) wait(ctx context.Context, a waitArgs) (*result, *wireError) {
@@ -675,8 +719,7 @@ func (c *session) wait(ctx context.Context, a waitArgs) (*result, *wireError) {
 		c.srv.cfg.Logger.Error("pgwire: request lookup", "err", err)
 		return nil, errorf(stateInternal, "the request could not be read")
 	}
-	res := &result{hasRows: true, tag: "SELECT 1", cols: []column{{"request_id", oidText}, {"status", oidText},
-		{"outcome", oidText}, {"rows_affected", oidInt8}, {"reasons", oidText}}}
+	res := &result{hasRows: true, tag: "SELECT 1", cols: waitColumns}
 	res.rows = [][]any{{v.ID, string(v.Status), v.Outcome, v.RowsAffected, strings.Join(v.Reasons, "; ")}}
 	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -117,16 +118,66 @@ func constNode(v boundParam) *pg.Node {
 	} else {
 		k.Val = &pg.A_Const_Sval{Sval: &pg.String{Sval: v.text}}
 	}
-	c := &pg.Node{Node: &pg.Node_AConst{AConst: k}}
-	t, ok := paramTypes[v.oid]
+	return typed(&pg.Node{Node: &pg.Node_AConst{AConst: k}}, v.oid)
+}
+
+// typed is n cast to pg_catalog.TYPE when oid is one of paramTypes, else
+// n itself.
+func typed(n *pg.Node, oid uint32) *pg.Node {
+	t, ok := paramTypes[oid]
 	if !ok {
-		return c
+		return n
 	}
 	tn := &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode(t.name)}, Typemod: -1, Location: -1}
 	if t.array {
 		tn.ArrayBounds = []*pg.Node{pg.MakeIntNode(-1)}
 	}
-	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: c, TypeName: tn, Location: -1}}}
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: tn, Location: -1}}}
+}
+
+// describeText is a prepared statement's text as the gateway describes
+// it: its placeholders kept, each cast as inline will cast its value
+// ($1::pg_catalog.int4 for a parameter declared int4). Its NULL twin
+// (sqlcheck.NullTwin) is then the very statement Bind makes of it with
+// every value NULL, so the columns described are those Execute returns.
+func describeText(st *prepared) (string, error) {
+	if len(st.oids) == 0 {
+		return st.sql, nil
+	}
+	tree := proto.Clone(st.tree).(*pg.ParseResult)
+	sqlcheck.Visit(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		n, ok := m.Interface().(*pg.Node)
+		if !ok {
+			return true
+		}
+		p := n.GetParamRef()
+		if p == nil {
+			return true
+		}
+		if i := int(p.Number) - 1; i >= 0 && i < len(st.oids) {
+			ref := &pg.Node{Node: &pg.Node_ParamRef{ParamRef: &pg.ParamRef{Number: p.Number, Location: -1}}}
+			n.Node = typed(ref, st.oids[i]).Node
+		}
+		return false
+	})
+	return pg.Deparse(tree)
+}
+
+// nullBound is the statement Bind makes of st with every value NULL: what
+// the front classifies it as once bound.
+func nullBound(st *prepared) (*pg.ParseResult, error) {
+	if len(st.oids) == 0 {
+		return st.tree, nil
+	}
+	vals := make([]boundParam, len(st.oids))
+	for i, oid := range st.oids {
+		vals[i] = boundParam{null: true, oid: oid}
+	}
+	tree := proto.Clone(st.tree).(*pg.ParseResult)
+	if err := inline(tree, vals); err != nil {
+		return nil, err
+	}
+	return tree, nil
 }
 
 // checkText refuses a parameter value PostgreSQL could not hold as text.

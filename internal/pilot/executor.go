@@ -29,6 +29,11 @@ type Executor interface {
 	// rolls back: evidence for the Surveyor, never authority. auth carries
 	// the grantor's signature over the bound, which it verifies.
 	Rehearse(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error)
+	// Describe types a statement's $1..$n and its result columns without
+	// running it, when its NULL twin passes the check of a signed bound
+	// for path (auth carries the grantor's signature, which it
+	// verifies): the wire front's Describe of a prepared statement.
+	Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error)
 	// Preview reads what a referred statement would reach and write,
 	// without running it, when a human asks: the approver's evidence.
 	Preview(ctx context.Context, sql string) (*Preview, []byte, error)

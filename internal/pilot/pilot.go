@@ -254,6 +254,8 @@ const (
 	Refused Outcome = "refused"
 	// Rehearsed: ran and rolled back on purpose.
 	Rehearsed Outcome = "rehearsed"
+	// Described: described without running (Describe): nothing ran.
+	Described Outcome = "described"
 )
 
 // Result is what happened. A Refused result is a decision, not an error:
@@ -266,11 +268,14 @@ type Result struct {
 	Columns      []string `json:"columns,omitempty"`
 	// ColumnTypes are the type OIDs of Columns, in the same order (the
 	// wire front describes rows with them).
-	ColumnTypes []uint32         `json:"column_types,omitempty"`
-	Rows        []map[string]any `json:"rows,omitempty"`
-	Truncated   bool             `json:"truncated"`
-	TxID        string           `json:"txid,omitempty"`
-	MarqueID    string           `json:"marque_id,omitempty"`
+	ColumnTypes []uint32 `json:"column_types,omitempty"`
+	// ParamTypes are the type OIDs the target gives the statement's $1..$n
+	// (Outcome Described only; nil when it could not type them).
+	ParamTypes []uint32         `json:"param_types,omitempty"`
+	Rows       []map[string]any `json:"rows,omitempty"`
+	Truncated  bool             `json:"truncated"`
+	TxID       string           `json:"txid,omitempty"`
+	MarqueID   string           `json:"marque_id,omitempty"`
 	// ExecutedSQL is the guarded text that ran: with ExecutedArgs, a
 	// template and the values bound to its $1..$n.
 	ExecutedSQL  string `json:"executed_sql,omitempty"`

@@ -304,6 +304,18 @@ func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte
 	return rep.Result.result(), nil
 }
 
+// Describe asks the Pilot to describe a statement inside a bound.
+func (c *Client) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*pilot.Result, error) {
+	rep, _, err := c.call(ctx, opDescribe, rehearseBody{SQL: sql, Bound: canonicalBound, Auth: &auth, Principal: principal, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Result == nil || rep.Result.Outcome != pilot.Described && rep.Result.Outcome != pilot.Refused {
+		return nil, fmt.Errorf("pilot remote %s: %s: the answer holds no description", c.cfg.Target, opDescribe)
+	}
+	return rep.Result.result(), nil
+}
+
 // Preview asks the Pilot for a referred statement's preview; the bytes
 // are the Pilot's own.
 func (c *Client) Preview(ctx context.Context, sql string) (*pilot.Preview, []byte, error) {

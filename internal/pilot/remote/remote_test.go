@@ -361,6 +361,28 @@ func TestResultsRoundTripExactly(t *testing.T) {
 			t.Errorf("rehearse %s:\nremote     %s %v\nin process %s %v", s.sql, js(t, got), gerr, js(t, want), werr)
 		}
 	}
+	// Descriptions, with their parameters' types, and a refusal.
+	for _, s := range []struct{ example, sql string }{
+		{gatewaytest.Orders, "SELECT id, status FROM orders WHERE id = $1"},
+		{gatewaytest.Orders, "UPDATE orders SET status = $1 WHERE id = $2"},
+		{gatewaytest.Orders, "SELECT id, total_cents FROM orders WHERE id = $1"},
+		{gatewaytest.Customers, "UPDATE customers SET name = $1 WHERE id = $2"},
+		{"kinds", "SELECT * FROM kinds WHERE id = $1"},
+	} {
+		c0, _ := f.claims(t, s.example, "SELECT 1") // the signed part only
+		path := marque.PathCompiled
+		if s.example == gatewaytest.Customers {
+			path = marque.PathSurveyed
+		}
+		want, werr := f.pilot.Describe(ctx, s.sql, f.bounds[s.example], c0.Auth, c0.Principal, path)
+		got, gerr := c.Describe(ctx, s.sql, f.bounds[s.example], c0.Auth, c0.Principal, path)
+		if werr != nil || gerr != nil || js(t, got) != js(t, want) {
+			t.Errorf("describe %s:\nremote     %s %v\nin process %s %v", s.sql, js(t, got), gerr, js(t, want), werr)
+		}
+		if strings.Contains(s.sql, "total_cents") != (want.Outcome == pilot.Refused) || want.Outcome == pilot.Described && want.ParamTypes == nil {
+			t.Errorf("describe %s: %s %v parameters %v", s.sql, want.Outcome, want.Reasons, want.ParamTypes)
+		}
+	}
 	for _, sql := range []string{"DELETE FROM orders WHERE id < 5", "UPDATE kinds SET t = 'y'", "SELECT * FROM orders",
 		"INSERT INTO orders (customer_id, status, total_cents) VALUES (1, 'new', 5)"} {
 		want, _, werr := f.pilot.Preview(ctx, sql)

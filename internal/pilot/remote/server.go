@@ -95,6 +95,7 @@ func NewServer(cfg ServerConfig, pilots ...pilot.Executor) (*Server, error) {
 		opExecuteApproved: s.executeApproved,
 		opRehearse:        s.rehearse,
 		opPreview:         s.preview,
+		opDescribe:        s.describe,
 		opReceipt:         s.receipt,
 		opVoidReceipt:     s.voidReceipt,
 		opXactStatus:      s.xactStatus,
@@ -241,6 +242,17 @@ func (s *Server) rehearse(ctx context.Context, p pilot.Executor, body []byte) (*
 		return nil, errors.New("a rehearsal inside a bound needs the grantor's signature")
 	}
 	return resultReply(p.Rehearse(ctx, b.SQL, b.Bound, *b.Auth, b.Principal, b.Path)), nil
+}
+
+func (s *Server) describe(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {
+	var b rehearseBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if b.Auth == nil {
+		return nil, errors.New("a description inside a bound needs the grantor's signature")
+	}
+	return resultReply(p.Describe(ctx, b.SQL, b.Bound, *b.Auth, b.Principal, b.Path)), nil
 }
 
 func (s *Server) preview(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {

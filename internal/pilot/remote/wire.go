@@ -24,6 +24,7 @@ const (
 	opExecuteApproved = "execute-approved"
 	opRehearse        = "rehearse"
 	opPreview         = "preview"
+	opDescribe        = "describe"
 	opReceipt         = "receipt"
 	opVoidReceipt     = "void-receipt"
 	opXactStatus      = "xact-status"
@@ -67,7 +68,7 @@ type approvedBody struct {
 	Approval []byte `json:"approval"`
 }
 
-// rehearseBody is Rehearse's and Preview's arguments.
+// rehearseBody is Rehearse's, Describe's and Preview's arguments.
 type rehearseBody struct {
 	SQL       string       `json:"sql"`
 	Bound     []byte       `json:"bound,omitempty"`
@@ -154,6 +155,7 @@ type wireResult struct {
 	RowsAffected int64            `json:"rows_affected"`
 	Columns      []string         `json:"columns"`
 	ColumnTypes  []uint32         `json:"column_types"`
+	ParamTypes   []uint32         `json:"param_types"`
 	Rows         []map[string]any `json:"rows"`
 	Truncated    bool             `json:"truncated"`
 	TxID         string           `json:"txid"`
@@ -172,6 +174,7 @@ type receivedResult struct {
 	RowsAffected int64                        `json:"rows_affected"`
 	Columns      []string                     `json:"columns"`
 	ColumnTypes  []uint32                     `json:"column_types"`
+	ParamTypes   []uint32                     `json:"param_types"`
 	Rows         []map[string]json.RawMessage `json:"rows"`
 	Truncated    bool                         `json:"truncated"`
 	TxID         string                       `json:"txid"`
@@ -205,7 +208,7 @@ func (r *receivedRehearsal) rehearsal() *pilot.Rehearsal {
 
 func encodeResult(r *pilot.Result) *wireResult {
 	return &wireResult{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, ColumnTypes: r.ColumnTypes, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		Columns: r.Columns, ColumnTypes: r.ColumnTypes, ParamTypes: r.ParamTypes, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
 		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: r.ExecutedArgs, Rehearsal: r.Rehearsal, Detail: r.Detail}
 }
 
@@ -213,7 +216,7 @@ func encodeResult(r *pilot.Result) *wireResult {
 // JSON the Pilot's own Result marshals to.
 func (r *receivedResult) result() *pilot.Result {
 	return &pilot.Result{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, ColumnTypes: r.ColumnTypes, Rows: rawRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		Columns: r.Columns, ColumnTypes: r.ColumnTypes, ParamTypes: r.ParamTypes, Rows: rawRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
 		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: rawValues(r.ExecutedArgs), Rehearsal: r.Rehearsal.rehearsal(), Detail: r.Detail}
 }
 
