@@ -93,13 +93,23 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 		}
 		return nil, nd
 	}
-	a, key := g.analyze(twin, p.Catalog())
+	// Against each delegation's catalog, as Submit checks (bound.Catalog).
+	cat := p.Catalog()
+	var first *Delegation
+	if len(delegs) > 0 {
+		first = delegs[0]
+	}
+	a, key := g.analyze(twin, g.scope(cat, first))
 	if r, ok := a.Rejected(); ok {
 		return nil, &NotDescribedError{Code: NotDescribedRejected, Check: r.Code, Reasons: []string{r.String()}}
 	}
 	checks := make([]route.Check, len(delegs))
 	for i, d := range delegs {
-		c := g.check(a, key, d)
+		ad, kd := a, key
+		if i > 0 {
+			ad, kd = g.analyze(twin, g.scope(cat, d))
+		}
+		c := g.check(ad, kd, d)
 		checks[i] = route.Check{Delegation: d.ID, Decision: c.dec}
 	}
 	// A statement some delegation covers is described, on the path it

@@ -52,7 +52,7 @@ func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte,
 	// its context in the text that runs. Without it (the trees do not
 	// correspond), the description has no parameter types.
 	var withParams string
-	cat := p.Catalog()
+	cat := p.scope(pb)
 	if a := sqlcheck.Analyze(twin, cat, sqlcheck.Limits{}); a.Tree != nil {
 		if d, r := p.check(a, pb, path); r == nil && sqlcheck.RestoreParams(orig, a.Tree) == nil {
 			if gp, err := BuildGuards(a, d, pb.b, cat, WithExprCache(&p.exprs)); err == nil {
