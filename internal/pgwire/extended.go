@@ -207,7 +207,24 @@ func (c *session) describe(ctx context.Context, m *pgproto3.Describe) *wireError
 		if werr != nil {
 			return werr
 		}
-		c.send(&pgproto3.ParameterDescription{ParameterOIDs: st.oids})
+		oids := st.oids
+		if res == nil && st.tree != nil && classify(st.tree, st.sql) == kindCatalog {
+			// A catalog statement: its real description, from the
+			// shadow catalog; a parameter the text does not type takes
+			// the type PostgreSQL infers there.
+			var params []uint32
+			if res, params, werr = c.describeCatalog(ctx, st); werr != nil {
+				return werr
+			}
+			// The client binds by the types described: they are the
+			// statement's from now on.
+			for i := range st.oids {
+				if st.oids[i] == 0 && i < len(params) {
+					st.oids[i] = params[i]
+				}
+			}
+		}
+		c.send(&pgproto3.ParameterDescription{ParameterOIDs: oids})
 		if res != nil && res.hasRows {
 			c.send(c.rowDescription(res, nil))
 		} else {
