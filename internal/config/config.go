@@ -64,6 +64,10 @@ type Config struct {
 	// COMMIT), each of which holds one of its target Pilot's connections
 	// while it is open.
 	PGTransactions PGTransactions `yaml:"pg_transactions"`
+	// PGCatalog is the wire front's catalog: catalog queries (psql \d,
+	// ORMs' reflection) answered over a shadow catalog drawn from each
+	// agent's bound.
+	PGCatalog PGCatalog `yaml:"pg_catalog"`
 	// Store is the control store: the path of a SQLite file (one node),
 	// or a postgres:// or postgresql:// URL of a PostgreSQL database that
 	// several nodes share (docs/operations.md). A URL may leave the
@@ -208,6 +212,25 @@ type PGTransactions struct {
 	// MaxOpen caps the transactions open at once on each target. Defaults
 	// to 8, a quarter of the Pilot's 32 connections.
 	MaxOpen int `yaml:"max_open"`
+}
+
+// PGCatalog configures the wire front's shadow catalogs (internal/shadow):
+// one schema-only PostgreSQL server per agent bound, started from the
+// local server binaries on its first catalog query.
+type PGCatalog struct {
+	// Shadow is "auto" (on when the PostgreSQL server binaries are found,
+	// else off), "on" (the node does not start without them) or "off"
+	// (catalog queries are refused, 0A000). Defaults to "auto".
+	Shadow string `yaml:"shadow"`
+	// BinDir holds initdb and postgres. Defaults to the ones found
+	// (pg_config, then /usr/lib/postgresql/<N>/bin).
+	BinDir string `yaml:"bin_dir"`
+	// MaxServers caps the shadow servers running at once. Defaults to 8.
+	MaxServers int `yaml:"max_servers"`
+	// IdleStop stops a shadow server unused this long. Defaults to 10m.
+	IdleStop Duration `yaml:"idle_stop"`
+	// StatementTimeout bounds one catalog query. Defaults to 2s.
+	StatementTimeout Duration `yaml:"statement_timeout"`
 }
 
 // Agent is one agent principal.
@@ -544,6 +567,14 @@ func (c *Config) Validate(getenv func(string) string) error {
 	}
 	c.validateListen(bad)
 	c.validateMetricsListen(bad)
+	switch c.PGCatalog.Shadow {
+	case "", "auto", "on", "off":
+	default:
+		bad("pg_catalog.shadow", "must be auto, on or off, got %q", c.PGCatalog.Shadow)
+	}
+	if c.PGCatalog.MaxServers < 0 || c.PGCatalog.IdleStop.D() < 0 || c.PGCatalog.StatementTimeout.D() < 0 {
+		bad("pg_catalog", "max_servers, idle_stop and statement_timeout may not be negative")
+	}
 	if c.MarqueTTL.D() <= 0 || c.MarqueTTL.D() > 5*time.Minute {
 		bad("marque_ttl", "must be between 1s and 5m")
 	}

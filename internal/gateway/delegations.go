@@ -241,6 +241,13 @@ func (g *Gateway) Delegations(principal string) []*Delegation {
 	return out
 }
 
+// InForce are the delegations in force for (principal, target) at now,
+// as the statement path checks against them, in the order they were
+// added.
+func (g *Gateway) InForce(principal, target string, now time.Time) []*Delegation {
+	return g.activeDelegations(principal, target, now)
+}
+
 // activeDelegations are those in force for (principal, target) at now, in
 // the order they were added.
 func (g *Gateway) activeDelegations(principal, target string, now time.Time) []*Delegation {

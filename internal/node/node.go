@@ -35,6 +35,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
@@ -52,7 +53,8 @@ type Node struct {
 	pilots  []pilot.Executor
 	gateway *gateway.Gateway
 	api     *httpapi.Server
-	pg      *pgwire.Server // nil unless listen_pg is set
+	pg      *pgwire.Server  // nil unless listen_pg is set
+	shadow  *shadow.Manager // the wire front's catalogs; nil when off
 
 	switches *switches.Poller
 	metrics  *metrics.Metrics
@@ -207,7 +209,10 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	mcpserver.RegisterWith(s.api, s.gateway, s.api.Authenticate, mcpserver.Config{Logger: log,
 		AllowedHosts: cfg.MCP.AllowedHosts, AllowedOrigins: cfg.MCP.AllowedOrigins})
 	if cfg.ListenPG != "" {
-		if s.pg, err = newPGFront(cfg, s.gateway, log); err != nil {
+		if s.shadow, err = newShadow(cfg, log); err != nil {
+			return nil, err
+		}
+		if s.pg, err = newPGFront(cfg, s.gateway, s.shadow, log); err != nil {
 			return nil, err
 		}
 	}
@@ -228,9 +233,12 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 
 // newPGFront builds the wire front (listen_pg) with the agents' tokens and
 // verifiers and the configured certificate.
-func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgwire.Server, error) {
+func newPGFront(cfg *config.Config, gw *gateway.Gateway, catalogs *shadow.Manager, log *slog.Logger) (*pgwire.Server, error) {
 	pc := pgwire.Config{Logger: log.With("front", "pgwire"), Timeouts: map[string]pgwire.Timeouts{},
 		TransactionIdle: cfg.PGTransactions.IdleTimeout.D(), TransactionMax: cfg.PGTransactions.MaxDuration.D()}
+	if catalogs != nil {
+		pc.Catalog = catalogs
+	}
 	idle := pc.TransactionIdle
 	if idle == 0 {
 		idle = pgwire.DefaultTransactionIdle
@@ -252,6 +260,29 @@ func newPGFront(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*pgw
 		pc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	return pgwire.New(gw, pc)
+}
+
+// newShadow is the wire front's shadow catalogs (pg_catalog), or nil when
+// they are off: "auto" without server binaries is off, said in the log.
+func newShadow(cfg *config.Config, log *slog.Logger) (*shadow.Manager, error) {
+	c := cfg.PGCatalog
+	if c.Shadow == "off" {
+		return nil, nil
+	}
+	binDir := c.BinDir
+	if binDir != "" {
+		binDir = cfg.Path(binDir)
+	}
+	m, err := shadow.New(shadow.Config{BinDir: binDir, MaxServers: c.MaxServers, IdleStop: c.IdleStop.D(),
+		StatementTimeout: c.StatementTimeout.D(), Logger: log.With("front", "pgwire", "part", "shadow")})
+	switch {
+	case err == nil:
+		return m, nil
+	case c.Shadow == "on":
+		return nil, fmt.Errorf("pg_catalog: %w", err)
+	}
+	log.Warn("pg_catalog: no PostgreSQL server binaries, so catalog queries on the wire front are refused", "err", err)
+	return nil, nil
 }
 
 // PG is the node's wire front, or nil when listen_pg is not set.
@@ -386,6 +417,9 @@ func (s *Node) Close() {
 		}
 		for _, p := range s.pilots {
 			p.Close()
+		}
+		if s.shadow != nil {
+			_ = s.shadow.Close()
 		}
 		if s.stopLogbook != nil {
 			s.stopLogbook()

@@ -67,6 +67,13 @@ type Config struct {
 	// (initdb and postgres refuse root). Ignored otherwise. Defaults to
 	// "postgres" if that user exists, else "nobody".
 	User string
+
+	// SocketOnly serves the Unix socket alone, in a directory only the
+	// server's user (and root) may enter: no TCP port, so no other local
+	// user can reach a server that trusts every connection. DSN then
+	// names the socket. Start fails when the socket path would be too
+	// long. Defaults to false (TCP on 127.0.0.1 and the socket).
+	SocketOnly bool
 }
 
 // fastSettings are applied when Config.Fast is true.
@@ -131,6 +138,9 @@ type Server struct {
 	port    int
 	root    string // temporary directory; removed by Stop
 	dataDir string
+	// sockDir is the Unix socket's directory when the server serves TCP
+	// nowhere (Config.SocketOnly), "" otherwise.
+	sockDir string
 	logger  *slog.Logger
 
 	stopTimeout time.Duration
@@ -224,8 +234,15 @@ func start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	maps.Copy(settings, cfg.Settings)
 	// sun_path holds 107 bytes; past that, serve TCP only.
 	if len(sockDir)+len("/.s.PGSQL.65535") > 107 {
+		if cfg.SocketOnly {
+			return nil, fmt.Errorf("the socket path %s/.s.PGSQL.NNNNN is too long for a Unix socket: set Dir to a shorter directory", sockDir)
+		}
 		cfg.Logger.Debug("pgtmp: socket path too long, Unix socket disabled", "dir", sockDir)
 		sockDir = ""
+	}
+	listen := "127.0.0.1"
+	if cfg.SocketOnly {
+		listen = ""
 	}
 
 	const tries = 3
@@ -237,8 +254,11 @@ func start(ctx context.Context, cfg Config) (_ *Server, err error) {
 			}
 		}
 		s := &Server{port: port, root: root, dataDir: dataDir, logger: cfg.Logger, stopTimeout: cfg.StopTimeout}
+		if cfg.SocketOnly {
+			s.sockDir = sockDir
+		}
 		s.restart = func() (*process, error) {
-			return startPostgres(binDir, root, dataDir, sockDir, port, settings, cred, cfg.Logger)
+			return startPostgres(binDir, root, dataDir, sockDir, listen, port, settings, cred, cfg.Logger)
 		}
 		s.proc, err = s.restart()
 		if err != nil {
@@ -293,12 +313,12 @@ func initdb(ctx context.Context, logger *slog.Logger, binDir, workDir, dataDir s
 var serverEnv = []string{"LC_ALL=C", "LANG=C"}
 
 // startPostgres starts the postmaster.
-func startPostgres(binDir, workDir, dataDir, sockDir string, port int, settings map[string]string, cred *syscall.Credential, logger *slog.Logger) (*process, error) {
+func startPostgres(binDir, workDir, dataDir, sockDir, listen string, port int, settings map[string]string, cred *syscall.Credential, logger *slog.Logger) (*process, error) {
 	path := filepath.Join(binDir, "postgres")
 	args := []string{
 		"-D", dataDir,
 		"-p", strconv.Itoa(port),
-		"-h", "127.0.0.1",
+		"-h", listen,
 		"-k", sockDir,
 	}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
@@ -432,11 +452,20 @@ func (s *Server) Port() int { return s.port }
 // directory that Stop removes).
 func (s *Server) DataDir() string { return s.dataDir }
 
-// DSN returns a URL connecting to database as the superuser over TCP.
-func (s *Server) DSN(database string) string {
+// DSN returns a URL connecting to database as the superuser over TCP,
+// or over the Unix socket when the server serves no TCP (SocketOnly).
+func (s *Server) DSN(database string) string { return s.DSNAs(Superuser, database) }
+
+// DSNAs is DSN for another role.
+func (s *Server) DSNAs(role, database string) string {
+	if s.sockDir != "" {
+		u := url.URL{Scheme: "postgres", User: url.User(role), Path: "/" + database,
+			RawQuery: url.Values{"host": {s.sockDir}, "port": {strconv.Itoa(s.port)}, "sslmode": {"disable"}}.Encode()}
+		return u.String()
+	}
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User(Superuser),
+		User:     url.User(role),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
 		Path:     "/" + database,
 		RawQuery: "sslmode=disable",

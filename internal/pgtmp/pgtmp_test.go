@@ -459,3 +459,24 @@ func BenchmarkCreateDatabase(b *testing.B) {
 		}
 	}
 }
+
+// TestSocketOnly: a SocketOnly server serves its Unix socket alone, in a
+// directory only its user may enter; its DSN names the socket.
+func TestSocketOnly(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Config{Fast: true, SocketOnly: true})
+	if got := queryString(t, s.DSN("postgres"), "SELECT current_setting('listen_addresses')"); got != "" {
+		t.Fatalf("listen_addresses = %q", got)
+	}
+	if !strings.Contains(s.DSN("postgres"), "host=%2F") {
+		t.Fatalf("DSN does not name the socket: %s", s.DSN("postgres"))
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port())), time.Second); err == nil {
+		c.Close()
+		t.Fatalf("the server accepts TCP on port %d", s.Port())
+	}
+	st, err := os.Stat(filepath.Join(filepath.Dir(s.DataDir()), "sock"))
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("socket directory: %v %v", st.Mode(), err)
+	}
+}

@@ -253,7 +253,26 @@ func (c *session) describeStatement(ctx context.Context, st *prepared) *wireErro
 		if werr != nil {
 			return werr
 		}
-	case kindCopy, kindCatalog:
+	case kindCatalog:
+		if c.srv.cfg.Catalog == nil || st.tree == nil {
+			// No shadow catalog: refused now, as Execute would.
+			_, werr := c.statement(ctx, st.sql, st.sql, tree)
+			return werr
+		}
+		// Its real description, from the shadow catalog; a parameter the
+		// text does not type takes the type PostgreSQL infers there, and
+		// the client binds by it from now on.
+		var params []uint32
+		var werr *wireError
+		if res, params, werr = c.describeCatalog(ctx, st); werr != nil {
+			return werr
+		}
+		for i := range st.oids {
+			if st.oids[i] == 0 && i < len(params) {
+				st.oids[i] = params[i]
+			}
+		}
+	case kindCopy:
 		// Refused whatever its values: refused now, as Execute would.
 		_, werr := c.statement(ctx, st.sql, st.sql, tree)
 		return werr

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,12 +26,41 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
 var shared pgtmptest.Shared
 
-func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+// catalogs are the shadow catalogs of every fixture: fixtures of one
+// schema and bound share a Spec, so one server.
+var catalogs struct {
+	once sync.Once
+	m    *shadow.Manager
+	err  error
+}
+
+func catalogManager(t testing.TB) *shadow.Manager {
+	t.Helper()
+	catalogs.once.Do(func() {
+		catalogs.m, catalogs.err = shadow.New(shadow.Config{StartTimeout: 3 * time.Minute})
+	})
+	if catalogs.err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("shadow catalog: %v", catalogs.err)
+		}
+		t.Skipf("shadow catalog: %v", catalogs.err)
+	}
+	return catalogs.m
+}
+
+func TestMain(m *testing.M) {
+	code := shared.Run(m)
+	if catalogs.m != nil {
+		catalogs.m.Close()
+	}
+	os.Exit(code)
+}
 
 // kindsDDL is a table with a column of every common type, for the
 // parameter and row round trips.
@@ -134,6 +164,7 @@ func newFixtureFront(t testing.TB, opts func(*gatewaytest.Options), front func(*
 		DefaultWait: 5 * time.Second,
 		// The Pilot's own defaults (pilot.Config).
 		Timeouts: map[string]pgwire.Timeouts{gatewaytest.Target: {Statement: 5 * time.Second, Lock: 2 * time.Second}},
+		Catalog:  catalogManager(t),
 	}
 	if front != nil {
 		front(&cfg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 )
 
 // recorder stands in for the statement path in the fuzz target: it
@@ -43,6 +44,8 @@ func (r *recorder) WaitRequest(context.Context, string, string, time.Duration) (
 }
 
 func (r *recorder) SearchPath(string) []string { return []string{"public"} }
+
+func (r *recorder) Scope(string, string, time.Time) *shadow.Spec { return nil }
 
 func (r *recorder) BeginTx(string, string, pilot.TxOptions) (txPath, error) {
 	return recorderTx{r}, nil

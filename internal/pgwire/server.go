@@ -23,6 +23,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 )
 
 // Agent is one agent principal: the SHA-256 of its token (as the HTTP API
@@ -72,6 +73,10 @@ type Config struct {
 	// transaction holds one of its target Pilot's connections.
 	TransactionIdle time.Duration
 	TransactionMax  time.Duration
+	// Catalog answers catalog statements (pg_catalog, information_schema)
+	// over a catalog drawn from the session's bound. Nil: they are
+	// refused (0A000), as they were before there was one.
+	Catalog CatalogReader
 	// ServerVersion is reported as server_version, and is what version()
 	// and server_version_num answer. Defaults to "15.0".
 	ServerVersion string
@@ -153,6 +158,17 @@ type statementPath interface {
 	// SearchPath is the search path the target's Pilot pins for every
 	// statement (its catalog's); nil while it is not known.
 	SearchPath(target string) []string
+	// Scope is what principal's delegations in force on target name, as
+	// a shadow catalog holds it; nil while the target's catalog is not
+	// known.
+	Scope(principal, target string, now time.Time) *shadow.Spec
+}
+
+// CatalogReader answers catalog statements over a catalog drawn from a
+// bound (shadow.Manager).
+type CatalogReader interface {
+	Query(ctx context.Context, spec *shadow.Spec, sql string) (*shadow.Result, error)
+	Describe(ctx context.Context, spec *shadow.Spec, sql string) (*shadow.Description, error)
 }
 
 // DefaultTransactionIdle is Config.TransactionIdle's default.
@@ -178,6 +194,22 @@ func (g gatewayPath) BeginTx(principal, target string, o pilot.TxOptions) (txPat
 		return nil, err
 	}
 	return tx, nil
+}
+
+func (g gatewayPath) Scope(principal, target string, now time.Time) *shadow.Spec {
+	p, ok := g.Pilot(target)
+	if !ok {
+		return nil
+	}
+	cat := p.Catalog()
+	if cat == nil {
+		return nil
+	}
+	var rules []shadow.Rules
+	for _, d := range g.InForce(principal, target, now) {
+		rules = append(rules, d.Bound.Rules)
+	}
+	return shadow.FromBound(target, principal, cat.SearchPath(), rules, cat)
 }
 
 func (g gatewayPath) SearchPath(target string) []string {

@@ -435,9 +435,7 @@ func (c *session) statement(ctx context.Context, sql, src string, tree *pg.Parse
 	case kindCopy:
 		return nil, errorf(stateFeature, "COPY is not supported: send INSERT or SELECT statements")
 	case kindCatalog:
-		return nil, &wireError{Code: stateFeature,
-			Message: "catalog queries (pg_catalog, information_schema) are not answered: the tables you may use are those your delegations name",
-			Hint:    "list them with GET /v1/delegations or GET /v1/tables?target=NAME, or the MCP describe_tables tool"}
+		return c.catalog(ctx, tree, sql)
 	case kindWait:
 		a, _ := waitCall(tree.Stmts[0].Stmt.GetSelectStmt())
 		return c.wait(ctx, a)

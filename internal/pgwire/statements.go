@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
@@ -299,22 +300,56 @@ func isResetDo(d *pg.DoStmt) bool {
 
 // readsCatalog reports a statement naming a relation in pg_catalog or
 // information_schema, or an unqualified pg_* relation (which PostgreSQL
-// looks up in pg_catalog first). It reads the text only, never the
-// target, so its answer is the same for every target.
+// looks up in pg_catalog first), or one that names no other relation and
+// calls a function that reads the catalog (has_table_privilege,
+// format_type, pg_get_indexdef, ...) or casts to a reg* type. It reads
+// the text only, never the target, so its answer is the same for every
+// target.
 func readsCatalog(n *pg.Node) bool {
-	found := false
+	rel, other, fn := false, false, false
 	sqlcheck.Visit(n.ProtoReflect(), func(m protoreflect.Message) bool {
-		rv, ok := m.Interface().(*pg.RangeVar)
-		if !ok {
-			return !found
+		switch x := m.Interface().(type) {
+		case *pg.RangeVar:
+			if shadow.IsCatalogRelation(x.Schemaname, x.Relname) {
+				rel = true
+			} else {
+				other = true
+			}
+			return false
+		case *pg.FuncCall:
+			if len(x.Funcname) > 0 && catalogFunc(x.Funcname[len(x.Funcname)-1].GetString_().GetSval()) {
+				fn = true
+			}
+		case *pg.TypeCast:
+			if names := x.GetTypeName().GetNames(); len(names) > 0 && strings.HasPrefix(strings.ToLower(names[len(names)-1].GetString_().GetSval()), "reg") {
+				fn = true
+			}
 		}
-		schema := strings.ToLower(rv.Schemaname)
-		if schema == "pg_catalog" || schema == "information_schema" || schema == "" && strings.HasPrefix(strings.ToLower(rv.Relname), "pg_") {
-			found = true
-		}
-		return false
+		return true
 	})
-	return found
+	return rel || fn && !other
+}
+
+// catalogWords are words in the name of every function catalogFunc
+// takes, for quickVerb.
+var catalogWords = []string{"pg_", "privilege", "format_type", "description", "to_reg", "::reg", "visible"}
+
+// catalogFunc reports a built-in function that reads the catalog. Other
+// functions (pg_sleep, random) leave a statement to the statement path.
+func catalogFunc(name string) bool {
+	name = strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(name, "pg_get_"), strings.HasSuffix(name, "_is_visible"),
+		strings.HasPrefix(name, "has_") && strings.HasSuffix(name, "_privilege"),
+		strings.HasPrefix(name, "to_reg"), strings.HasSuffix(name, "_description"):
+		return true
+	}
+	switch name {
+	case "format_type", "pg_has_role", "pg_relation_size", "pg_total_relation_size", "pg_table_size", "pg_indexes_size",
+		"pg_database_size", "pg_describe_object", "pg_identify_object", "pg_encoding_to_char", "pg_relation_filenode":
+		return true
+	}
+	return false
 }
 
 // waitCall recognizes SELECT harbormaster_wait('req_...' [, seconds]) and
@@ -415,7 +450,12 @@ func quickVerb(sql string) (string, bool) {
 		return "", false
 	}
 	lower := strings.ToLower(sql)
-	if strings.Contains(lower, "pg_") || strings.Contains(lower, "information_schema") || strings.Contains(lower, "harbormaster_wait") ||
+	for _, w := range catalogWords {
+		if strings.Contains(lower, w) {
+			return "", false
+		}
+	}
+	if strings.Contains(lower, "information_schema") || strings.Contains(lower, "harbormaster_wait") ||
 		strings.Contains(lower, "harbormaster.wait") || strings.ContainsRune(sql, '$') {
 		return "", false
 	}

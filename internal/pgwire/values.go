@@ -32,6 +32,9 @@ func textValue(oid uint32, v any) (string, bool) {
 	if v == nil {
 		return "", false
 	}
+	if r, ok := v.(rawText); ok {
+		return string(r), true
+	}
 	if t, ok := paramTypes[oid]; ok && t.array {
 		if l, ok := v.([]any); ok {
 			return arrayText(t.elem, l), true

@@ -16,7 +16,7 @@ import (
 // reserved rather than unknown.
 const catalogQuery = `
 SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
-       GREATEST(c.reltuples, -1)::bigint
+       GREATEST(c.reltuples, -1)::bigint, a.attnotnull
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -103,7 +103,8 @@ func LoadCatalog(ctx context.Context, q Querier, searchPath []string) (*sqlcheck
 	for rows.Next() {
 		var schema, rel, col, typ string
 		var est int64
-		if err := rows.Scan(&schema, &rel, &col, &typ, &est); err != nil {
+		var notNull bool
+		if err := rows.Scan(&schema, &rel, &col, &typ, &est, &notNull); err != nil {
 			return nil, fmt.Errorf("pilot: load catalog: %w", err)
 		}
 		name := sqlcheck.TableName{Schema: schema, Name: rel}
@@ -113,7 +114,7 @@ func LoadCatalog(ctx context.Context, q Querier, searchPath []string) (*sqlcheck
 			idx[name] = i
 			tables = append(tables, sqlcheck.Table{Name: name, EstimatedRows: est})
 		}
-		tables[i].Columns = append(tables[i].Columns, sqlcheck.Column{Name: col, Type: typ})
+		tables[i].Columns = append(tables[i].Columns, sqlcheck.Column{Name: col, Type: typ, NotNull: notNull})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pilot: load catalog: %w", err)

@@ -22,6 +22,9 @@ func (t TableName) String() string { return QuoteIdent(t.Schema) + "." + QuoteId
 type Column struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
+	// NotNull is set when the column has a NOT NULL constraint (read
+	// from a live target; a schema file leaves it unset).
+	NotNull bool `json:"not_null,omitempty"`
 }
 
 // Table is one relation of the target catalog.

@@ -1,0 +1,266 @@
+package shadow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
+)
+
+var shared pgtmptest.Shared
+
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+
+// targetDDL is the target both twins share; twinDDL is what only the
+// second has, all of it outside the bound: another table, an unlisted
+// column, an unlisted key, other enum labels, rows.
+const targetDDL = `
+CREATE TYPE public.mood AS ENUM ('calm', 'cross');
+CREATE TABLE public.orders (
+	id bigint PRIMARY KEY,
+	status text NOT NULL,
+	note varchar(20),
+	mood public.mood,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	secret text
+);
+CREATE UNIQUE INDEX orders_note_lower ON public.orders (lower(note));
+CREATE UNIQUE INDEX orders_status_note ON public.orders (status, note);
+ALTER TABLE public.orders ADD CONSTRAINT orders_status_secret UNIQUE (status, secret);
+CREATE TABLE public.hidden (id int PRIMARY KEY, code text);
+CREATE SCHEMA ops;
+CREATE TABLE ops.jobs (id int PRIMARY KEY, owner text NOT NULL, secret text UNIQUE);`
+
+const twinDDL = `
+ALTER TYPE public.mood ADD VALUE 'sulky';
+CREATE TABLE public.more (id int);
+ALTER TABLE public.orders ADD COLUMN extra int NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX orders_extra ON public.orders (extra, id);
+INSERT INTO public.orders (id, status, note, secret) VALUES (1, 'pending', 'x', 's1'), (2, 'failed', 'y', 's2');
+INSERT INTO ops.jobs VALUES (1, 'ann', 'k');`
+
+var rules = []bound.Rule{
+	{Op: sqlcheck.OpSelect, Table: "public.orders", Columns: []string{"id", "status", "note", "mood", "created_at"}},
+	{Op: sqlcheck.OpUpdate, Table: "public.orders", Columns: []string{"status"}, MaxRows: 5},
+	{Op: sqlcheck.OpSelect, Table: "ops.jobs", Columns: []string{"id", "owner"}},
+	{Op: sqlcheck.OpDelete, Table: "ops.jobs", MaxRows: 1},
+	{Op: sqlcheck.OpSelect, Table: "public.absent", Columns: []string{"id"}},
+}
+
+// target makes a target database with ddl and returns the Spec of rules
+// over its catalog as the Pilot reads it.
+func target(t *testing.T, ddl ...string) *shadow.Spec {
+	t.Helper()
+	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, d := range ddl {
+		if _, err := conn.Exec(t.Context(), d, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := pilot.LoadCatalog(t.Context(), conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shadow.FromBound("shop", "agent:demo", cat.SearchPath(), []shadow.Rules{rules}, cat)
+}
+
+func newManager(t *testing.T) *shadow.Manager {
+	t.Helper()
+	m, err := shadow.New(shadow.Config{StartTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Skipf("no PostgreSQL server binaries: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// query runs a catalog statement through Check and the Manager, and
+// renders its answer: columns with their types, rows, tag.
+func query(t *testing.T, m *shadow.Manager, spec *shadow.Spec, sql string) string {
+	t.Helper()
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shadow.Check(tree); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	res, err := m.Query(t.Context(), spec, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	var b strings.Builder
+	for _, f := range res.Fields {
+		fmt.Fprintf(&b, "%s:%d ", f.Name, f.OID)
+	}
+	b.WriteString("\n")
+	for _, r := range res.Rows {
+		for _, v := range r {
+			if v == nil {
+				b.WriteString("NULL|")
+			} else {
+				b.WriteString(string(v) + "|")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(res.Tag)
+	return b.String()
+}
+
+func rows(t *testing.T, m *shadow.Manager, spec *shadow.Spec, sql string) string {
+	t.Helper()
+	s := query(t, m, spec, sql)
+	_, body, _ := strings.Cut(s, "\n")
+	return body[:strings.LastIndexByte(body, '\n')+1]
+}
+
+// TestShadow holds the shadow to what the bound names, with PostgreSQL's
+// own catalog semantics.
+func TestShadow(t *testing.T) {
+	t.Parallel()
+	spec := target(t, targetDDL)
+	m := newManager(t)
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT current_database(), current_user, current_schemas(false)", "shop|agent:demo|{public}|\n"},
+		{"SELECT datname FROM pg_catalog.pg_database ORDER BY 1", "shop|\n"},
+		{"SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2",
+			"ops|jobs|\npublic|orders|\n"},
+		// Only listed columns, real built-in types, text for the enum,
+		// NOT NULL where the target has it.
+		{"SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY table_name, ordinal_position",
+			"jobs|id|integer|NO|\njobs|owner|text|NO|\norders|id|bigint|NO|\norders|status|text|NO|\norders|note|character varying|YES|\norders|mood|text|YES|\norders|created_at|timestamp with time zone|NO|\n"},
+		// Keys over listed columns only: not the expression index, not
+		// the key with an unlisted column.
+		{"SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('public', 'ops') ORDER BY 1",
+			"jobs_pkey|\norders_pkey|\norders_status_note|\n"},
+		// The bound's privileges, by column.
+		{"SELECT has_column_privilege('public.orders', 'status', 'UPDATE'), has_column_privilege('public.orders', 'note', 'UPDATE'), has_table_privilege('ops.jobs', 'DELETE'), has_table_privilege('public.orders', 'DELETE')",
+			"t|f|t|f|\n"},
+		{"SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname IN ('hidden', 'more', 'absent')", "0|\n"},
+	} {
+		if got := rows(t, m, spec, c.sql); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.sql, got, c.want)
+		}
+	}
+	// Reads only, and nothing outside: the role cannot, even past Check.
+	for _, sql := range []string{
+		"SELECT pg_catalog.pg_read_file('/etc/passwd')",
+		"SELECT pg_catalog.lo_create(0)",
+		"SELECT pg_catalog.lo_import('/etc/passwd')",
+		"CREATE TABLE public.x (id int)",
+		"SELECT pg_catalog.pg_sleep(5)",
+	} {
+		_, err := m.Query(t.Context(), spec, sql)
+		var pgErr *pgconn.PgError
+		if err == nil {
+			t.Errorf("%s ran", sql)
+		} else if !errors.As(err, &pgErr) {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	for _, sql := range []string{
+		"SELECT pg_read_file('/etc/passwd')",
+		"SELECT * FROM pg_ls_dir('.')",
+		"SELECT lo_import('/etc/passwd')",
+		"SELECT query_to_xml('select 1', true, true, '')",
+		"SELECT pg_sleep(10)",
+		"SELECT * FROM orders",
+		"SELECT * FROM pg_class, public.orders",
+		"WITH x AS (DELETE FROM pg_class RETURNING 1) SELECT 1",
+		"SELECT relname INTO TEMP t FROM pg_class",
+		"SELECT relname FROM pg_class FOR UPDATE",
+		"DELETE FROM pg_class",
+		"SELECT 1; SELECT 2",
+	} {
+		tree, err := pg.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r *shadow.RefusedError
+		if err := shadow.Check(tree); !errors.As(err, &r) {
+			t.Errorf("%s: not refused: %v", sql, err)
+		}
+	}
+}
+
+// catalogQueries are what clients send to reflect a schema: psql's \dt
+// and \d orders, SQLAlchemy's and JDBC's lookups, information_schema.
+var catalogQueries = []string{
+	// psql \dt
+	`SELECT n.nspname as "Schema", c.relname as "Name", CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence' WHEN 't' THEN 'TOAST table' WHEN 'f' THEN 'foreign table' WHEN 'p' THEN 'partitioned table' WHEN 'I' THEN 'partitioned index' END as "Type", pg_catalog.pg_get_userbyid(c.relowner) as "Owner" FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_catalog.pg_am am ON am.oid = c.relam WHERE c.relkind IN ('r','p','') AND n.nspname <> 'pg_catalog' AND n.nspname !~ '^pg_toast' AND n.nspname <> 'information_schema' AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1,2`,
+	// psql \d orders
+	`SELECT c.oid, n.nspname, c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname OPERATOR(pg_catalog.~) '^(orders)$' COLLATE pg_catalog.default AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 2, 3`,
+	`SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), (SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid, true) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.atthasdef), a.attnotnull, (SELECT c.collname FROM pg_catalog.pg_collation c, pg_catalog.pg_type t WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation) AS attcollation, a.attidentity, a.attgenerated FROM pg_catalog.pg_attribute a WHERE a.attrelid = 'public.orders'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+	`SELECT c2.relname, i.indisprimary, i.indisunique, i.indisclustered, i.indisvalid, pg_catalog.pg_get_indexdef(i.indexrelid, 0, true), pg_catalog.pg_get_constraintdef(con.oid, true), contype, condeferrable, condeferred, i.indisreplident, c2.reltablespace FROM pg_catalog.pg_class c, pg_catalog.pg_class c2, pg_catalog.pg_index i LEFT JOIN pg_catalog.pg_constraint con ON (conrelid = i.indrelid AND conindid = i.indexrelid AND contype IN ('p','u','x')) WHERE c.oid = 'public.orders'::regclass AND c.oid = i.indrelid AND i.indexrelid = c2.oid ORDER BY i.indisprimary DESC, c2.relname`,
+	`SELECT table_schema, table_name, column_name, ordinal_position, data_type, is_nullable, character_maximum_length FROM information_schema.columns WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2, 4`,
+	`SELECT * FROM information_schema.table_constraints WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY constraint_name`,
+	`SELECT * FROM information_schema.key_column_usage ORDER BY constraint_name, ordinal_position`,
+	`SELECT * FROM information_schema.column_privileges WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY table_name, column_name, privilege_type`,
+	`SELECT c.oid, c.relname, c.relkind, c.relnatts, c.relhasindex, c.relpages, c.reltuples FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 2`,
+	`SELECT t.oid, t.typname FROM pg_catalog.pg_type t WHERE t.oid >= 16384 ORDER BY 1`,
+	`SELECT oid, nspname FROM pg_catalog.pg_namespace ORDER BY 1`,
+	`SELECT datname, datdba, encoding, datcollate FROM pg_catalog.pg_database`,
+	`SELECT count(*) FROM pg_catalog.pg_class`,
+	`SELECT count(*) FROM pg_catalog.pg_attribute`,
+	`SELECT pg_catalog.pg_relation_size('public.orders'), pg_catalog.pg_total_relation_size('public.orders')`,
+}
+
+// TestTwins is invariant 10 for the catalog: two targets that differ only
+// outside the bound give byte-identical answers, each built by its own
+// Manager (its own server).
+func TestTwins(t *testing.T) {
+	t.Parallel()
+	a := target(t, targetDDL)
+	b := target(t, targetDDL, twinDDL)
+	if a.Key() != b.Key() {
+		t.Fatalf("the twins' specs differ:\n%+v\n%+v", a, b)
+	}
+	ma, mb := newManager(t), newManager(t)
+	for _, sql := range catalogQueries {
+		ga, gb := query(t, ma, a, sql), query(t, mb, b, sql)
+		if ga != gb {
+			t.Errorf("%s:\n%s\n---\n%s", sql, ga, gb)
+		}
+	}
+	// And the bound shows: the twins' answer is not empty.
+	if got := query(t, ma, a, catalogQueries[0]); !strings.Contains(got, "orders|table|postgres") {
+		t.Errorf("\\dt: %s", got)
+	}
+}
+
+// TestFollowsBound: a changed bound is another shadow database.
+func TestFollowsBound(t *testing.T) {
+	t.Parallel()
+	spec := target(t, targetDDL)
+	m := newManager(t)
+	if got := rows(t, m, spec, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders'"); got != "5|\n" {
+		t.Fatalf("before: %q", got)
+	}
+	fewer := *spec
+	fewer.Tables = spec.Tables[1:] // public.orders only
+	if got := rows(t, m, &fewer, "SELECT string_agg(table_schema || '.' || table_name, ',') FROM information_schema.tables WHERE table_schema IN ('ops', 'public')"); got != "public.orders|\n" {
+		t.Fatalf("after: %q", got)
+	}
+	if m.Servers() != 2 {
+		t.Fatalf("servers: %d", m.Servers())
+	}
+}
