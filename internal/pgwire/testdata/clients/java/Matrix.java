@@ -137,7 +137,7 @@ public class Matrix {
         p.setProperty("password", System.getenv("HM_PG_PASSWORD"));
         p.setProperty("sslmode", "disable");
         p.setProperty("connectTimeout", "10");
-        p.setProperty("socketTimeout", "10");
+        p.setProperty("socketTimeout", "30");
         conn = DriverManager.getConnection(url, p);
     }
 

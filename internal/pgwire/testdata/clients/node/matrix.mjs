@@ -19,8 +19,9 @@ const SEED = [[1, 'seed', 'first'], [2, 'seed', 'second']]
 const READ = "SELECT id, client, body FROM notes WHERE client = 'seed' ORDER BY id"
 // No rule of the delegation lets the agent delete: referred (HM001).
 const OUTSIDE = 'DELETE FROM notes WHERE id = 1'
-// A step that takes longer has lost its connection to a protocol error.
-const STEP_TIMEOUT_MS = 5000
+// A step that takes longer has lost its connection to a protocol error
+// (generous: make test runs every package at once on two cores).
+const STEP_TIMEOUT_MS = 20000
 
 const emit = (o) => process.stdout.write(JSON.stringify({ client: CLIENT, ...o }) + '\n')
 const version = (pkg) => JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/package.json`, import.meta.url))).version

@@ -232,9 +232,10 @@ def run_asyncpg():
     c = {}
 
     def aw(coro):
-        # A step that waits longer has lost the connection's thread (a
-        # protocol error leaves asyncpg waiting for a message that never comes).
-        return loop.run_until_complete(asyncio.wait_for(coro, 5))
+        # A step that takes longer will not end: asyncpg 0.27, told a
+        # parameter's type is unspecified (0), prepares its pg_type
+        # introspection again and again while the front refuses it.
+        return loop.run_until_complete(asyncio.wait_for(coro, 10))
 
     def q(sql, *args):
         return [tuple(r) for r in aw(c["conn"].fetch(sql, *args))]
