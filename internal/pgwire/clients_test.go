@@ -191,7 +191,6 @@ func TestClientMatrix(t *testing.T) {
 	}
 	host, port, _ := strings.Cut(f.addr, ":")
 	env := []string{
-		"HM_PG_URL=" + f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable"),
 		"HM_PG_HOST=" + host, "HM_PG_PORT=" + port, "HM_PG_DATABASE=" + gatewaytest.Target,
 		"HM_PG_USER=" + gatewaytest.Agent, "HM_PG_PASSWORD=" + gatewaytest.AgentToken,
 	}
