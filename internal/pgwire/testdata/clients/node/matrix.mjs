@@ -122,9 +122,11 @@ async function runPg () {
   await s.run('close', () => c.end())
 }
 
-// postgres.js: tagged templates (prepared, their parameters typed by the
-// server), sql.begin for transactions; its defaults fetch array types
-// from pg_catalog on the first connection.
+// postgres.js: tagged templates (prepared, their parameters typed and
+// their columns named by the statement's Describe), sql.begin for
+// transactions. Its checks after a transaction read with sql.unsafe (the
+// ids written in, no parameters), so that the transaction steps test
+// transactions and read_param alone tests the Describe.
 async function runPostgresJS () {
   const { default: postgres } = await import('postgres')
   const s = new Steps(version('postgres'))
@@ -145,21 +147,21 @@ async function runPostgresJS () {
       await sql`INSERT INTO notes (id, client, body) VALUES (${BASE + 1}, ${CLIENT}, 'committed')`
       await sql`UPDATE notes SET body = 'committed, updated' WHERE id = ${BASE + 1}`
     })
-    check(same([...await sql`SELECT body FROM notes WHERE id = ${BASE + 1}`], [{ body: 'committed, updated' }]), 'committed row read back')
+    check(same([...await sql.unsafe(`SELECT body FROM notes WHERE id = ${BASE + 1}`)], [{ body: 'committed, updated' }]), 'committed row read back')
   })
   await s.run('tx_rollback', async () => {
     await sql.begin(async (sql) => {
       await sql`INSERT INTO notes (id, client, body) VALUES (${BASE + 2}, ${CLIENT}, 'rolled back')`
       await sql.rollback()
     })
-    check(same([...await sql`SELECT id FROM notes WHERE id = ${BASE + 2}`], []), 'rolled-back row is there')
+    check(same([...await sql.unsafe(`SELECT id FROM notes WHERE id = ${BASE + 2}`)], []), 'rolled-back row is there')
   })
   await s.run('tx_referral', async () => {
     await wantReferral(() => sql.begin(async (sql) => {
       await sql`INSERT INTO notes (id, client, body) VALUES (${BASE + 3}, ${CLIENT}, 'aborted')`
       await sql.unsafe(OUTSIDE)
     }))
-    check(same(triples(await sql`SELECT id, client, body FROM notes WHERE id = ${BASE + 3} OR id = 1`), [SEED[0]]), 'nothing changed')
+    check(same(triples(await sql.unsafe(`SELECT id, client, body FROM notes WHERE id = ${BASE + 3} OR id = 1`)), [SEED[0]]), 'nothing changed')
   })
   await s.run('close', () => sql.end({ timeout: 5 }))
 }
