@@ -324,12 +324,12 @@ def engine(**kw):
     return create_engine(url, connect_args={"sslmode": "disable", "connect_timeout": 10}, **kw)
 
 
-# What a SQLAlchemy engine over psycopg2 needs today: no implicit BEGIN,
-# no hstore OID lookup from the catalog on connect.
-WORKAROUND = dict(isolation_level="AUTOCOMMIT", use_native_hstore=False)
+# What a SQLAlchemy engine over psycopg2 needs today: no hstore OID
+# lookup in the catalog on each connection.
+WORKAROUND = dict(use_native_hstore=False)
 
 
-def run_sqlalchemy(autocommit=False):
+def run_sqlalchemy(workaround=False):
     import sqlalchemy
     from sqlalchemy import Column, BigInteger, Text, inspect, text
     from sqlalchemy.orm import Session, declarative_base
@@ -350,9 +350,9 @@ def run_sqlalchemy(autocommit=False):
             return [tuple(r) for r in conn.execute(text(sql), params)]
 
     def connect():
-        # SQLAlchemy's default: the DBAPI's implicit transactions, and
-        # psycopg2's hstore OID lookup (a pg_type query) on each connect.
-        c["engine"] = engine(**WORKAROUND) if autocommit else engine()
+        # SQLAlchemy's default looks up hstore's OIDs in pg_type on
+        # each new connection.
+        c["engine"] = engine(**WORKAROUND) if workaround else engine()
         with c["engine"].connect() as conn:  # the dialect's first-connect queries
             conn.execute(text("SELECT 1"))
 
@@ -378,8 +378,9 @@ def run_sqlalchemy(autocommit=False):
 
     def tx_rollback():
         with c["engine"].connect() as conn:
+            tx = conn.begin()
             conn.execute(text("INSERT INTO notes (id, client, body) VALUES (:id, :c, 'rolled back')"), {"id": BASE + 2, "c": CLIENT})
-            conn.rollback()
+            tx.rollback()
         check(q("SELECT id FROM notes WHERE id = :id", id=BASE + 2) == [], "rolled-back row is there")
 
     def tx_referral():
@@ -399,10 +400,9 @@ def run_sqlalchemy(autocommit=False):
     s.run("introspect", introspect)
     s.run("read", read)
     s.run("read_param", read_param)
-    if not autocommit:  # in AUTOCOMMIT, commit and rollback do nothing
-        s.run("tx_commit", tx_commit)
-        s.run("tx_rollback", tx_rollback)
-        s.run("tx_referral", tx_referral)
+    s.run("tx_commit", tx_commit)
+    s.run("tx_rollback", tx_rollback)
+    s.run("tx_referral", tx_referral)
     s.run("close", close)
 
 
@@ -443,7 +443,7 @@ def run_pandas():
 
 
 CLIENTS = {"psycopg2": run_psycopg2, "psycopg3": run_psycopg3, "asyncpg": run_asyncpg,
-           "sqlalchemy": run_sqlalchemy, "sqlalchemy-autocommit": lambda: run_sqlalchemy(autocommit=True),
+           "sqlalchemy": run_sqlalchemy, "sqlalchemy-nohstore": lambda: run_sqlalchemy(workaround=True),
            "pandas": run_pandas}
 
 if __name__ == "__main__":
