@@ -179,8 +179,8 @@ def run_psycopg3():
         c["conn"] = psycopg.connect(autocommit=True, **conn_kwargs())
 
     def reconnect():
-        # psycopg 3.1 counts a transaction() whose BEGIN failed as open,
-        # and asserts on the next one.
+        # psycopg 3.1 can count a transaction() whose BEGIN or COMMIT
+        # failed as still open, and assert on the next one.
         c["conn"].close()
         connect()
 
