@@ -77,3 +77,35 @@ need_pkg zsh zsh
 if ! docker compose version >/dev/null 2>&1; then
 	need_pkg docker-compose docker-compose
 fi
+# The PostgreSQL wire front's client matrix (TestClientMatrix): Debian's
+# Python client libraries (for Debian's /usr/bin/python3), the PostgreSQL
+# JDBC driver and a JDK to compile its Java client. Its Node.js clients
+# come from its package-lock.json (npm ci, at test time).
+matrix_pkgs=(python3-psycopg2 python3-psycopg python3-asyncpg python3-sqlalchemy python3-pandas libpostgresql-jdbc-java)
+missing=()
+for p in "${matrix_pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+if [[ ${#missing[@]} -gt 0 ]]; then
+	if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		echo "ensure-tools: installing ${missing[*]} for the wire front's client matrix" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+	still=()
+	for p in "${missing[@]}"; do
+		if [[ "$p" == default-jdk-headless ]]; then
+			command -v javac >/dev/null 2>&1 || still+=("$p")
+		else
+			dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || still+=("$p")
+		fi
+	done
+	if [[ ${#still[@]} -gt 0 ]]; then
+		if [[ "${CI:-}" == "true" ]]; then
+			echo "ensure-tools: error: the client matrix needs ${still[*]} (Debian: apt-get install ${still[*]})" >&2
+			exit 1
+		fi
+		echo "ensure-tools: warning: ${still[*]} not installed; the client matrix will skip those clients (Debian: apt-get install ${still[*]})" >&2
+	fi
+fi

@@ -40,6 +40,15 @@ func Check(tree *pg.ParseResult) error {
 	if sel == nil {
 		return refused("a catalog query must be a SELECT")
 	}
+	// The statement's own CTEs are relations it may read (Sequelize's
+	// type lookup reads WITH ranges AS (... FROM pg_range ...)).
+	ctes := map[string]bool{}
+	sqlcheck.Visit(tree.ProtoReflect(), func(m protoreflect.Message) bool {
+		if c, ok := m.Interface().(*pg.CommonTableExpr); ok {
+			ctes[c.Ctename] = true
+		}
+		return true
+	})
 	var bad error
 	sqlcheck.Visit(tree.ProtoReflect(), func(m protoreflect.Message) bool {
 		if bad != nil {
@@ -55,6 +64,9 @@ func Check(tree *pg.ParseResult) error {
 		case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
 			bad = refused("a catalog query may not write (a writable CTE)")
 		case *pg.RangeVar:
+			if x.Schemaname == "" && ctes[x.Relname] {
+				break
+			}
 			if !IsCatalogRelation(x.Schemaname, x.Relname) {
 				bad = refused("%s is not a catalog relation: a catalog query reads pg_catalog and information_schema only, and a statement on your tables goes to the statement path on its own", relName(x))
 			}

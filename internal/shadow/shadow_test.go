@@ -200,6 +200,20 @@ func TestShadow(t *testing.T) {
 			t.Errorf("%s: not refused: %v", sql, err)
 		}
 	}
+	// A statement's own CTE is a relation it may read (Sequelize's type
+	// lookup); a CTE that reads a table of the bound is not.
+	for sql, ok := range map[string]bool{
+		"WITH ranges AS (SELECT r.rngtypid, t.typname FROM pg_range r LEFT JOIN pg_type t ON t.oid = r.rngtypid) SELECT t.typname, ranges.typname FROM pg_type t LEFT JOIN ranges ON t.oid = ranges.rngtypid": true,
+		"WITH x AS (SELECT * FROM public.orders) SELECT * FROM pg_class, x": false,
+	} {
+		tree, err := pg.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := shadow.Check(tree); (err == nil) != ok {
+			t.Errorf("%s: %v, want accepted %v", sql, err, ok)
+		}
+	}
 }
 
 // catalogQueries are what clients send to reflect a schema: psql's \dt
