@@ -71,8 +71,18 @@ func startSide(t *testing.T, name, dsn string, keys *gatewaytest.Keys) *side {
 // connects the agent to it.
 func startWire(t *testing.T, sys *gatewaytest.System) *pgconn.PgConn {
 	t.Helper()
-	front, err := pgwire.New(sys.Gateway, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
-		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}})
+	return startWireWith(t, sys, nil)
+}
+
+// startWireWith is startWire with the front's config changed by opt.
+func startWireWith(t *testing.T, sys *gatewaytest.System, opt func(*pgwire.Config)) *pgconn.PgConn {
+	t.Helper()
+	cfg := pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
+		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}}
+	if opt != nil {
+		opt(&cfg)
+	}
+	front, err := pgwire.New(sys.Gateway, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

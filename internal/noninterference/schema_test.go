@@ -2,6 +2,9 @@ package noninterference_test
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -9,6 +12,8 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
+	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 )
 
 // schemaOutside is what twin B's target has and twin A's does not: a
@@ -107,7 +112,22 @@ func TestSchemaOutsideTheBound(t *testing.T) {
 		}
 	}
 	compareObs(t, "the agent's scope", scopes[0], scopes[1])
-	for _, sql := range schemaProbes {
+	// The wire front with its shadow catalog, one per side (each built
+	// from its own target's catalog): catalog queries too.
+	for _, s := range sides {
+		m, err := shadow.New(shadow.Config{StartTimeout: 3 * time.Minute})
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("shadow catalog: %v", err)
+			}
+			t.Skipf("shadow catalog: %v", err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		s.pg = startWireWith(t, s.sys, func(c *pgwire.Config) { c.Catalog = m })
+	}
+	probes := append(append([]string(nil), schemaProbes...), catalogProbes(rand.New(rand.NewPCG(7, 24)), 40)...)
+	answered := 0
+	for _, sql := range probes {
 		var obs [2]map[string]any
 		for i, s := range sides {
 			a, err := s.observe(ctx, stmt{sql: sql, op: "probe"}, true)
@@ -118,6 +138,14 @@ func TestSchemaOutsideTheBound(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		compareObs(t, sql, obs[0], obs[1])
+		if q, _ := obs[0]["pgwire query"].(map[string]any); q["error"] == nil && q["rows"] != nil {
+			answered++
+		}
+	}
+	// The catalog queries were answered (from the shadow), not refused
+	// alike on both sides.
+	if answered < len(schemaProbes)/2+20 {
+		t.Errorf("only %d of %d probes were answered over the wire front: the catalog probes did not reach the shadow", answered, len(probes))
 	}
 }
 
@@ -139,4 +167,30 @@ func joinLines(s []string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// catalogProbes are n catalog queries drawn at random (seeded) from what
+// clients reflect with: relations, columns, types, keys and privileges,
+// by name pattern, with and without the system schemas.
+func catalogProbes(rng *rand.Rand, n int) []string {
+	names := []string{"orders", "customers", "payroll", "internal_note", "risk_score", "kind", "secret_kind", "salary", "%", "%o%", "pay%"}
+	templates := []string{
+		"SELECT table_schema, table_name, table_type FROM information_schema.tables WHERE table_name LIKE '%s' ORDER BY 1, 2",
+		"SELECT table_name, column_name, data_type, is_nullable, ordinal_position FROM information_schema.columns WHERE table_schema = 'public' AND (table_name LIKE '%[1]s' OR column_name LIKE '%[1]s') ORDER BY 1, 5",
+		"SELECT c.relname, c.relkind, c.relnatts FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relname LIKE '%s' ORDER BY 1",
+		"SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid WHERE c.relname LIKE '%s' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum",
+		"SELECT typname, typtype FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = 'public' AND typname LIKE '%s' ORDER BY 1",
+		"SELECT conname, contype, pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint WHERE conrelid IN (SELECT oid FROM pg_catalog.pg_class WHERE relname LIKE '%s') ORDER BY 1",
+		"SELECT indexrelid::regclass::text, pg_catalog.pg_get_indexdef(indexrelid) FROM pg_catalog.pg_index WHERE indrelid IN (SELECT oid FROM pg_catalog.pg_class WHERE relname LIKE '%s') ORDER BY 1",
+		"SELECT count(*) FROM pg_catalog.pg_class WHERE relname LIKE '%s'",
+		"SELECT grantee, table_name, column_name, privilege_type FROM information_schema.column_privileges WHERE table_schema = 'public' AND table_name LIKE '%s' ORDER BY 1, 2, 3, 4",
+		"SELECT to_regclass('public.%s') IS NULL",
+		"SELECT datname FROM pg_catalog.pg_database ORDER BY 1",
+		"SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname NOT LIKE 'pg_%%' ORDER BY 1",
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(templates[rng.IntN(len(templates))], names[rng.IntN(len(names))])
+	}
+	return out
 }
