@@ -453,7 +453,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	if tx != nil && req.Path == "" && req.Outcome == OutcomeReferred {
 		req.Reasons = append(req.Reasons, ReasonReferredInTx)
 	}
-	var sess *pilot.Session
+	var sess pilot.TxSession
 	if tx != nil && req.Path != "" {
 		// The decision names the client transaction's target transaction:
 		// a reconciler leaves the request alone while it is in progress.

@@ -60,7 +60,7 @@ type Tx struct {
 	opts      pilot.TxOptions
 
 	mu   sync.Mutex
-	sess *pilot.Session // nil until the first statement that goes to the gateway
+	sess pilot.TxSession // nil until the first statement that goes to the gateway
 	// ran are the statements that executed in it, in order, each marked
 	// in flight until their outcome is recorded.
 	ran []ranInTx
@@ -101,7 +101,7 @@ func (tx *Tx) SetIsolation(level string) bool {
 }
 
 // open opens the target transaction on the first statement that needs it.
-func (tx *Tx) open(ctx context.Context) (*pilot.Session, error) {
+func (tx *Tx) open(ctx context.Context) (pilot.TxSession, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.ended {
@@ -158,7 +158,7 @@ func (tx *Tx) Submit(ctx context.Context, sql string) (*Response, error) {
 }
 
 // session is the open target transaction.
-func (tx *Tx) session() *pilot.Session {
+func (tx *Tx) session() pilot.TxSession {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	return tx.sess
@@ -224,7 +224,7 @@ func (tx *Tx) RollbackTo(ctx context.Context, name string) error {
 }
 
 // mark finds the latest savepoint of that name, as PostgreSQL does.
-func (tx *Tx) mark(name string) (*pilot.Session, int, error) {
+func (tx *Tx) mark(name string) (pilot.TxSession, int, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	for i := len(tx.marks) - 1; i >= 0; i-- {
@@ -236,7 +236,7 @@ func (tx *Tx) mark(name string) (*pilot.Session, int, error) {
 }
 
 // end marks the transaction ended and returns what it ran.
-func (tx *Tx) end() (*pilot.Session, []ranInTx) {
+func (tx *Tx) end() (pilot.TxSession, []ranInTx) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.ended {

@@ -99,7 +99,15 @@ func txStatus(c *pgx.Conn) byte { return c.PgConn().TxStatus() }
 // statement's request says what became of it.
 func TestTransactions(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	t.Run("in process", func(t *testing.T) { testTransactions(t, newFixture(t)) })
+	// The Pilot in a server of its own: it holds the transaction on its
+	// side of the mutual-TLS connection (pilot/remote sessions.go).
+	t.Run("remote Pilot", func(t *testing.T) {
+		testTransactions(t, newFixtureWith(t, func(o *gatewaytest.Options) { o.RemotePilot = true }))
+	})
+}
+
+func testTransactions(t *testing.T, f *fixture) {
 	ctx := t.Context()
 	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
 	insert := func(id int) error {

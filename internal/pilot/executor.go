@@ -52,10 +52,28 @@ var _ Executor = (*Pilot)(nil)
 
 // Sessions is an Executor that holds a target transaction for a client
 // across several statements (the wire front's BEGIN ... COMMIT): the
-// Pilot in the node's process. A remote Pilot does not (yet): over it,
-// each statement runs in a transaction of its own.
+// Pilot in the node's process (Session), or a remote Pilot, which holds
+// it on its side of the connection.
 type Sessions interface {
-	Begin(ctx context.Context, o TxOptions) (*Session, error)
+	Begin(ctx context.Context, o TxOptions) (TxSession, error)
 }
 
-var _ Sessions = (*Pilot)(nil)
+// TxSession is a target transaction held for a client (Session).
+type TxSession interface {
+	// ID is the target transaction's id.
+	ID() string
+	// Execute runs one marque's statement in the transaction.
+	Execute(ctx context.Context, req Request) (*Result, error)
+	// Savepoint runs SAVEPOINT, RELEASE SAVEPOINT or ROLLBACK TO SAVEPOINT
+	// ("savepoint", "release", "rollback to") of the client's name.
+	Savepoint(ctx context.Context, verb, name string) error
+	// Commit commits (an aborted transaction rolls back, and says so).
+	Commit(ctx context.Context) error
+	// Rollback rolls back and lets the transaction go.
+	Rollback()
+}
+
+var (
+	_ Sessions  = (*Pilot)(nil)
+	_ TxSession = (*Session)(nil)
+)

@@ -57,7 +57,7 @@ var ErrSessionBroken = errors.New("pilot: the transaction was lost on the target
 // Begin opens a target transaction for a Session, with the pinned
 // settings and a transaction id (recorded with each decision in it, so a
 // reconciler leaves its statements alone while it is in progress).
-func (p *Pilot) Begin(ctx context.Context, o TxOptions) (*Session, error) {
+func (p *Pilot) Begin(ctx context.Context, o TxOptions) (TxSession, error) {
 	var begin string
 	switch strings.ToLower(o.Isolation) {
 	case "", "read committed":
@@ -260,9 +260,8 @@ func (s *Session) Savepoint(ctx context.Context, verb, name string) error {
 		}
 		return nil
 	case errors.As(err, &pgErr):
-		if verb != "rollback to" {
-			s.aborted = true
-		}
+		// Any error aborts the transaction, a failed ROLLBACK TO too.
+		s.aborted = true
 		return &SavepointError{Code: pgErr.Code, Message: pgErr.Message}
 	default:
 		s.broken = true
@@ -282,7 +281,7 @@ func (s *Session) Commit(ctx context.Context) error {
 	s.done = true
 	defer s.t.Close()
 	if s.aborted || s.broken {
-		return errRolledBack
+		return ErrRolledBack
 	}
 	b := &pgx.Batch{}
 	if s.p.cfg.Role != "" {
@@ -303,8 +302,8 @@ func (s *Session) Commit(ctx context.Context) error {
 	return checkCommit(tag, err)
 }
 
-// errRolledBack is Commit of an aborted transaction.
-var errRolledBack = errors.New("pilot: commit: the transaction was aborted, so it rolled back")
+// ErrRolledBack is Commit of an aborted transaction: it rolled back.
+var ErrRolledBack = errors.New("pilot: commit: the transaction was aborted, so it rolled back")
 
 // IsRolledBack reports whether Commit's error means the transaction rolled
 // back (nothing of it committed), as opposed to an unknown outcome.

@@ -243,11 +243,12 @@ func (c *Client) call(ctx context.Context, op string, body any) (*received, bool
 	c.noticeCatalog(resp.Header.Get(catalogHeader))
 	if rep.Error != nil {
 		switch rep.Error.Kind {
-		case kindCommitUnknown, kindNotPreviewable, kindUnreachable, kindError:
+		case kindCommitUnknown, kindNotPreviewable, kindUnreachable, kindError,
+			kindSessionAborted, kindSessionBroken, kindSavepoint, kindRolledBack, kindNoSession:
 		default:
 			return nil, true, fmt.Errorf("pilot remote %s: %s: an error of unknown kind %q: %s", c.cfg.Target, op, rep.Error.Kind, rep.Error.Message)
 		}
-		return &rep, true, &Error{Target: c.cfg.Target, Op: op, Kind: rep.Error.Kind, Message: rep.Error.Message}
+		return &rep, true, &Error{Target: c.cfg.Target, Op: op, Kind: rep.Error.Kind, Message: rep.Error.Message, Code: rep.Error.Code}
 	}
 	return &rep, true, nil
 }

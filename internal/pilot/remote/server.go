@@ -28,6 +28,9 @@ type ServerConfig struct {
 	// It must exceed the longest statement_timeout plus lock_timeout of
 	// the targets. Defaults to 1 minute.
 	CallTimeout time.Duration
+	// SessionIdle rolls back a client transaction (sessions.go) no call
+	// has touched this long. Defaults to DefaultSessionIdle.
+	SessionIdle time.Duration
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 }
@@ -36,6 +39,9 @@ type ServerConfig struct {
 func (c ServerConfig) WithDefaults() ServerConfig {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = time.Minute
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = DefaultSessionIdle
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -65,6 +71,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	digests map[string]catalogDigest // by target
+
+	// sessions are the client transactions held (sessions.go).
+	sessions *serverSessions
 }
 
 type catalogDigest struct {
@@ -81,7 +90,8 @@ func NewServer(cfg ServerConfig, pilots ...pilot.Executor) (*Server, error) {
 	if len(pilots) == 0 {
 		return nil, errors.New("pilot remote: server: no targets")
 	}
-	s := &Server{cfg: cfg, pilots: map[string]pilot.Executor{}, mux: http.NewServeMux(), digests: map[string]catalogDigest{}}
+	s := &Server{cfg: cfg, pilots: map[string]pilot.Executor{}, mux: http.NewServeMux(), digests: map[string]catalogDigest{},
+		sessions: &serverSessions{idle: cfg.SessionIdle, byID: map[string]*heldSession{}}}
 	for _, p := range pilots {
 		if _, dup := s.pilots[p.Target()]; dup {
 			return nil, fmt.Errorf("pilot remote: server: target %s listed twice", p.Target())
@@ -99,6 +109,11 @@ func NewServer(cfg ServerConfig, pilots ...pilot.Executor) (*Server, error) {
 		opReceipt:         s.receipt,
 		opVoidReceipt:     s.voidReceipt,
 		opXactStatus:      s.xactStatus,
+		opTxBegin:         s.txBegin,
+		opTxExecute:       s.txExecute,
+		opTxSavepoint:     s.txSavepoint,
+		opTxCommit:        s.txCommit,
+		opTxRollback:      s.txRollback,
 	} {
 		s.mux.Handle("POST /v1/targets/{target}/"+op, s.handle(op, h))
 	}
@@ -111,7 +126,8 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // detached are the calls that must not end with the client's connection:
 // once sent, they run to their end (bounded by CallTimeout).
-var detached = map[string]bool{opExecute: true, opExecuteApproved: true, opVoidReceipt: true}
+var detached = map[string]bool{opExecute: true, opExecuteApproved: true, opVoidReceipt: true,
+	opTxExecute: true, opTxCommit: true, opTxRollback: true}
 
 func (s *Server) handle(op string, h func(context.Context, pilot.Executor, []byte) (*reply, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -331,6 +347,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout+5*time.Second)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	// What no node will commit now rolls back.
+	s.sessions.closeAll()
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

@@ -93,6 +93,7 @@ type reply struct {
 	Receipt *wireReceipt    `json:"receipt,omitempty"`
 	Status  *string         `json:"status,omitempty"`
 	Catalog *wireCatalog    `json:"catalog,omitempty"`
+	Session *wireSession    `json:"session,omitempty"`
 	Error   *wireError      `json:"error,omitempty"`
 }
 
@@ -103,6 +104,7 @@ type received struct {
 	Receipt *wireReceipt    `json:"receipt,omitempty"`
 	Status  *string         `json:"status,omitempty"`
 	Catalog *wireCatalog    `json:"catalog,omitempty"`
+	Session *wireSession    `json:"session,omitempty"`
 	Error   *wireError      `json:"error,omitempty"`
 }
 
@@ -114,6 +116,8 @@ type wireReceipt struct {
 type wireError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
+	// Code is a savepoint error's SQLSTATE (kind savepoint).
+	Code string `json:"code,omitempty"`
 }
 
 // wireCatalog is a catalog: its search path and tables.
@@ -272,6 +276,8 @@ type Error struct {
 	// Message is the Pilot's error text (for humans and logs, never for
 	// agents: it may quote the target).
 	Message string
+	// Code is a savepoint error's SQLSTATE.
+	Code string
 }
 
 func (e *Error) Error() string {
