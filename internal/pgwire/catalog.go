@@ -49,21 +49,10 @@ func (c *session) catalog(ctx context.Context, tree *pg.ParseResult, sql string)
 	if werr != nil {
 		return nil, werr
 	}
-	qctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	c.inflight, c.canceled = cancel, false
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.inflight = nil
-		c.mu.Unlock()
-		cancel()
-	}()
+	qctx, done := c.cancelable(ctx)
 	out, err := c.srv.cfg.Catalog.Query(qctx, spec, sql)
+	canceled := done()
 	if err != nil {
-		c.mu.Lock()
-		canceled := c.canceled
-		c.mu.Unlock()
 		if canceled {
 			return nil, errorf(stateCanceled, "canceling statement due to user request")
 		}

@@ -550,7 +550,13 @@ func describedParamType(oid uint32) uint32 {
 // request does; only a cancel request cancels it. done ends it and says
 // whether a cancel request came.
 func (c *session) inflightCtx(ctx context.Context) (_ context.Context, done func() (canceled bool)) {
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return c.cancelable(context.WithoutCancel(ctx))
+}
+
+// cancelable is a context a cancel request ends, under ctx (which the
+// server's stop ends too); done says whether a cancel request came.
+func (c *session) cancelable(ctx context.Context) (_ context.Context, done func() (canceled bool)) {
+	sctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
 	c.inflight, c.canceled = cancel, false
 	c.mu.Unlock()
@@ -693,21 +699,9 @@ func (c *session) wait(ctx context.Context, a waitArgs) (*result, *wireError) {
 		d = time.Duration(a.seconds * float64(time.Second))
 	}
 	d = min(d, c.srv.cfg.MaxWait)
-	wctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	c.inflight, c.canceled = cancel, false
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.inflight = nil
-		c.mu.Unlock()
-		cancel()
-	}()
+	wctx, done := c.cancelable(ctx)
 	v, err := c.srv.gw.WaitRequest(wctx, a.id, c.principal, d)
-	c.mu.Lock()
-	canceled := c.canceled
-	c.mu.Unlock()
-	if canceled {
+	if done() {
 		return nil, errorf(stateCanceled, "canceling statement due to user request")
 	}
 	if errors.Is(err, gateway.ErrNotFound) {
