@@ -12,17 +12,26 @@ FUZZTIME ?= 40000x
 
 test: deps fmt vet unit unit-postgres fuzz
 
+# Each stage says when it starts: the long ones (the first vet compiles the
+# PostgreSQL parser through cgo, the unit tests run for minutes) print
+# nothing else until they end.
+say = @echo "make test: [$$(date +%H:%M:%S)] $(1)"
+
 deps:
+	$(call say,deps: installing what the tests need that is missing (quiet when all is there))
 	@bash scripts/ensure-tools.sh
 
 fmt:
+	$(call say,fmt: gofmt)
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
+	$(call say,vet: go vet (the first run compiles the PostgreSQL parser through cgo: about 6 minutes of silence on 2 cores))
 	$(GO) vet ./...
 
 unit:
+	$(call say,unit: every package's tests (about 8 to 10 minutes on 2 cores; each package prints its line when it ends))
 	$(GO) test -count=1 -timeout 30m ./...
 
 # The control store's users again, on a PostgreSQL store (a throwaway
@@ -30,10 +39,12 @@ unit:
 # HM_TEST_STORE. Tests that need both drivers run both in the pass above.
 STORE_USERS = ./internal/logbook/ ./internal/gateway/ ./internal/audit/ ./internal/switches/
 unit-postgres:
+	$(call say,unit-postgres: the store's users again on a PostgreSQL store)
 	HM_TEST_STORE=postgres $(GO) test -count=1 -timeout 30m $(STORE_USERS)
 
 # Short fuzz runs; crashers land in testdata/fuzz and become regression cases.
 fuzz:
+	$(call say,fuzz: a short run of each parser's fuzz target (each builds its instrumented test binary first))
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzShape$$' -fuzztime $(FUZZTIME) ./internal/sqlcheck/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bound/
