@@ -106,6 +106,21 @@ func FromBound(target, principal string, searchPath []string, delegations []Rule
 			if r.Op == sqlcheck.OpDelete {
 				a.del = true
 			}
+			// The columns its fence and check read are the bound's too
+			// (bound.Catalog, what the statement path checks against and
+			// describe_tables lists), with no privilege of their own.
+			for _, expr := range []string{r.Fence, r.Check} {
+				if expr == "" {
+					continue
+				}
+				if x, reasons := sqlcheck.CompileExpr(expr, t, cat); len(reasons) == 0 && x != nil {
+					for _, c := range x.Columns {
+						if a.cols[c] == nil {
+							a.cols[c] = &Column{Name: c}
+						}
+					}
+				}
+			}
 			for _, c := range r.Columns {
 				col := a.cols[c]
 				if col == nil {
