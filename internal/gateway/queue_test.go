@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -202,7 +202,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, err := queue.ParseApproval(act)
+	ap, err := acts.ParseApproval(act)
 	if err != nil {
 		t.Fatalf("the proposal is not a canonical approval: %v\n%s", err, act)
 	}
@@ -214,14 +214,14 @@ func TestApproveEndToEnd(t *testing.T) {
 		t.Fatalf("proposal expires %s, want 15 minutes from now", ap.Expires)
 	}
 
-	bobSign := func(a queue.Approval) ([]byte, []byte) {
-		b, err := queue.Canonical(a)
+	bobSign := func(a acts.Approval) ([]byte, []byte) {
+		b, err := acts.Canonical(a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b, signAct(t, keys.Approver, signing.NamespaceApproval, b)
 	}
-	edit := func(f func(*queue.Approval)) queue.Approval {
+	edit := func(f func(*acts.Approval)) acts.Approval {
 		a := *ap
 		f(&a)
 		return a
@@ -230,7 +230,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: ap.StatementSHA256, Reason: "no"})
 	if err != nil {
 		t.Fatal(err)
@@ -251,22 +251,22 @@ func TestApproveEndToEnd(t *testing.T) {
 	add("another request's approval", otherAct, signAct(t, keys.Approver, signing.NamespaceApproval, otherAct))
 	for _, e := range []struct {
 		name string
-		edit func(*queue.Approval)
+		edit func(*acts.Approval)
 	}{
-		{"another request id", func(a *queue.Approval) { a.RequestID = other.ID }},
-		{"another target", func(a *queue.Approval) { a.Target = "bank" }},
-		{"another statement", func(a *queue.Approval) {
+		{"another request id", func(a *acts.Approval) { a.RequestID = other.ID }},
+		{"another target", func(a *acts.Approval) { a.Target = "bank" }},
+		{"another statement", func(a *acts.Approval) {
 			a.StatementSHA256 = marque.StatementHash("UPDATE customers SET name = 'John Smith' WHERE id > 0")
 		}},
-		{"another preview", func(a *queue.Approval) { a.PreviewSHA256 = other.PreviewSHA256 }},
-		{"expired", func(a *queue.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
-		{"more rows than the preview counted", func(a *queue.Approval) { a.MaxRows = 2 }},
+		{"another preview", func(a *acts.Approval) { a.PreviewSHA256 = other.PreviewSHA256 }},
+		{"expired", func(a *acts.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
+		{"more rows than the preview counted", func(a *acts.Approval) { a.MaxRows = 2 }},
 	} {
 		act, sig := bobSign(edit(e.edit))
 		add(e.name, act, sig)
 	}
-	tampered := edit(func(a *queue.Approval) { a.MaxRows = 0 })
-	tamperedBytes, err := queue.Canonical(tampered)
+	tampered := edit(func(a *acts.Approval) { a.MaxRows = 0 })
+	tamperedBytes, err := acts.Canonical(tampered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,14 +360,14 @@ func TestDenial(t *testing.T) {
 	}
 	approvalSig := signAct(t, keys.Approver, signing.NamespaceApproval, act)
 
-	deny := func(d queue.Denial) []byte {
-		b, err := queue.Canonical(d)
+	deny := func(d acts.Denial) []byte {
+		b, err := acts.Canonical(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	good := queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+	good := acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "deleting orders is never fine; <b>ask finance</b>"}
 	wrongStmt := good
 	wrongStmt.StatementSHA256 = marque.StatementHash("DELETE FROM orders")
@@ -450,7 +450,7 @@ func TestApprovalGoesBackOnDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ap, _ := queue.ParseApproval(act); ap.MaxRows != n {
+	if ap, _ := acts.ParseApproval(act); ap.MaxRows != n {
 		t.Fatalf("proposal guard %d, preview %d", ap.MaxRows, n)
 	}
 	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
@@ -658,7 +658,7 @@ func TestQueueExpiry(t *testing.T) {
 
 func revocation(t *testing.T, key *signing.PrivateKey, namespace string, d *gateway.Delegation, target string) ([]byte, []byte) {
 	t.Helper()
-	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: d.ID, Target: target,
+	act, err := acts.Canonical(acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: d.ID, Target: target,
 		Reason: "the incident is over", Time: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
 		t.Fatal(err)

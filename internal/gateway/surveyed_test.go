@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
@@ -23,7 +24,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -517,7 +517,7 @@ func TestSurveyedSuspendedUntilReinstated(t *testing.T) {
 		t.Fatalf("pending audits %d %v, want the day's first", len(pending), err)
 	}
 	act, sig := gatewaytest.Act(t, keys.Approver, signing.NamespaceReview,
-		queue.Review{Version: 1, Kind: queue.KindReview, AuditID: pending[0].ID, Verdict: "wrong", Note: "not a typo"})
+		acts.Review{Version: 1, Kind: acts.KindReview, AuditID: pending[0].ID, Verdict: "wrong", Note: "not a typo"})
 	suspended, err := f.sys.Gateway.ReviewAudit(ctx, act, sig)
 	if err != nil || !suspended {
 		t.Fatalf("ReviewAudit wrong: %v %v, want suspended", suspended, err)
@@ -535,13 +535,13 @@ func TestSurveyedSuspendedUntilReinstated(t *testing.T) {
 	}
 	// A reinstatement signed by the approver (no enable namespace) is refused.
 	act, sig = gatewaytest.Act(t, keys.Approver, signing.NamespaceEnable,
-		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "fixed"})
+		acts.Reinstate{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindReinstate, DelegationID: f.d.ID, Note: "fixed"})
 	if err := f.sys.Gateway.Reinstate(ctx, act, sig); !errors.Is(err, gateway.ErrActRefused) {
 		t.Errorf("Reinstate by the approver: %v, want ErrActRefused", err)
 	}
 	f.mustRefer(t, "UPDATE customers SET name = 'Maria Garcia' WHERE id = 7", "suspended")
 	act, sig = gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable,
-		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "prompt fixed"})
+		acts.Reinstate{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindReinstate, DelegationID: f.d.ID, Note: "prompt fixed"})
 	if err := f.sys.Gateway.Reinstate(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +590,7 @@ func TestSurveyedEnablement(t *testing.T) {
 	f.mustRefer(t, fix, fmt.Sprintf("the Surveyor is not enabled for rule %d of this delegation", residualRule))
 
 	enable := func(signer *signing.PrivateKey, id string, on bool) error {
-		act, sig := gatewaytest.Act(t, signer, signing.NamespaceEnable, queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable,
+		act, sig := gatewaytest.Act(t, signer, signing.NamespaceEnable, acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable,
 			DelegationID: f.d.ID, Rule: residualRule, Surveyor: id, Bundle: f.panel.Bundle().Version, On: on})
 		return f.sys.Gateway.EnableSurveyor(ctx, act, sig)
 	}
@@ -600,7 +600,7 @@ func TestSurveyedEnablement(t *testing.T) {
 	}
 	mark := func(signer *signing.PrivateKey, rule int) error {
 		act, sig := gatewaytest.Act(t, signer, signing.NamespaceReview,
-			queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: f.d.ID, Rule: rule, Note: "judgeable from the evidence"})
+			acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: f.d.ID, Rule: rule, Note: "judgeable from the evidence"})
 		return f.sys.Gateway.MarkAuditable(ctx, act, sig)
 	}
 	if err := mark(keys.Approver, 0); !errors.Is(err, gateway.ErrActRefused) {

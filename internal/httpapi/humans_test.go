@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -376,7 +376,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 	if err := json.Unmarshal(body, &prop); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	ap, err := acts.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != prop.Request.ID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
 		ap.PreviewSHA256 == "" || ap.PreviewSHA256 != prop.Request.PreviewSHA256 || ap.MaxRows != 1 {
 		t.Fatalf("the proposal %+v does not match the request shown %+v (%v)", ap, prop.Request, err)
@@ -441,7 +441,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: d.RequestID, Target: gatewaytest.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: d.RequestID, Target: gatewaytest.Target,
 		StatementSHA256: marque.StatementHash(view.CanonicalSQL), Reason: "never delete orders"})
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 			orders = dl
 		}
 	}
-	rev, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: orders.ID, Target: gatewaytest.Target,
+	rev, err := acts.Canonical(acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: orders.ID, Target: gatewaytest.Target,
 		Reason: "incident", Time: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -44,7 +44,7 @@ func classOf(t *testing.T, status int, body []byte) answerClass {
 // rehearsal digest, signed by a key the signers file does not list.
 func forgedApproval(t *testing.T, keys *gatewaytest.Keys, id, target, canonical string) map[string]string {
 	t.Helper()
-	act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceApproval, queue.Approval{Version: 1, Kind: queue.KindApproval,
+	act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceApproval, acts.Approval{Version: 1, Kind: acts.KindApproval,
 		RequestID: id, Target: target, StatementSHA256: marque.StatementHash(canonical),
 		PreviewSHA256: "0000000000000000000000000000000000000000000000000000000000000000", MaxRows: 1,
 		Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)})
@@ -162,7 +162,7 @@ func TestFindingForgedActsRevealRequestState(t *testing.T) {
 	type seen map[string]answerClass
 	deny, approve, proposal := seen{}, seen{}, seen{}
 	for _, id := range []string{missing, waiting.RequestID, executed.RequestID} {
-		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceDenial, queue.Denial{Version: 1, Kind: queue.KindDenial,
+		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceDenial, acts.Denial{Version: 1, Kind: acts.KindDenial,
 			RequestID: id, Target: "shop", StatementSHA256: marque.StatementHash(canonical[id]), Reason: "probe"})
 		st, body := f.do(t, http.MethodPost, "/v1/requests/"+id+"/deny", gatewaytest.OtherToken, map[string]string{"act": string(act), "signature": string(sig)})
 		deny[id] = classOf(t, st, body)
@@ -189,7 +189,7 @@ func TestFindingForgedActsRevealRequestState(t *testing.T) {
 	}
 	revoke := map[string]answerClass{}
 	for _, c := range []struct{ id, target string }{{"dlg_000000000000000000000000", "shop"}, {ds[0].ID, "shop"}, {ds[0].ID, "billing"}} {
-		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceRevocation, queue.Revocation{Version: 1, Kind: queue.KindRevocation,
+		act, sig := gatewaytest.Act(t, keys.Stranger, signing.NamespaceRevocation, acts.Revocation{Version: 1, Kind: acts.KindRevocation,
 			DelegationID: c.id, Target: c.target, Reason: "probe", Time: time.Now().UTC().Format(time.RFC3339)})
 		st, body := f.do(t, http.MethodPost, "/v1/delegations/"+c.id+"/revoke", gatewaytest.OtherToken, map[string]string{"act": string(act), "signature": string(sig)})
 		revoke[c.id+" on "+c.target] = classOf(t, st, body)
