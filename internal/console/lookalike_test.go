@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestConsoleMarksLookalikes: the request page and the queue showed an

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
@@ -23,7 +25,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
-	"github.com/jackc/pgx/v5"
 )
 
 var shared pgtmptest.Shared

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
-	"github.com/jackc/pgx/v5"
 )
 
 // Regression for issue 9, class 2: a fence written into the statement as a

@@ -9,8 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // TestSchemaQualifiedColumnRefs: the static check accepts a column

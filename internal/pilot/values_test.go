@@ -7,8 +7,9 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // TestValuesInJSON: every value of an executed read marshals (an answer
