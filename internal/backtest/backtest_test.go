@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/backtest"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -143,7 +143,7 @@ func TestBacktest(t *testing.T) {
 	}
 	// A human denies the update.
 	v := sys.Previewed(t, ids[3])
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "not a typo"})
 	if err != nil {
 		t.Fatal(err)

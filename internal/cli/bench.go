@@ -15,11 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/bench"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -131,8 +131,8 @@ func runBench(e *env, args []string) (code int) {
 		uploaded = id
 		defer func() {
 			// The run is over, even if interrupted (the client does not use e.ctx).
-			err := e.postAct(c, "/v1/delegations/"+id+"/revoke", signing.NamespaceRevocation, queue.Revocation{Version: 1,
-				Kind: queue.KindRevocation, DelegationID: id, Target: cfg.Target, Reason: "harbormaster bench: the run is over",
+			err := e.postAct(c, "/v1/delegations/"+id+"/revoke", signing.NamespaceRevocation, acts.Revocation{Version: 1,
+				Kind: acts.KindRevocation, DelegationID: id, Target: cfg.Target, Reason: "harbormaster bench: the run is over",
 				Time: time.Now().UTC().Format(time.RFC3339)}, nil)
 			if err != nil {
 				e.errorf("revoking the benchmark's delegation %s: %v", id, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/console"
@@ -27,7 +28,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 )
@@ -805,11 +805,11 @@ func demoTierB(sys *node.Node, inf demoInfo) error {
 	}
 	e := &env{}
 	if err := e.postAct(bob, "/v1/delegations/"+typos.ID+"/auditable", signing.NamespaceReview,
-		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: typos.ID, Rule: rule,
+		acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: typos.ID, Rule: rule,
 			Note: "a reviewer can tell a typo fix from the before/after names"}, nil); err != nil {
 		return err
 	}
 	return e.postAct(alice, "/v1/delegations/"+typos.ID+"/surveyor", signing.NamespaceEnable,
-		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: typos.ID, Rule: rule, Surveyor: "surveyor:default",
+		acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: typos.ID, Rule: rule, Surveyor: "surveyor:default",
 			Bundle: surveyor.DefaultBundle().Version, On: true}, nil)
 }

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/console"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
@@ -28,7 +29,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/node"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -450,7 +450,7 @@ func demoApproveElsewhere(ctx context.Context, out io.Writer, inf demoInfo, sql 
 	if err := bob.do(http.MethodGet, "/v1/requests/"+a.RequestID+"/approval", signing.NamespaceSession, nil, &prop); err != nil {
 		return fmt.Errorf("the proposed approval through %s: %w", approve.Name, err)
 	}
-	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	ap, err := acts.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != a.RequestID || ap.StatementSHA256 != marque.StatementHash(prop.Request.CanonicalSQL) ||
 		ap.PreviewSHA256 == "" || ap.PreviewSHA256 != prop.Request.PreviewSHA256 {
 		return errors.New("the proposed approval does not match the request; not signing")

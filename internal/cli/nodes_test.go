@@ -22,13 +22,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/cli/servetest"
 	"github.com/harbormaster-dev/harbormaster/internal/faults"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -279,8 +279,8 @@ func (s *nodesSystem) revocationEverywhere(t *testing.T) {
 		}
 	}
 	id := s.delegationID(t, "emails")
-	act, sig := gatewaytest.Act(t, s.d.Keys.Grantor, signing.NamespaceRevocation, queue.Revocation{Version: 1, Kind: queue.KindRevocation,
-		DelegationID: id, Target: gatewaytest.Target, Reason: "the emails are out of scope now", Time: queue.Stamp(time.Now())})
+	act, sig := gatewaytest.Act(t, s.d.Keys.Grantor, signing.NamespaceRevocation, acts.Revocation{Version: 1, Kind: acts.KindRevocation,
+		DelegationID: id, Target: gatewaytest.Target, Reason: "the emails are out of scope now", Time: acts.Stamp(time.Now())})
 	body, _ := json.Marshal(map[string]string{"act": string(act), "signature": string(sig)})
 	resp, err := s.client.Post("http://"+s.nodes[0].Addr+"/v1/delegations/"+id+"/revoke", "application/json", bytes.NewReader(body))
 	if err != nil {

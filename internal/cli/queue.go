@@ -17,12 +17,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
 	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -503,7 +503,7 @@ func runQueueApprove(e *env, args []string) int {
 		return exitFail
 	}
 	// Check the proposal against what we were shown before signing it.
-	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	ap, err := acts.ParseApproval([]byte(prop.Approval))
 	var pv pilot.Preview
 	if err == nil {
 		err = json.Unmarshal(prop.Request.Preview, &pv)
@@ -599,7 +599,7 @@ func runQueueDeny(e *env, args []string) int {
 		return exitFail
 	}
 	var out gateway.RequestView
-	if err := e.postAct(c, "/v1/requests/"+v.ID+"/deny", signing.NamespaceDenial, queue.Denial{Version: 1, Kind: queue.KindDenial,
+	if err := e.postAct(c, "/v1/requests/"+v.ID+"/deny", signing.NamespaceDenial, acts.Denial{Version: 1, Kind: acts.KindDenial,
 		RequestID: v.ID, Target: v.Target, StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: *reason}, &out); err != nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -667,8 +667,8 @@ func runDelegationRevoke(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/revoke", signing.NamespaceRevocation, queue.Revocation{Version: 1,
-		Kind: queue.KindRevocation, DelegationID: fs.Arg(0), Target: *target, Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)}, nil); err != nil {
+	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/revoke", signing.NamespaceRevocation, acts.Revocation{Version: 1,
+		Kind: acts.KindRevocation, DelegationID: fs.Arg(0), Target: *target, Reason: *reason, Time: time.Now().UTC().Format(time.RFC3339)}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor"
 	"github.com/harbormaster-dev/harbormaster/internal/surveyor/regress"
@@ -76,7 +76,7 @@ func runSurveyorRegress(e *env, args []string) int {
 
 // signAct signs a canonical act and posts it.
 func (e *env) postAct(c *humanClient, path, namespace string, act any, out any) error {
-	b, err := queue.Canonical(act)
+	b, err := acts.Canonical(act)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func runMarkAuditable(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/auditable", signing.NamespaceReview,
-		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: fs.Arg(0), Rule: rule, Note: *note}, nil); err != nil {
+		acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: fs.Arg(0), Rule: rule, Note: *note}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -138,7 +138,7 @@ func runSurveyorEnable(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/surveyor", signing.NamespaceEnable,
-		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: fs.Arg(0), Rule: rule, Surveyor: *sid, Bundle: *bundle, On: fs.Arg(2) == "on"}, nil); err != nil {
+		acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: fs.Arg(0), Rule: rule, Surveyor: *sid, Bundle: *bundle, On: fs.Arg(2) == "on"}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -163,7 +163,7 @@ func runReinstate(e *env, args []string) int {
 		return code
 	}
 	if err := e.postAct(c, "/v1/delegations/"+fs.Arg(0)+"/reinstate", signing.NamespaceEnable,
-		queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: fs.Arg(0), Note: *note}, nil); err != nil {
+		acts.Reinstate{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindReinstate, DelegationID: fs.Arg(0), Note: *note}, nil); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}
@@ -269,7 +269,7 @@ func runAuditReview(e *env, args []string) int {
 		Suspended bool `json:"delegation_suspended"`
 	}
 	if err := e.postAct(c, "/v1/audit/"+fs.Arg(0)+"/review", signing.NamespaceReview,
-		queue.Review{Version: 1, Kind: queue.KindReview, AuditID: fs.Arg(0), Verdict: fs.Arg(1), Note: *note}, &out); err != nil {
+		acts.Review{Version: 1, Kind: acts.KindReview, AuditID: fs.Arg(0), Verdict: fs.Arg(1), Note: *note}, &out); err != nil {
 		e.errorf("%v", err)
 		return exitFail
 	}

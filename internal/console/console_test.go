@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,32 @@ func (f *fixture) waitNote(t *testing.T, id string) *leadsman.Note {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// approverPage logs an approver in and returns a function that reads a
+// console page as that approver.
+func approverPage(t *testing.T, f *fixture) func(path string) string {
+	t.Helper()
+	c := client(t)
+	if code, _, _ := useLink(t, c, f.loginLink(t, f.keys.Approver)); code != http.StatusOK {
+		t.Fatalf("the approver's login: %d", code)
+	}
+	return func(path string) string {
+		t.Helper()
+		code, body := do(t, c, "GET", f.srv.URL+path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+		return body
+	}
+}
+
+func between(t *testing.T, s, from, to string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		t.Fatalf("no %q in the page", from)
+	}
+	out, _, _ := strings.Cut(rest, to)
+	return out
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -52,11 +52,11 @@ func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, 
 		c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act needs a reason or a note.")
 		return
 	}
-	stamp := queue.Stamp(c.cfg.Clock())
+	stamp := acts.Stamp(c.cfg.Clock())
 	var act any
 	switch kind {
 	case "revoke":
-		act = queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: d.ID, Target: d.Target, Reason: note, Time: stamp}
+		act = acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: d.ID, Target: d.Target, Reason: note, Time: stamp}
 	case "auditable", "enable":
 		rule, err := strconv.Atoi(r.PostFormValue("rule"))
 		if err != nil || rule < 0 || rule >= len(d.Bound.Rules) || d.Bound.Rules[rule].Residual == "" {
@@ -64,19 +64,19 @@ func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, 
 			return
 		}
 		if kind == "auditable" {
-			act = queue.Auditable{Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: note, Time: stamp}
+			act = acts.Auditable{Version: 1, Kind: acts.KindAuditable, DelegationID: d.ID, Rule: rule, Note: note, Time: stamp}
 			break
 		}
 		if c.cfg.Surveyor == nil {
 			c.fail(w, r, s, http.StatusConflict, "No Surveyor", "This node has no Surveyor configured, so there is nothing to enable.")
 			return
 		}
-		act = queue.Enable{Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: c.cfg.Surveyor.Identity(),
+		act = acts.Enable{Version: 1, Kind: acts.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: c.cfg.Surveyor.Identity(),
 			Bundle: c.cfg.Surveyor.Bundle().Version, On: r.PostFormValue("on") == "true", Time: stamp}
 	case "reinstate":
-		act = queue.Reinstate{Version: 1, Kind: queue.KindReinstate, DelegationID: d.ID, Note: note, Time: stamp}
+		act = acts.Reinstate{Version: 1, Kind: acts.KindReinstate, DelegationID: d.ID, Note: note, Time: stamp}
 	}
-	b, err := queue.Canonical(act)
+	b, err := acts.Canonical(act)
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, "Act", err.Error())
 		return
@@ -85,7 +85,7 @@ func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, 
 	p.Pending = &pendingAct{Kind: kind, Title: spec.title, Bytes: string(b), Namespace: spec.namespace,
 		Command: "ssh-keygen -Y sign -n " + spec.namespace + " -f ~/.ssh/id_ed25519 " + spec.file}
 	c.render(w, r, http.StatusOK, "delegation", s, page{Title: "Delegation " + d.ID, Nav: "delegations", Data: p,
-		Notice: "Sign the act below within " + queue.MaxActAge.String() + "."})
+		Notice: "Sign the act below within " + acts.MaxActAge.String() + "."})
 }
 
 func (c *Console) postDelegationAct(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -96,25 +96,25 @@ func (c *Console) postDelegationAct(w http.ResponseWriter, r *http.Request, s *S
 	// names the delegation of the path.
 	switch r.PostFormValue("kind") {
 	case "revoke":
-		if rv, perr := queue.ParseRevocation(act); perr == nil && rv.DelegationID != id {
+		if rv, perr := acts.ParseRevocation(act); perr == nil && rv.DelegationID != id {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The revocation names another delegation.")
 			return
 		}
 		_, err = c.cfg.Gateway.Revoke(r.Context(), act, sig)
 	case "auditable":
-		if a, perr := queue.ParseAuditable(act); perr == nil && a.DelegationID != id {
+		if a, perr := acts.ParseAuditable(act); perr == nil && a.DelegationID != id {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act names another delegation.")
 			return
 		}
 		err = c.cfg.Gateway.MarkAuditable(r.Context(), act, sig)
 	case "enable":
-		if a, perr := queue.ParseEnable(act); perr == nil && a.DelegationID != id {
+		if a, perr := acts.ParseEnable(act); perr == nil && a.DelegationID != id {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act names another delegation.")
 			return
 		}
 		err = c.cfg.Gateway.EnableSurveyor(r.Context(), act, sig)
 	case "reinstate":
-		if a, perr := queue.ParseReinstate(act); perr == nil && a.DelegationID != id {
+		if a, perr := acts.ParseReinstate(act); perr == nil && a.DelegationID != id {
 			c.fail(w, r, s, http.StatusBadRequest, "Bad request", "The act names another delegation.")
 			return
 		}

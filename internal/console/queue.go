@@ -9,12 +9,12 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -341,7 +341,7 @@ func (c *Console) postDenyPrepare(w http.ResponseWriter, r *http.Request, s *Ses
 		c.render(w, r, http.StatusBadRequest, "request", s, page{Title: "Request " + id, Nav: "queue", Data: p, Error: "A denial needs a reason."})
 		return
 	}
-	act, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: p.V.ID, Target: p.V.Target,
+	act, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: p.V.ID, Target: p.V.Target,
 		StatementSHA256: marque.StatementHash(p.V.CanonicalSQL), Reason: p.Reason})
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, "Deny", err.Error())

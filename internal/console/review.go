@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -153,7 +153,7 @@ func (c *Console) postReviewPrepare(w http.ResponseWriter, r *http.Request, s *S
 		c.render(w, r, http.StatusBadRequest, "audit", s, page{Title: "Audit " + p.A.ID, Nav: "audit", Data: p, Error: "Mark the verdict right or wrong."})
 		return
 	}
-	act, err := queue.Canonical(queue.Review{Version: 1, Kind: queue.KindReview, AuditID: p.A.ID, Verdict: p.Verdict, Note: p.Note})
+	act, err := acts.Canonical(acts.Review{Version: 1, Kind: acts.KindReview, AuditID: p.A.ID, Verdict: p.Verdict, Note: p.Note})
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, "Audit", err.Error())
 		return

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -13,10 +13,10 @@ import (
 // revocation, an auditable mark, a Surveyor enablement, an audit review,
 // a reinstatement) goes through one mechanism, in this order:
 //
-//  1. parse: queue.Parse* (bound.ParseCanonical for a delegation) checks
+//  1. parse: acts.Parse* (bound.ParseCanonical for a delegation) checks
 //     the act's own fields;
 //  2. freshness: an act that carries its signing time must be within
-//     queue.MaxActAge of now, so an old act cannot be replayed later;
+//     acts.MaxActAge of now, so an old act cannot be replayed later;
 //  3. lookup: what the act governs (a request, a delegation, an audit),
 //     and so the target whose signers may sign it. An approval, a denial
 //     and a revocation name their target themselves: they are verified
@@ -49,11 +49,11 @@ type signedAct struct {
 }
 
 // freshAct is step 2: an act that carries its signing time must be within
-// queue.MaxActAge of now. It comes before the lookup, so a stale act is
+// acts.MaxActAge of now. It comes before the lookup, so a stale act is
 // refused for what it is whatever it names.
 func (g *Gateway) freshAct(a signedAct) error {
-	if a.signedAt != "" && !queue.Fresh(a.signedAt, g.cfg.Clock()) {
-		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, a.signedAt, queue.MaxActAge)
+	if a.signedAt != "" && !acts.Fresh(a.signedAt, g.cfg.Clock()) {
+		return fmt.Errorf("gateway: %w: the act was signed at %s, more than %s from now", ErrActRefused, a.signedAt, acts.MaxActAge)
 	}
 	return nil
 }

@@ -11,11 +11,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -167,7 +167,7 @@ func (g *Gateway) ProposeApproval(ctx context.Context, id string) ([]byte, error
 		return nil, fmt.Errorf("gateway: %s: %w: it reaches more than %d rows", id, ErrNotPreviewed, pilot.MaxPreviewRows)
 	}
 	exp := g.cfg.Clock().Add(g.cfg.ApprovalTTL).UTC().Truncate(time.Second)
-	return queue.Canonical(queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: v.ID, Target: v.Target,
+	return acts.Canonical(acts.Approval{Version: acts.ApprovalVersion, Kind: acts.KindApproval, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: marque.StatementHash(v.CanonicalSQL), PreviewSHA256: v.PreviewSHA256,
 		MaxRows: pv.Rows, Expires: exp.Format(time.RFC3339)})
 }
@@ -177,7 +177,7 @@ func (g *Gateway) ProposeApproval(ctx context.Context, id string) ([]byte, error
 // again itself before running anything.
 func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []byte) (*RequestView, error) {
 	now := g.cfg.Clock()
-	ap, err := queue.ParseApproval(approval)
+	ap, err := acts.ParseApproval(approval)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
@@ -304,7 +304,7 @@ func (g *Gateway) unclaim(ctx context.Context, id string) {
 // Deny closes a waiting request on the strength of a signed denial.
 func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte) (*RequestView, error) {
 	now := g.cfg.Clock()
-	d, err := queue.ParseDenial(denial)
+	d, err := acts.ParseDenial(denial)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
@@ -383,7 +383,7 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 // every statement decided after it returns.
 func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*Delegation, error) {
 	now := g.cfg.Clock()
-	r, err := queue.ParseRevocation(revocation)
+	r, err := acts.ParseRevocation(revocation)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}

@@ -4,21 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -202,7 +208,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, err := queue.ParseApproval(act)
+	ap, err := acts.ParseApproval(act)
 	if err != nil {
 		t.Fatalf("the proposal is not a canonical approval: %v\n%s", err, act)
 	}
@@ -214,14 +220,14 @@ func TestApproveEndToEnd(t *testing.T) {
 		t.Fatalf("proposal expires %s, want 15 minutes from now", ap.Expires)
 	}
 
-	bobSign := func(a queue.Approval) ([]byte, []byte) {
-		b, err := queue.Canonical(a)
+	bobSign := func(a acts.Approval) ([]byte, []byte) {
+		b, err := acts.Canonical(a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b, signAct(t, keys.Approver, signing.NamespaceApproval, b)
 	}
-	edit := func(f func(*queue.Approval)) queue.Approval {
+	edit := func(f func(*acts.Approval)) acts.Approval {
 		a := *ap
 		f(&a)
 		return a
@@ -230,7 +236,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: ap.StatementSHA256, Reason: "no"})
 	if err != nil {
 		t.Fatal(err)
@@ -251,22 +257,22 @@ func TestApproveEndToEnd(t *testing.T) {
 	add("another request's approval", otherAct, signAct(t, keys.Approver, signing.NamespaceApproval, otherAct))
 	for _, e := range []struct {
 		name string
-		edit func(*queue.Approval)
+		edit func(*acts.Approval)
 	}{
-		{"another request id", func(a *queue.Approval) { a.RequestID = other.ID }},
-		{"another target", func(a *queue.Approval) { a.Target = "bank" }},
-		{"another statement", func(a *queue.Approval) {
+		{"another request id", func(a *acts.Approval) { a.RequestID = other.ID }},
+		{"another target", func(a *acts.Approval) { a.Target = "bank" }},
+		{"another statement", func(a *acts.Approval) {
 			a.StatementSHA256 = marque.StatementHash("UPDATE customers SET name = 'John Smith' WHERE id > 0")
 		}},
-		{"another preview", func(a *queue.Approval) { a.PreviewSHA256 = other.PreviewSHA256 }},
-		{"expired", func(a *queue.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
-		{"more rows than the preview counted", func(a *queue.Approval) { a.MaxRows = 2 }},
+		{"another preview", func(a *acts.Approval) { a.PreviewSHA256 = other.PreviewSHA256 }},
+		{"expired", func(a *acts.Approval) { a.Expires = time.Now().Add(-time.Second).UTC().Format(time.RFC3339) }},
+		{"more rows than the preview counted", func(a *acts.Approval) { a.MaxRows = 2 }},
 	} {
 		act, sig := bobSign(edit(e.edit))
 		add(e.name, act, sig)
 	}
-	tampered := edit(func(a *queue.Approval) { a.MaxRows = 0 })
-	tamperedBytes, err := queue.Canonical(tampered)
+	tampered := edit(func(a *acts.Approval) { a.MaxRows = 0 })
+	tamperedBytes, err := acts.Canonical(tampered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,14 +366,14 @@ func TestDenial(t *testing.T) {
 	}
 	approvalSig := signAct(t, keys.Approver, signing.NamespaceApproval, act)
 
-	deny := func(d queue.Denial) []byte {
-		b, err := queue.Canonical(d)
+	deny := func(d acts.Denial) []byte {
+		b, err := acts.Canonical(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	good := queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: v.Target,
+	good := acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: v.Target,
 		StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "deleting orders is never fine; <b>ask finance</b>"}
 	wrongStmt := good
 	wrongStmt.StatementSHA256 = marque.StatementHash("DELETE FROM orders")
@@ -450,7 +456,7 @@ func TestApprovalGoesBackOnDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ap, _ := queue.ParseApproval(act); ap.MaxRows != n {
+	if ap, _ := acts.ParseApproval(act); ap.MaxRows != n {
 		t.Fatalf("proposal guard %d, preview %d", ap.MaxRows, n)
 	}
 	sig := signAct(t, f.sys.Opts.Keys.Approver, signing.NamespaceApproval, act)
@@ -658,7 +664,7 @@ func TestQueueExpiry(t *testing.T) {
 
 func revocation(t *testing.T, key *signing.PrivateKey, namespace string, d *gateway.Delegation, target string) ([]byte, []byte) {
 	t.Helper()
-	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: d.ID, Target: target,
+	act, err := acts.Canonical(acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: d.ID, Target: target,
 		Reason: "the incident is over", Time: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
 		t.Fatal(err)
@@ -984,4 +990,139 @@ func TestOtherPrincipalsRequestNotAwaited(t *testing.T) {
 	if err := <-owner; err != nil {
 		t.Fatalf("the owner's lookup after the entry: %v", err)
 	}
+}
+
+// TestWebhookEscapesSlackMarkup: the referral webhook is Slack-compatible,
+// and Slack reads <url|label>, <!channel> and <@user> in a message's text
+// as markup. The reasons carry names the agent chose (a column
+// "<https://evil.example|Approve here> <!channel>"), outside the code
+// block, so an agent could put a disguised link and a channel-wide
+// mention in front of the approvers. Every &, < and > of the text is sent
+// escaped, as Slack's message format asks. Found in review 1.
+func TestWebhookEscapesSlackMarkup(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(b, &m)
+		got <- m.Text
+	}))
+	t.Cleanup(srv.Close)
+	f := newEmptyFixture(t, func(o *gatewaytest.Options) { o.Gateway.Webhook = srv.URL })
+	f.addDelegation(t, gatewaytest.Example(t, gatewaytest.Orders))
+	const name = `<https://evil.example|Approve here> <!channel>`
+	resp, err := f.sys.Gateway.Submit(t.Context(), gatewaytest.Agent, gatewaytest.Target,
+		`UPDATE orders SET "`+name+`" = 1 WHERE id = 1 AND status <> '<@U0123>'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Outcome != gateway.OutcomeReferred || !strings.Contains(strings.Join(resp.Reasons, " "), name) {
+		t.Fatalf("%s %q: want referred with a reason naming the column", resp.Outcome, resp.Reasons)
+	}
+	var text string
+	select {
+	case text = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook within 10s")
+	}
+	if strings.ContainsAny(text, "<>") {
+		t.Errorf("the webhook's text holds Slack markup from the agent: %q", text)
+	}
+	for _, want := range []string{"&lt;https://evil.example|Approve here&gt; &lt;!channel&gt;", "&lt;@U0123&gt;"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the webhook's text lacks %q: %q", want, text)
+		}
+	}
+}
+
+// TestWebhookMarksLookalikesAndSaysWhereItCuts: the webhook cut the
+// statement at 1,000 bytes without saying so, so an agent could put
+// what matters past the cut, and it passed bidi controls and look-alike
+// letters to the approvers' chat as they are (a U+202E reorders what
+// they read; "exаmple.com" with a Cyrillic а reads as example.com). The
+// message now marks each look-alike as its code point, lists them, and
+// says at the cut how many bytes it leaves out, outside the code block
+// the agent writes in. Found in review 1.
+func TestWebhookMarksLookalikesAndSaysWhereItCuts(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(b, &m)
+		got <- m.Text
+	}))
+	t.Cleanup(srv.Close)
+	f := newEmptyFixture(t, func(o *gatewaytest.Options) { o.Gateway.Webhook = srv.URL })
+	f.addDelegation(t, gatewaytest.Example(t, gatewaytest.Orders))
+	sql := "UPDATE orders SET status = 'ex\u0430mple.com\u202e <b>\u2800\u3000\u00a0" + strings.Repeat("x", 3000) +
+		"\u202e' WHERE status <> 'y'"
+	resp, err := f.sys.Gateway.Submit(t.Context(), gatewaytest.Agent, gatewaytest.Target, sql)
+	if err != nil || resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v, %v: want referred", resp, err)
+	}
+	var text string
+	select {
+	case text = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook within 10s")
+	}
+	v, err := f.sys.Gateway.Request(t.Context(), resp.RequestID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.CanonicalSQL) < 3000 {
+		t.Fatalf("the canonical statement is %d bytes, want over 3000", len(v.CanonicalSQL))
+	}
+	if strings.ContainsAny(text, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u2800\u3000\u00a0") {
+		t.Errorf("the webhook's text holds a raw bidi control or blank: %q", text)
+	}
+	// The list of look-alikes shows the Cyrillic а itself; the statement
+	// does not.
+	if strings.Contains(between(t, text, "```", "```"), "\u0430") {
+		t.Errorf("the webhook's statement holds a raw Cyrillic а: %q", text)
+	}
+	for _, want := range []string{
+		"ex⟦U+0430 CYRILLIC SMALL LETTER A⟧mple.com⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧ &lt;b&gt;⟦U+2800 BRAILLE PATTERN BLANK⟧⟦U+3000 IDEOGRAPHIC SPACE⟧⟦U+00A0 NO-BREAK SPACE⟧xxx",
+		`Cyrillic "а" (U+0430 CYRILLIC SMALL LETTER A) looks like Latin "a"`,
+		"U+202E RIGHT-TO-LEFT OVERRIDE reorders the text around it",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the webhook's text lacks %q: %q", want, text)
+		}
+	}
+	// The statement shown is the first 1,000 bytes of the canonical text;
+	// the note after the code block counts the rest.
+	shown := strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(lookalikeUnmark(between(t, text, "```", "```")))
+	if shown != v.CanonicalSQL[:1000] {
+		t.Errorf("the code block is not the statement's first 1,000 bytes: %q", shown)
+	}
+	want := fmt.Sprintf("```\n… (truncated, %d more bytes: open the console)", len(v.CanonicalSQL)-1000)
+	if !strings.HasSuffix(text, want) {
+		t.Errorf("the webhook's text does not end with %q: ...%q", want, text[max(0, len(text)-200):])
+	}
+}
+
+// lookalikeUnmark reads a lookalike.Mark rendering back to its text.
+func lookalikeUnmark(m string) string {
+	re := regexp.MustCompile(`⟦U\+([0-9A-F]{4,6})[^⟧]*⟧`)
+	return re.ReplaceAllStringFunc(m, func(s string) string {
+		r, _ := strconv.ParseUint(re.FindStringSubmatch(s)[1], 16, 32)
+		return string(rune(r))
+	})
+}
+
+func between(t *testing.T, s, from, to string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		t.Fatalf("no %q in %q", from, s)
+	}
+	out, _, _ := strings.Cut(rest, to)
+	return out
 }

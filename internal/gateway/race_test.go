@@ -5,9 +5,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -25,7 +25,7 @@ func TestApproveDenyRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		asig := signAct(t, keys.Approver, signing.NamespaceApproval, act)
-		den, _ := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: v.ID, Target: gatewaytest.Target,
+		den, _ := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: v.ID, Target: gatewaytest.Target,
 			StatementSHA256: marque.StatementHash(v.CanonicalSQL), Reason: "no"})
 		dsig := signAct(t, keys.Approver, signing.NamespaceDenial, den)
 		var wg sync.WaitGroup

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -20,8 +20,8 @@ func TestTierBActsCannotBeReplayed(t *testing.T) {
 	f := newTierB(t, llmtest.AlwaysConforms(), tierBOptions{})
 	keys := f.sys.Opts.Keys
 	enable := func(at time.Time, on bool) error {
-		act, sig := gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable, queue.Enable{Time: queue.Stamp(at), Version: 1,
-			Kind: queue.KindEnable, DelegationID: f.d.ID, Rule: residualRule, Surveyor: f.panel.Identity(), Bundle: f.panel.Bundle().Version, On: on})
+		act, sig := gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable, acts.Enable{Time: acts.Stamp(at), Version: 1,
+			Kind: acts.KindEnable, DelegationID: f.d.ID, Rule: residualRule, Surveyor: f.panel.Identity(), Bundle: f.panel.Bundle().Version, On: on})
 		return f.sys.Gateway.EnableSurveyor(t.Context(), act, sig)
 	}
 	// An "enable" captured earlier (signed 5 minutes ago)...
@@ -37,14 +37,14 @@ func TestTierBActsCannotBeReplayed(t *testing.T) {
 	if err := enable(time.Now().Add(-20*time.Minute), true); !errors.Is(err, gateway.ErrActRefused) {
 		t.Fatalf("stale enable act: %v, want refused", err)
 	}
-	act, sig := gatewaytest.Act(t, keys.Approver, signing.NamespaceReview, queue.Auditable{Time: queue.Stamp(time.Now().Add(-time.Hour)),
-		Version: 1, Kind: queue.KindAuditable, DelegationID: f.d.ID, Rule: residualRule, Note: "old"})
+	act, sig := gatewaytest.Act(t, keys.Approver, signing.NamespaceReview, acts.Auditable{Time: acts.Stamp(time.Now().Add(-time.Hour)),
+		Version: 1, Kind: acts.KindAuditable, DelegationID: f.d.ID, Rule: residualRule, Note: "old"})
 	if err := f.sys.Gateway.MarkAuditable(t.Context(), act, sig); !errors.Is(err, gateway.ErrActRefused) {
 		t.Fatalf("stale auditable act: %v, want refused", err)
 	}
 	// A reinstatement when nothing is suspended is refused.
-	act, sig = gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable, queue.Reinstate{Time: queue.Stamp(time.Now()),
-		Version: 1, Kind: queue.KindReinstate, DelegationID: f.d.ID, Note: "nothing to lift"})
+	act, sig = gatewaytest.Act(t, keys.Grantor, signing.NamespaceEnable, acts.Reinstate{Time: acts.Stamp(time.Now()),
+		Version: 1, Kind: acts.KindReinstate, DelegationID: f.d.ID, Note: "nothing to lift"})
 	if err := f.sys.Gateway.Reinstate(t.Context(), act, sig); !errors.Is(err, gateway.ErrActRefused) {
 		t.Fatalf("reinstating an unsuspended delegation: %v, want refused", err)
 	}

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/route"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -209,7 +209,7 @@ func (g *Gateway) sampleAudit(ctx context.Context, req *request, d *Delegation, 
 // MarkAuditable records a reviewer's signed statement that a residual
 // clause can be judged from the evidence set.
 func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
-	a, err := queue.ParseAuditable(act)
+	a, err := acts.ParseAuditable(act)
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
@@ -235,7 +235,7 @@ func (g *Gateway) MarkAuditable(ctx context.Context, act, sig []byte) error {
 // EnableSurveyor records a signed act enabling (or disabling) the Surveyor
 // for one residual rule. Enabling needs the rule marked auditable first.
 func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
-	e, err := queue.ParseEnable(act)
+	e, err := acts.ParseEnable(act)
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
@@ -294,7 +294,7 @@ func (g *Gateway) ReviewAudit(ctx context.Context, act, sig []byte) (bool, error
 	if g.cfg.Auditor == nil {
 		return false, errors.New("gateway: no sampled audit is configured")
 	}
-	r, err := queue.ParseReview(act)
+	r, err := acts.ParseReview(act)
 	if err != nil {
 		return false, fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}
@@ -319,7 +319,7 @@ func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
 	if g.cfg.Auditor == nil {
 		return errors.New("gateway: no sampled audit is configured")
 	}
-	r, err := queue.ParseReinstate(act)
+	r, err := acts.ParseReinstate(act)
 	if err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrActRefused, err)
 	}

@@ -16,12 +16,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/llm"
 	"github.com/harbormaster-dev/harbormaster/internal/llm/llmtest"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
@@ -113,7 +113,7 @@ func TestPathTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: id, Target: dv.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: id, Target: dv.Target,
 		StatementSHA256: marque.StatementHash(dv.CanonicalSQL), Reason: "orders are not deleted"})
 	if err != nil {
 		t.Fatal(err)

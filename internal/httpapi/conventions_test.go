@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -124,7 +124,7 @@ func TestHTTPConventions(t *testing.T) {
 	}
 
 	// No Go package prefix reaches a message.
-	prefix := regexp.MustCompile(`(^|: )(gateway|store|httpapi|signing|sqlcheck|queue|audit|json|pilot|bound|marque|logbook): `)
+	prefix := regexp.MustCompile(`(^|: )(gateway|store|httpapi|signing|sqlcheck|queue|acts|audit|json|pilot|bound|marque|logbook): `)
 	for _, c := range []struct {
 		method, path, body string
 		hdr                map[string]string
@@ -306,7 +306,7 @@ func TestIdempotentActs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denial, err := queue.Canonical(queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: d.RequestID, Target: gatewaytest.Target,
+	denial, err := acts.Canonical(acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: d.RequestID, Target: gatewaytest.Target,
 		StatementSHA256: marque.StatementHash(view.CanonicalSQL), Reason: "never delete orders"})
 	if err != nil {
 		t.Fatal(err)

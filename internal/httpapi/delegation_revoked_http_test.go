@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -31,7 +31,7 @@ func TestRevokedDelegationReuploadConflicts(t *testing.T) {
 			id = d.ID
 		}
 	}
-	rev, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: id, Target: gatewaytest.Target,
+	rev, err := acts.Canonical(acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: id, Target: gatewaytest.Target,
 		Reason: "incident", Time: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
 		t.Fatal(err)

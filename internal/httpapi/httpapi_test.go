@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
@@ -484,4 +487,53 @@ func TestLogbookDownIsServiceUnavailable(t *testing.T) {
 	st, body = f.do(t, http.MethodPost, "/v1/delegations", "", map[string]string{"yaml": forOther, "signature": string(sig)})
 	apiError(t, st, body, http.StatusServiceUnavailable, "logbook_unavailable")
 	f.sys.Verify(t)
+}
+
+// TestReadyzHidesTargetError: GET /readyz needs no token, and
+// answered a failed ping with the error itself: the target's own error
+// text (its FATAL message, database and user names), which invariant 10
+// keeps for humans. The answer now names the part that does not answer;
+// the log keeps why.
+// Found in the hostile review of the HTTP API (rv-http).
+func TestReadyzHidesTargetError(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := pgx.Identifier{db}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true") })
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db); err != nil {
+		t.Fatal(err)
+	}
+	var st int
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, body = f.do(t, http.MethodGet, "/readyz", "", nil)
+		if st != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	apiError(t, st, body, http.StatusServiceUnavailable, "not_ready")
+	for _, leak := range []string{db, "accepting connections", "SQLSTATE", "FATAL", cfg.User} {
+		if leak != "" && strings.Contains(string(body), leak) {
+			t.Errorf("GET /readyz shows the target's own error text (%q): %s", leak, body)
+		}
+	}
+	if !strings.Contains(string(body), "target shop") {
+		t.Errorf("GET /readyz does not say which part does not answer: %s", body)
+	}
 }

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -261,7 +261,7 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if rv, err := queue.ParseRevocation([]byte(b.Act)); err == nil && rv.DelegationID != r.PathValue("id") {
+	if rv, err := acts.ParseRevocation([]byte(b.Act)); err == nil && rv.DelegationID != r.PathValue("id") {
 		writeError(w, http.StatusBadRequest, "bad_request", "the revocation names another delegation")
 		return
 	}

@@ -3,8 +3,8 @@
 //
 // From the bottom up:
 //
-//   - foundations, pure: sqlcheck, bound, signing, marque, queue (the
-//     signed acts), quota, route, memo, lookalike (what marks look-alike
+//   - foundations, pure: sqlcheck, bound, signing, marque, acts (the signed
+//     human acts), quota, route, memo, lookalike (what marks look-alike
 //     characters wherever a human reads agent text; it imports nothing of
 //     the module);
 //   - the target side: pilot and pilot/... hold the only target

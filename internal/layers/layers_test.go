@@ -49,11 +49,11 @@ var rules = []rule{
 	{"internal/console", []string{"internal/cli", "internal/node", "internal/httpapi", "internal/mcpserver", "internal/pgwire"},
 		"the console is a front: it acts through the gateway, as the API does, and knows no wiring"},
 	{"internal/mcpserver", []string{"internal/backtest"}, "the agents' front shows nothing of the grantors' backtest"},
-	{"internal/leadsman", []string{"internal/gateway", "internal/queue", "internal/pilot", "internal/audit", "internal/surveyor",
+	{"internal/leadsman", []string{"internal/gateway", "internal/acts", "internal/pilot", "internal/audit", "internal/surveyor",
 		"internal/marque", "internal/signing", "internal/switches", "internal/route", "internal/httpapi", "internal/mcpserver",
 		"internal/console", "internal/node", "internal/cli", "internal/backtest"},
 		"the Leadsman has no authority: it links nothing that approves, denies, executes, audits or routes"},
-	{"internal/backtest", []string{"internal/gateway", "internal/pilot", "internal/queue", "internal/audit", "internal/surveyor",
+	{"internal/backtest", []string{"internal/gateway", "internal/pilot", "internal/acts", "internal/audit", "internal/surveyor",
 		"internal/llm", "internal/leadsman", "internal/marque", "internal/switches", "internal/httpapi", "internal/mcpserver",
 		"internal/node", "internal/cli"},
 		"a backtest reads the logbook and checks statements: it executes nothing and is no front an agent reaches"},
@@ -172,7 +172,7 @@ func TestLeadsmanIsReadOnlyByTheFronts(t *testing.T) {
 				}
 			}
 		}
-		for _, path := range []string{"internal/gateway", "internal/queue", "internal/pilot", "internal/audit", "internal/surveyor", "internal/route", "internal/switches"} {
+		for _, path := range []string{"internal/gateway", "internal/acts", "internal/pilot", "internal/audit", "internal/surveyor", "internal/route", "internal/switches"} {
 			if under(pkg, path) && !strings.HasSuffix(pkg, "test") && strings.Contains(" "+parts[3]+" ", " "+mod+"internal/leadsman ") {
 				t.Errorf("%s depends on the Leadsman: nothing on the approval, denial, execution or audit path may", pkg)
 			}

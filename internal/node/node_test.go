@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/node"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -81,7 +81,7 @@ agents:
 		t.Fatalf("%d delegations loaded, want 1", len(ds))
 	}
 	id := ds[0].ID
-	act, err := queue.Canonical(queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: id, Target: gatewaytest.Target,
+	act, err := acts.Canonical(acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: id, Target: gatewaytest.Target,
 		Reason: "test", Time: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
 )
 
 // hijack opens an authenticated session and takes its raw connection.
@@ -552,5 +555,271 @@ func TestHeldStatementsCapped(t *testing.T) {
 	}
 	if code != "54000" || !strings.Contains(msg, "prepared statement") {
 		t.Fatalf("17 statements of 1 MiB: %s %q, want 54000 for the prepared statements' cap", code, msg)
+	}
+}
+
+// TestDeepStatementDoesNotCrash: the front parsed every text that
+// is not a plain SELECT/INSERT/UPDATE/DELETE (a leading comment is enough)
+// with the C parser before the statement path's precheck, which exists
+// because that parser crashes the process (SIGSEGV in cgo, which recover
+// cannot catch) on long chains of operators. 100,000 chained terms are
+// 200 KB, under the 1 MiB message cap: one authenticated agent took the
+// whole server down. The same text over HTTP is refused, recorded.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestDeepStatementDoesNotCrash(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	deep := "/* x */ SELECT " + strings.Repeat("1+", 100000) + "1"
+	for _, tc := range []struct {
+		name string
+		msgs []pgproto3.FrontendMessage
+	}{
+		{"simple query", []pgproto3.FrontendMessage{&pgproto3.Query{String: deep}}},
+		{"parse", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: deep}, &pgproto3.Sync{}}},
+		{"parse with a parameter", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: deep + "+$1"}, &pgproto3.Sync{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := f.hijack(t)
+			for _, m := range tc.msgs {
+				h.Frontend.Send(m)
+			}
+			if err := h.Frontend.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			code, msg := errorCode(receive(t, h.Frontend))
+			if code != "54000" {
+				t.Fatalf("a statement of 100,000 chained terms: %s %q, want 54000 (too deep)", code, msg)
+			}
+			readStillWorks(t, h.Frontend)
+		})
+	}
+}
+
+// TestBindAmplification: a parameter used N times is inlined N
+// times, and the front built the whole inlined statement (a clone of the
+// tree, its protobuf, the deparsed text) before any limit: 20,000 uses of
+// $1 fit a 60 KB Parse, and a 1 MiB value then makes a 20 GiB statement,
+// enough to exhaust the server's memory from one Bind. The statement path
+// refuses any text over 64 KiB, so the inlined text must be refused at
+// Bind once it would pass that, before it is built.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestBindAmplification(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := f.hijack(t)
+	// 2,000 uses of a 100 KB value: a 200 MB statement, refused unbuilt.
+	query := "SELECT id FROM orders WHERE status IN (" + strings.TrimSuffix(strings.Repeat("$1,", 2000), ",") + ")"
+	value := []byte(strings.Repeat("x", 100<<10))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	h.Frontend.Send(&pgproto3.Parse{Query: query})
+	h.Frontend.Send(&pgproto3.Bind{Parameters: [][]byte{value}})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, h.Frontend)
+	runtime.ReadMemStats(&after)
+	code, msg := errorCode(got)
+	if code != "54000" {
+		t.Fatalf("a Bind inlining to 200 MB: %s %q (%v), want 54000 at Bind", code, msg, got)
+	}
+	for _, m := range got {
+		if _, ok := m.(*pgproto3.BindComplete); ok {
+			t.Fatalf("the Bind of a 200 MB statement completed: %v", got)
+		}
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("refusing it allocated %d MiB: the inlined statement was built", alloc>>20)
+	}
+	t.Logf("refused in %v: %s", time.Since(start), msg)
+	readStillWorks(t, h.Frontend)
+}
+
+// TestHeldTreesCapped: the caps on what a session holds counted the
+// prepared statements' text, but each holds its parse tree too, which is
+// up to 240 times the text (a 64 KB select list of 32,000 columns is a
+// 15 MB tree): 16 MiB of held text was near 4 GB of memory for one
+// session, of 256. The cap must weigh the trees.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestHeldTreesCapped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// Parse alone, as a client that never describes: a Describe would
+	// check (and refuse) the statement, which deparses past the statement
+	// path's 64 KiB.
+	h := f.hijack(t)
+	wide := "SELECT " + strings.Repeat("id,", 20000) + "id FROM orders WHERE id = $1::int8"
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var refused, msg string
+	held := 0
+	for i := range 40 {
+		if refused, msg = parseOnly(t, h.Frontend, fmt.Sprintf("w%d", i), wide); refused != "" {
+			break
+		}
+		held++
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("held %d statements of %d bytes; the heap grew %d MiB", held, len(wide), grown>>20)
+	if refused == "" {
+		t.Fatalf("40 statements of %d bytes (trees of about 10 MB each) were all held", len(wide))
+	}
+	if refused != "54000" || !strings.Contains(msg, "prepared statement") {
+		t.Fatalf("refused with %s %q, want 54000 for the prepared statements' cap", refused, msg)
+	}
+	if grown > 64<<20 {
+		t.Errorf("the held statements grew the heap by %d MiB, past the 16 MiB a session may hold", grown>>20)
+	}
+}
+
+// TestUnknownUserSaltSurvivesRestart: SCRAM asks an unknown user
+// for a stand-in salt so that a login does not tell which users are
+// agents. An agent's salt is its verifier's, the same after every
+// restart; the stand-in was keyed by a secret drawn at random when the
+// front starts, so it changed at each restart: salts asked before and
+// after a restart (a deploy) told the agents, whose salt stayed, from
+// the names that are none. PostgreSQL keys its mock salt with a secret
+// that persists (pg_control's mock authentication nonce); the front now
+// derives its key from the agents' token hashes.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestUnknownUserSaltSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken),
+		SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)}}}
+	salts := func(t *testing.T) (agent, unknown string) {
+		t.Helper()
+		addr := serveFront(t, f, cfg) // a start of the front, as after a restart
+		return scramSalt(t, addr, gatewaytest.Agent), scramSalt(t, addr, "agent:nobody")
+	}
+	a1, u1 := salts(t)
+	a2, u2 := salts(t)
+	if a1 != a2 {
+		t.Fatalf("the agent's salt changed across a restart: %s, %s", a1, a2)
+	}
+	if u1 != u2 {
+		t.Errorf("an unknown user's salt changed across a restart (%s, then %s) while the agent's stayed %s: a login tells agents from other names", u1, u2, a1)
+	}
+}
+
+// scramSalt is the salt the server-first-message of a SCRAM login as user
+// names.
+func scramSalt(t *testing.T, addr, user string) string {
+	t.Helper()
+	return scramFirst(t, addr, user)["s"]
+}
+
+// scramFirst is the attributes of the server-first-message of a SCRAM
+// login as user.
+func scramFirst(t *testing.T, addr, user string) map[string]string {
+	t.Helper()
+	c := dial(t, addr)
+	fe := pgproto3.NewFrontend(c, c)
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": user, "database": gatewaytest.Target}})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := fe.Receive(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*pgproto3.AuthenticationSASL); !ok {
+		t.Fatalf("%s: asked with %T, want SASL", user, m)
+	}
+	fe.Send(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=rOprNGfwEbeRWgbNEkqO")})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := fe.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont, ok := m.(*pgproto3.AuthenticationSASLContinue)
+	if !ok {
+		t.Fatalf("%s: %T, want the server-first-message", user, m)
+	}
+	attrs := map[string]string{}
+	for _, attr := range strings.Split(string(cont.Data), ",") {
+		if k, v, ok := strings.Cut(attr, "="); ok {
+			attrs[k] = v
+		}
+	}
+	if attrs["s"] == "" || attrs["i"] == "" {
+		t.Fatalf("%s: no salt or iteration count in %q", user, cont.Data)
+	}
+	return attrs
+}
+
+// TestStandInLooksLikeAgents: an unknown user's stand-in verifier
+// had 4096 iterations and a 16-byte salt whatever the agents' verifiers
+// have. A verifier taken from PostgreSQL (pg_authid, scram_iterations
+// set) has its own count: the "i=" of the server-first-message then told
+// the agents from the other names. The stand-in takes the count and salt
+// length most agents have.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestStandInLooksLikeAgents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	salt := make([]byte, 20)
+	v := pgwire.Verifier{Iterations: 10000, Salt: salt, StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
+	addr := serveFront(t, f, pgwire.Config{Agents: []pgwire.Agent{{Principal: gatewaytest.Agent,
+		TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: v.String()}}})
+	agent, unknown := scramFirst(t, addr, gatewaytest.Agent), scramFirst(t, addr, "agent:nobody")
+	if agent["i"] != unknown["i"] || len(agent["s"]) != len(unknown["s"]) {
+		t.Errorf("the agent is asked with i=%s and a salt of %d base64 characters, an unknown user with i=%s and %d", agent["i"], len(agent["s"]), unknown["i"], len(unknown["s"]))
+	}
+}
+
+// TestOneAgentCannotTakeEverySlot: the front's connection cap is one
+// pool for every agent (and for clients still in their 10 s startup): one
+// agent opening MaxConnections sessions, or anyone holding that many
+// startups open, refuses every other agent (53300). PostgreSQL answers
+// this with a per-role CONNECTION LIMIT and reserved slots.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestOneAgentCannotTakeEverySlot(t *testing.T) {
+	// Fixed: one principal holds at most MaxPerAgent sessions (half the
+	// slots by default). Clients that never finish their startup still
+	// hold slots for StartupTimeout, as in PostgreSQL (not fixed).
+	t.Parallel()
+	f := newFixture(t)
+	addr := serveFront(t, f, pgwire.Config{MaxConnections: 4, Agents: []pgwire.Agent{
+		{Principal: gatewaytest.Agent, TokenSHA256: httpapi.HashToken(gatewaytest.AgentToken), SCRAM: pgwire.NewVerifier(gatewaytest.AgentToken)},
+		{Principal: gatewaytest.Other, TokenSHA256: httpapi.HashToken(gatewaytest.OtherToken), SCRAM: pgwire.NewVerifier(gatewaytest.OtherToken)},
+	}})
+	url := func(user, token string) string {
+		return "postgres://" + strings.ReplaceAll(user, ":", "%3A") + ":" + token + "@" + addr + "/" + gatewaytest.Target + "?sslmode=disable"
+	}
+	held := 0
+	for i := range 4 {
+		c, err := pgx.Connect(t.Context(), url(gatewaytest.Agent, gatewaytest.AgentToken))
+		if err != nil {
+			pgErr(t, err, "53300")
+			t.Logf("the agent's session %d: %v", i+1, err)
+			break
+		}
+		held++
+		defer c.Close(context.Background())
+	}
+	if held != 2 {
+		t.Errorf("one agent opened %d sessions of 4 slots, want 2 (half)", held)
+	}
+
+	c, err := pgx.Connect(t.Context(), url(gatewaytest.Other, gatewaytest.OtherToken))
+	if err != nil {
+		t.Fatalf("another agent could not connect once one agent held the sessions: %v", err)
+	}
+	c.Close(context.Background())
+}
+
+// readStillWorks: after a refusal, the session reads as before.
+func readStillWorks(t *testing.T, fe *pgproto3.Frontend) {
+	t.Helper()
+	fe.Send(&pgproto3.Query{String: "SELECT id FROM orders WHERE id = 1"})
+	_ = fe.Flush()
+	if code, msg := errorCode(receive(t, fe)); code != "" {
+		t.Fatalf("after it, a read: %s %s", code, msg)
 	}
 }

@@ -257,3 +257,22 @@ func selfSigned(t testing.TB) (tls.Certificate, []byte) {
 	}
 	return cert, certPEM
 }
+
+// serveFront serves a front of its own with cfg over f's gateway until t
+// ends, and returns its address.
+func serveFront(t *testing.T, f *fixture, cfg pgwire.Config) string {
+	t.Helper()
+	front, err := pgwire.New(f.sys.Gateway, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
+}

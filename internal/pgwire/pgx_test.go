@@ -2,7 +2,9 @@ package pgwire_test
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
@@ -281,5 +284,171 @@ func TestPgxTypes(t *testing.T) {
 		[]uint32{20, 21}, []int16{1}, nil).Read()
 	if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != "it's \"quoted\"; DROP TABLE kinds --" {
 		t.Fatalf("binary parameters: %v %q", res.Err, res.Rows)
+	}
+}
+
+// TestBinaryInfinityNotNull: a date or timestamp column holding
+// 'infinity' (a common "valid until further notice") came back as NULL in
+// binary format, pgx's default for those types, while the text format
+// and HTTP show infinity: the binary encoding failed and the front sent
+// NULL in its place. A value the front cannot encode must never be sent
+// as another value.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestBinaryInfinityNotNull(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	direct, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = direct.Exec(ctx, `INSERT INTO public.kinds (id, day, at) VALUES (2, 'infinity', 'infinity'), (3, '-infinity', '-infinity')`)
+	direct.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, format := range []int16{pgtype.TextFormatCode, pgtype.BinaryFormatCode} {
+		res := c.PgConn().ExecParams(ctx, "SELECT id, day, at FROM kinds WHERE id >= $1::int8 ORDER BY id", [][]byte{[]byte("2")}, nil, nil, []int16{format}).Read()
+		if res.Err != nil {
+			t.Fatalf("format %d: %v", format, res.Err)
+		}
+		if len(res.Rows) != 2 {
+			t.Fatalf("format %d: %d rows, want 2", format, len(res.Rows))
+		}
+		for _, r := range res.Rows {
+			for i, v := range r {
+				if v == nil {
+					t.Errorf("format %d: column %s of row %x is NULL; the target holds an infinity", format, res.FieldDescriptions[i].Name, r[0])
+				}
+			}
+		}
+	}
+	// pgx reads them as infinities.
+	var day pgtype.Date
+	var at pgtype.Timestamptz
+	if err := c.QueryRow(ctx, "SELECT day, at FROM kinds WHERE id = $1", 2).Scan(&day, &at); err != nil {
+		t.Fatal(err)
+	}
+	if !day.Valid || day.InfinityModifier != pgtype.Infinity || !at.Valid || at.InfinityModifier != pgtype.Infinity {
+		t.Errorf("pgx read %+v and %+v, want infinity", day, at)
+	}
+}
+
+// TestDuplicateColumnNames: the statement path answers each row as
+// a map from column name to value, so two result columns of one name (a
+// join's o.id and c.id) carry one value, the last: the wire front sent it
+// in both columns, under both columns' types. A reader got the customer's
+// id as the order's, silently. The front cannot tell the values apart, so
+// it must say so rather than show one column's value as another's.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestDuplicateColumnNames(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		var a, b any
+		err := c.QueryRow(t.Context(), "SELECT id, i8 AS id FROM kinds WHERE id = 1", mode).Scan(&a, &b)
+		if err == nil {
+			if fmt.Sprint(a, b) != "1 7000000000" {
+				t.Errorf("%v: the columns id and i8 AS id read %v and %v, want 1 and 7000000000 (or an error)", mode, a, b)
+			}
+			continue
+		}
+		pe := pgErr(t, err, "0A000")
+		if !strings.Contains(pe.Message, `"id"`) {
+			t.Errorf("%v: %q does not name the column", mode, pe.Message)
+		}
+	}
+}
+
+// TestBinaryJSONParameterKept: a json or jsonb parameter sent in
+// binary format was decoded into Go values (numbers as float64) and
+// encoded again as the text inlined in the statement: a number past
+// float64's precision changed, silently, in what the statement wrote.
+// PostgreSQL keeps a jsonb number exactly, and so does the front for the
+// same parameter sent as text.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestBinaryJSONParameterKept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	doc := `{"n": 12345678901234567890, "x": 0.10000000000000000001}`
+	for i, oid := range []uint32{3802, 114} {
+		h := f.hijack(t)
+		id := fmt.Sprint(10 + i)
+		raw := []byte(doc)
+		if oid == 3802 {
+			raw = append([]byte{1}, raw...) // jsonb's binary form: a version byte, then the text
+		}
+		h.Frontend.Send(&pgproto3.Parse{Query: "INSERT INTO kinds (id, doc) VALUES (" + id + ", $1::jsonb)", ParameterOIDs: []uint32{oid}})
+		h.Frontend.Send(&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{raw}})
+		h.Frontend.Send(&pgproto3.Execute{})
+		h.Frontend.Send(&pgproto3.Sync{})
+		if err := h.Frontend.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+			t.Fatalf("OID %d: the insert: %s %s", oid, code, msg)
+		}
+		direct, err := pgx.Connect(t.Context(), f.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want string
+		err = direct.QueryRow(t.Context(), "SELECT doc::text, $1::jsonb::text FROM kinds WHERE id = "+id, doc).Scan(&got, &want)
+		direct.Close(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("a binary OID %d parameter %s was written as %s", oid, want, got)
+		}
+	}
+	// A binary jsonb[] keeps its elements exactly too: the rows just
+	// written match them, and a NULL element stays NULL.
+	m := pgtype.NewMap()
+	arr, err := m.Encode(3807, pgtype.BinaryFormatCode, []json.RawMessage{json.RawMessage(doc), nil, json.RawMessage(`"q\"uote"`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	res := c.PgConn().ExecParams(t.Context(), "SELECT id FROM kinds WHERE doc = ANY($1::jsonb[]) ORDER BY id", [][]byte{arr}, []uint32{3807}, []int16{1}, nil).Read()
+	if res.Err != nil {
+		t.Fatalf("a binary jsonb[] parameter: %v", res.Err)
+	}
+	var ids []string
+	for _, r := range res.Rows {
+		ids = append(ids, string(r[0]))
+	}
+	if fmt.Sprint(ids) != "[10 11]" {
+		t.Errorf("rows matching a binary jsonb[] of the written document: %v, want [10 11]", ids)
+	}
+}
+
+// TestJSONResultNumbersKept: the Pilot reads a json or jsonb value
+// into Go values (numbers as float64) and the front renders it again, so a
+// number past float64's precision is answered rounded, over the wire and
+// over HTTP: the agent reads a value the target does not hold.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestJSONResultNumbersKept(t *testing.T) {
+	// Fixed: the Pilot answers json and jsonb as the target's own text.
+	t.Parallel()
+	f := newFixture(t)
+	direct, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = direct.Exec(t.Context(), `INSERT INTO public.kinds (id, doc) VALUES (20, '{"n": 12345678901234567890}')`)
+	direct.Close(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	var doc string
+	if err := c.QueryRow(t.Context(), "SELECT doc FROM kinds WHERE id = 20", pgx.QueryExecModeSimpleProtocol).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc != `{"n": 12345678901234567890}` && doc != `{"n":12345678901234567890}` {
+		t.Errorf("the target holds {\"n\": 12345678901234567890}; the wire answered %s", doc)
 	}
 }

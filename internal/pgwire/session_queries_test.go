@@ -523,3 +523,73 @@ func TestSessionQueriesPsql(t *testing.T) {
 	}
 	noneDecided(t, f)
 }
+
+// TestSetsApplyWhole: a Query of several SETs, one refused, is one
+// error in PostgreSQL and changes nothing (its implicit transaction rolls
+// back). The front applied the SETs before the refused one without a
+// ParameterStatus for them: the client's idea of its settings and SHOW's
+// parted.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestSetsApplyWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	_, err := c.Exec(t.Context(), "SET application_name = 'changed'; SET search_path = secret", pgx.QueryExecModeSimpleProtocol)
+	pgErr(t, err, "0A000")
+	var name string
+	if err := c.QueryRow(t.Context(), "SHOW application_name", pgx.QueryExecModeSimpleProtocol).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if name != c.PgConn().ParameterStatus("application_name") || name == "changed" {
+		t.Errorf("after a refused pair of SETs, SHOW application_name is %q and the client was told %q; want neither changed", name, c.PgConn().ParameterStatus("application_name"))
+	}
+}
+
+// TestStartupOptionsNotIgnored: a client that asks at startup for a
+// restriction (options=-c default_transaction_read_only=on, a
+// statement_timeout, a search_path) got a session without it and no word
+// of it: the front drops startup settings it does not take, where SET of
+// the same setting is refused. A tool that connects read-only to be safe
+// then writes. Fail closed: refuse the connection (as SET is refused).
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestStartupOptionsNotIgnored(t *testing.T) {
+	// Fixed: refused at startup, as SET is.
+	t.Parallel()
+	f := newFixture(t)
+	before := gatewaytest.Snapshot(t, f.dsn, "kinds")
+	c, err := pgx.Connect(t.Context(), f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable")+"&options=-c%20default_transaction_read_only%3Don")
+	if err != nil {
+		pgErr(t, err, "0A000")
+		return
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(t.Context(), "INSERT INTO kinds (id) VALUES (30)")
+	if err == nil || gatewaytest.Snapshot(t, f.dsn, "kinds") != before {
+		t.Fatalf("a session asked read-only at startup wrote a row (%v)", err)
+	}
+}
+
+// TestStartupOptionsTaken: the settings a startup may ask for that
+// the front takes are applied, and the others refuse the connection with
+// the SET refusal's words.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestStartupOptionsTaken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := f.url(gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	c, err := pgx.Connect(t.Context(), base+"&options=-c%20application_name%3Dfrom\\%20options%20--bytea_output%3Dhex&extra_float_digits=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if got := c.PgConn().ParameterStatus("application_name"); got != "from options" {
+		t.Errorf("application_name %q, want the one the options set", got)
+	}
+	for _, q := range []string{"options=-c%20search_path%3Dsecret", "options=-B%2010", "statement_timeout=0", "DateStyle=German", "search_path=secret"} {
+		_, err := pgx.Connect(t.Context(), base+"&"+q)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Severity != "FATAL" || pe.Code != "0A000" && pe.Code != "22023" && pe.Code != "42501" {
+			t.Errorf("startup with %s: %v, want a FATAL refusal", q, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
@@ -425,5 +426,46 @@ func BenchmarkTransaction(b *testing.B) {
 		per := float64(b.N * n)
 		b.ReportMetric(float64(alone.Microseconds())/1000/per, fmt.Sprintf("alone-%d-ms/stmt", n))
 		b.ReportMetric(float64(inTx.Microseconds())/1000/per, fmt.Sprintf("tx-%d-ms/stmt", n))
+	}
+}
+
+// TestPortalsEndAtSync: outside a transaction block, PostgreSQL
+// closes every portal at Sync (the implicit transaction ends). The front
+// kept named portals, each with its statement's whole result, across
+// Syncs: results no cap weighs (the held-portal cap weighs texts and
+// trees), held for the session's life.
+// Found in the hostile review of the wire front (review 1, rv-wire).
+func TestPortalsEndAtSync(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := f.hijack(t)
+	h.Frontend.Send(&pgproto3.Parse{Name: "s", Query: "SELECT id FROM orders WHERE id < $1::int8"})
+	h.Frontend.Send(&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p", Parameters: [][]byte{[]byte("5")}})
+	h.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+		t.Fatalf("the read: %s %s", code, msg)
+	}
+	h.Frontend.Send(&pgproto3.Execute{Portal: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, h.Frontend)
+	if code, _ := errorCode(got); code != "34000" {
+		t.Fatalf("the portal after Sync: %v, want 34000 (it ended with the Sync)", got)
+	}
+	// The prepared statement outlives the Sync, as in PostgreSQL.
+	h.Frontend.Send(&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p", Parameters: [][]byte{[]byte("5")}})
+	h.Frontend.Send(&pgproto3.Execute{Portal: "p"})
+	h.Frontend.Send(&pgproto3.Sync{})
+	if err := h.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := errorCode(receive(t, h.Frontend)); code != "" {
+		t.Fatalf("a new portal of the prepared statement: %s %s", code, msg)
 	}
 }

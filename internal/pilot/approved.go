@@ -14,8 +14,8 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
@@ -247,7 +247,7 @@ func (p *Pilot) ExecuteApproved(ctx context.Context, req ApprovedRequest) (*Resu
 	if signer.Name != claims.Auth.Signer {
 		return refused(RefusedSignature, "the approval was signed by %s, not %s", signer.Name, claims.Auth.Signer), nil
 	}
-	ap, err := queue.ParseApproval(req.Approval)
+	ap, err := acts.ParseApproval(req.Approval)
 	if err != nil {
 		return refused(RefusedSignature, "%v", err), nil
 	}

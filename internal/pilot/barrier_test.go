@@ -1,6 +1,9 @@
 package pilot_test
 
 import (
+	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -202,4 +205,264 @@ func guarded(t *testing.T, f *fixture, example, sql string) *pilot.Guarded {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestSystemColumnsOfAWriteTarget: a write target the Pilot runs
+// as the table itself (no fence narrows what the agent may read of it)
+// has PostgreSQL's system columns. The static check knew no column
+// named ctid, but beside a function in FROM, whose output columns it
+// cannot name, it counted ctid as the function's; PostgreSQL gave it to
+// the table. RETURNING ctid (the new row version's place in the heap,
+// which depends on how much room the rows around it take, columns no rule
+// lists and rows of others included), xmin, xmax, cmin, cmax and tableoid
+// then reached the agent, and WHERE ctid = ... probed the layout
+// (DESIGN.md invariant 10). A system column's name now refers wherever it
+// appears. Found in review 4.
+func TestSystemColumnsOfAWriteTarget(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "orders-rw", []byte(`sentence: read most of orders, fix pending ones, delete any
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.orders
+    columns: [id, customer_id, status, created_at, updated_at]
+    max_rows: 500
+  - op: update
+    table: public.orders
+    columns: [status, updated_at]
+    fence: status = 'pending' and created_at < now() - interval '1 day'
+    max_rows: 20
+  - op: delete
+    table: public.orders
+    max_rows: 1
+`))
+	for _, sql := range []string{
+		"UPDATE orders SET status = 'failed' FROM generate_series(1, 1) g WHERE id = 3 RETURNING ctid",
+		"UPDATE orders SET status = 'failed' FROM generate_series(1, 1) g WHERE id = 3 RETURNING xmin, xmax, cmin, cmax, tableoid",
+		"UPDATE orders SET status = 'failed' FROM generate_series(1, 1) g WHERE id = 3 AND ctid = '(0,3)'",
+		"UPDATE orders SET status = 'failed' FROM jsonb_each('{}') j WHERE id = 3 RETURNING id, ctid::text AS c",
+		"DELETE FROM orders USING generate_series(1, 1) g WHERE id = 100000 OR ctid > '(0,0)' RETURNING id",
+		"SELECT s.xmin FROM (SELECT id AS xmin FROM orders) s",
+	} {
+		f.mustRefuse(t, "orders-rw", sql, pilot.RefusedCheck, "is a system column", "it names a system column")
+	}
+}
+
+var timeRE = regexp.MustCompile(`\d\d:\d\d:\d\d`)
+
+// TestWholeRowBesideAFunction: a bare name the static check could
+// not find among the columns at a level where a function in FROM has
+// columns it cannot name was counted as perhaps the function's column and
+// read nothing; when it names no column at all PostgreSQL reads it as a
+// whole-row reference, and a fence view holds every column of its table.
+// So SELECT c::text FROM customers c, generate_series(1, 1) g returned
+// email and updated_at, which no rule lists; the same through a join's
+// alias (j::text, and j.to_jsonb, attribute notation for to_jsonb(j))
+// (DESIGN.md invariant 10). Such a name now counts as a read of every
+// column of the relation it names: of the bound's catalog, which holds the
+// columns the bound names and no other. Found in review 4.
+func TestWholeRowBesideAFunction(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "eu-names", []byte(`sentence: read and fix the names of EU customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, name, region]
+    fence: region = 'EU'
+    max_rows: 5
+  - op: update
+    table: public.customers
+    columns: [name]
+    fence: region = 'EU'
+    max_rows: 1
+`))
+	for _, sql := range []string{
+		"SELECT c::text AS t FROM customers c, generate_series(1, 1) g",
+		"SELECT to_jsonb(c) AS t FROM customers c, jsonb_each('{}') j",
+		"SELECT (SELECT c::text FROM generate_series(1, 1) g) AS t FROM customers c",
+		"SELECT j::text AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+		"SELECT j.to_jsonb AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+		"UPDATE customers SET name = name FROM generate_series(1, 1) g WHERE id = 3 RETURNING customers::text AS t",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "eu-names", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		// The Pilot checks and guards against the bound's catalog, where
+		// customers has only id, name and region: the whole row is those
+		// three, the same whatever else the table holds (invariant 10).
+		rows := fmt.Sprintf("%s", res.Rows)
+		if res.Outcome != pilot.Executed || strings.Contains(rows, "@example.com") || timeRE.MatchString(rows) || strings.Contains(rows, "updated_at") {
+			t.Errorf("%s: %s %s %v rows %v, want it run with the bound's columns only: no email, no updated_at", sql, res.Outcome, res.Code, res.Reasons, rows)
+		}
+	}
+	// The function's own columns, and a known column beside it, still run.
+	for _, sql := range []string{
+		"SELECT c.id, g FROM customers c, generate_series(1, 1) g",
+		"SELECT g.to_jsonb AS t FROM customers c, generate_series(1, 1) g",
+		"SELECT s::text AS t FROM (SELECT c.id, g.* FROM customers c, generate_series(1, 1) g) s",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "eu-names", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) == 0 {
+			t.Errorf("%s: %s %v, want it executed", sql, res.Outcome, res.Reasons)
+		}
+	}
+}
+
+// TestFencedReadsCarryOnlyTheRulesColumns: the fence view holds
+// every column of its table, so a whole-row reference the static check
+// misread (TestWholeRowBesideAFunction) carried columns no rule
+// lists. A fenced table is now read as a subquery of its rule's columns
+// over the view, as an unfenced one is over the table: here the guards
+// are built for statements the check refers, as if it had let them pass,
+// and what they read holds only id, name and region. Found in review 4.
+func TestFencedReadsCarryOnlyTheRulesColumns(t *testing.T) {
+	f := newFixture(t)
+	const example = "fix-name-typos.yaml" // select customers (id, name, region) where region = 'EU'
+	b, err := bound.ParseCanonical(f.bounds[example])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		"SELECT c::text AS t FROM customers c",
+		"SELECT to_jsonb(c)::text AS t FROM customers c JOIN customers d ON d.id = c.id",
+		"SELECT (SELECT to_jsonb(x)::text FROM customers x WHERE x.id = c.id) AS t FROM customers c",
+		"SELECT j::text AS t FROM (customers c CROSS JOIN generate_series(1, 1) g) j",
+	} {
+		a := sqlcheck.Analyze(sql, f.pilot.Catalog(), sqlcheck.Limits{})
+		if a.Facts == nil {
+			t.Fatalf("%s: %v", sql, a.Reasons)
+		}
+		if d := sqlcheck.Check(a, mustRules(t, b)); d.Outcome != sqlcheck.Refer {
+			t.Fatalf("%s: %s, want the check to refer it (this test stands in for a check that did not)", sql, d.Outcome)
+		}
+		forged := sqlcheck.Decision{Outcome: sqlcheck.Conforms, Uses: []sqlcheck.Use{{Table: sqlcheck.TableName{Schema: "public", Name: "customers"}, Op: sqlcheck.OpSelect, Rule: 0}}}
+		g, err := pilot.BuildGuards(a, forged, b, f.pilot.Catalog())
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		for _, v := range g.Views {
+			if _, err := conn.Exec(t.Context(), v.Create); err != nil && !strings.Contains(err.Error(), "already exists") {
+				t.Fatal(err)
+			}
+		}
+		rows, err := conn.Query(t.Context(), g.SQL, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatalf("%s: %v", g.SQL, err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", g.SQL, err)
+		}
+		if len(got) == 0 || strings.Contains(strings.Join(got, "\n"), "@example.com") || strings.Contains(strings.Join(got, "\n"), "updated_at") {
+			t.Errorf("%s\nran as %s\nand read %q: want rows of id, name and region only", sql, g.SQL, got)
+		}
+	}
+}
+
+func mustRules(t *testing.T, b *bound.Bound) []sqlcheck.Rule {
+	t.Helper()
+	rules, err := b.CheckRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
+// TestNaturalJoinOnAHiddenColumn: NATURAL JOIN joins on every
+// column name its two sides share, and the static check counted only the
+// names tables share: beside a subquery, a VALUES list or a function with
+// a column alias, a shared column no rule lists was read by nobody's
+// account. customers c NATURAL JOIN (SELECT 'ada.lovelace@example.com'
+// AS email) s answered which customers have that email (DESIGN.md
+// invariant 10). Every name the two sides share now counts as read; and
+// since the Pilot checks against the bound's catalog and reads customers
+// as a subquery of the bound's columns, email is no column of customers at
+// all: the join shares no name, and its answer is the same whatever email
+// the statement names. Found in review 4.
+func TestNaturalJoinOnAHiddenColumn(t *testing.T) {
+	f := newFixture(t)
+	for _, tmpl := range []string{
+		"SELECT c.name FROM customers c NATURAL JOIN (SELECT '%s'::text AS email) s ORDER BY c.name",
+		"SELECT c.name FROM customers c NATURAL JOIN (VALUES ('%s')) AS s (email) ORDER BY c.name",
+		"WITH s AS (SELECT '%s'::text AS email) SELECT c.name FROM s NATURAL JOIN customers c ORDER BY c.name",
+	} {
+		sameWhateverHidden(t, f, "fix-name-typos.yaml", tmpl, "ada.lovelace@example.com", "nobody@example.com")
+	}
+	// A shared column the rule lists still joins.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml", "SELECT c.name FROM customers c NATURAL JOIN (SELECT 3::bigint AS id) s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+		t.Errorf("a natural join on id: %s %v %v, want the one customer", res.Outcome, res.Reasons, res.Rows)
+	}
+}
+
+// TestNaturalJoinLeak: end to end, the count of a NATURAL JOIN of a
+// fenced table with a subquery naming one of its unlisted columns told the
+// agent that column's value (sqlcheck TestNaturalJoinReadsSubqueryColumns
+// has the cases). The Pilot's check, against the bound's catalog, and its
+// guards, which read customers as a subquery of the bound's columns, make
+// updated_at no column of customers: the join is on id alone, and its
+// answer is the same whatever value the statement names. Found in review 4.
+func TestNaturalJoinLeak(t *testing.T) {
+	f := newFixture(t)
+	var at string
+	if err := f.pilotConn(t).QueryRow(t.Context(), "SELECT updated_at::text FROM customers WHERE id = 2").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	for _, tmpl := range []string{
+		"SELECT count(*) FROM customers NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x",
+		"UPDATE customers SET name = name FROM customers c NATURAL JOIN (SELECT 2 AS id, '%s'::timestamptz AS updated_at) x WHERE customers.id = c.id",
+	} {
+		sameWhateverHidden(t, f, "fix-name-typos.yaml", tmpl, at, "2001-01-01 00:00:00+00")
+	}
+}
+
+// sameWhateverHidden runs tmpl with the hidden value that is in the target
+// and with another, and fails unless the agent is answered the same.
+func sameWhateverHidden(t *testing.T, f *fixture, example, tmpl, real, other string) {
+	t.Helper()
+	var got [2]string
+	for i, v := range []string{real, other} {
+		sql := fmt.Sprintf(tmpl, v)
+		res, err := f.pilot.Execute(t.Context(), f.request(t, example, sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		got[i] = fmt.Sprintf("%s %s %v %v %v %d", res.Outcome, res.Code, res.Reasons, res.Columns, res.Rows, res.RowsAffected)
+	}
+	if got[0] != got[1] {
+		t.Errorf("%s: the answer depends on a column no rule lists:\n  with %q: %s\n  with %q: %s", tmpl, real, got[0], other, got[1])
+	}
+}
+
+// TestJoinAliasColumnsLeak: end to end, a join's column alias list
+// renamed customers.email to region, and the agent of fix-name-typos read
+// every EU customer's email (sqlcheck TestJoinAliasColumnList).
+// Found in review 4.
+func TestJoinAliasColumnsLeak(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "fix-name-typos.yaml",
+		"SELECT j.region FROM (customers c CROSS JOIN (SELECT 1 AS q) s) AS j (id, name, region, x) WHERE j.id < 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Refused || strings.Contains(fmt.Sprint(res.Rows), "@") {
+		t.Errorf("%s %s %v: the agent reads customers.email, which no rule lists", res.Outcome, res.Code, res.Rows)
+	}
 }

@@ -141,3 +141,260 @@ INSERT INTO mentions SELECT g, 'ann' FROM generate_series(1, 500) g;`); err != n
 		}
 	}
 }
+
+// TestCascadesAreRowsTheWriteReaches: a foreign key with ON DELETE
+// CASCADE (or SET NULL, SET DEFAULT, and the same ON UPDATE) makes a
+// DELETE or a key UPDATE of one row change rows of another table. Those
+// rows are in no rule's fence, are not counted against max_rows (the
+// command tag and RETURNING count the target's rows only) and may be in
+// a table the bound never names: an agent allowed to delete one account
+// deleted its 100 ledger rows and cleared 10 notes, on the compiled path,
+// as "1 row affected" (DESIGN.md invariant 5). The Pilot now refers such
+// a write: it cannot count or fence what the cascade reaches.
+// Found in review 4.
+func TestCascadesAreRowsTheWriteReaches(t *testing.T) {
+	f := newFixture(t)
+	f.withSchema(t, `
+CREATE TABLE accounts (id int PRIMARY KEY, region text, label text);
+CREATE TABLE ledger (id int PRIMARY KEY, account_id int REFERENCES accounts (id) ON DELETE CASCADE ON UPDATE CASCADE, amount int);
+CREATE TABLE notes (id int PRIMARY KEY, account_id int REFERENCES accounts (id) ON DELETE SET NULL ON UPDATE SET NULL, body text);
+CREATE TABLE plain (id int PRIMARY KEY, region text);
+CREATE TABLE plain_ref (id int PRIMARY KEY, plain_id int REFERENCES plain (id));
+CREATE TABLE accounts_kid () INHERITS (accounts);
+CREATE TABLE kid_ref (id int PRIMARY KEY, kid_id int);
+ALTER TABLE accounts_kid ADD PRIMARY KEY (id);
+ALTER TABLE kid_ref ADD FOREIGN KEY (kid_id) REFERENCES accounts_kid (id) ON DELETE CASCADE;
+INSERT INTO accounts VALUES (1, 'EU', 'a'), (2, 'EU', 'b'), (3, 'US', 'c'), (4, 'EU', 'd');
+INSERT INTO ledger SELECT g, 1 + g % 3, g FROM generate_series(1, 300) g;
+INSERT INTO notes SELECT g, 1 + g % 3, 'n' FROM generate_series(1, 30) g;
+INSERT INTO plain VALUES (1, 'EU'), (2, 'EU');
+INSERT INTO accounts_kid VALUES (50, 'EU', 'k');
+INSERT INTO kid_ref VALUES (1, 50);
+CREATE TABLE parts (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('EU');
+CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('US');
+CREATE TABLE leaf_ref (id int PRIMARY KEY, pid int, preg text, FOREIGN KEY (pid, preg) REFERENCES parts_eu (id, region) ON DELETE CASCADE);
+CREATE TABLE roots (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE roots_eu PARTITION OF roots FOR VALUES IN ('EU');
+CREATE TABLE root_ref (id int PRIMARY KEY, rid int, rreg text, FOREIGN KEY (rid, rreg) REFERENCES roots (id, region) ON DELETE CASCADE);
+INSERT INTO parts VALUES (1, 'EU', 'a');
+INSERT INTO leaf_ref VALUES (1, 1, 'EU');
+INSERT INTO roots VALUES (1, 'EU', 'a');
+INSERT INTO root_ref VALUES (1, 1, 'EU');`)
+	f.addBound(t, "accounts", []byte(`sentence: tidy EU accounts
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.accounts
+    columns: [id, region, label]
+    fence: region = 'EU'
+    max_rows: 10
+  - op: delete
+    table: public.accounts
+    fence: region = 'EU'
+    max_rows: 1
+  - op: update
+    table: public.accounts
+    columns: [id, label]
+    fence: region = 'EU'
+    max_rows: 1
+  - op: select
+    table: public.plain
+    columns: [id, region]
+    max_rows: 10
+  - op: delete
+    table: public.plain
+    max_rows: 1
+  - op: select
+    table: public.parts
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.parts
+    columns: [region, v]
+    max_rows: 1
+  - op: select
+    table: public.roots
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.roots
+    columns: [v]
+    max_rows: 1
+  - op: delete
+    table: public.roots
+    max_rows: 1
+`))
+	ledger, notes := f.count(t, "SELECT count(*) FROM ledger"), f.count(t, "SELECT count(*) FROM notes WHERE account_id IS NOT NULL")
+	for _, sql := range []string{
+		"DELETE FROM accounts WHERE id = 1",
+		"DELETE FROM accounts WHERE id = 2 RETURNING id",
+		"UPDATE accounts SET id = 100 WHERE id = 2",
+		// A row of a child table goes with a DELETE of the parent.
+		"DELETE FROM accounts WHERE id = 50",
+		// A row moved to another partition is deleted from its own, whose
+		// foreign key cascades.
+		"UPDATE parts SET region = 'US' WHERE id = 1",
+		"DELETE FROM roots WHERE id = 1",
+	} {
+		f.mustRefuse(t, "accounts", sql, "", "foreign key", "a foreign key's action changes rows no rule counts")
+	}
+	if n := f.count(t, "SELECT count(*) FROM ledger"); n != ledger {
+		t.Errorf("the cascade deleted %d ledger rows, which no rule names", ledger-n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM notes WHERE account_id IS NOT NULL"); n != notes {
+		t.Errorf("the cascade cleared %d notes, which no rule names", notes-n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM kid_ref"); n != 1 {
+		t.Errorf("the cascade from a child table deleted kid_ref rows: %d left", n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM leaf_ref") + f.count(t, "SELECT count(*) FROM root_ref"); n != 2 {
+		t.Errorf("a cascade from a partition deleted rows: %d of 2 left", n)
+	}
+	// What no action reaches beyond the target still runs: a column no
+	// foreign key references, and a table referenced without an action.
+	for _, sql := range []string{
+		"UPDATE accounts SET label = 'x' WHERE id = 4",
+		"DELETE FROM ONLY plain WHERE id = 2",
+		// A partitioned table referenced as a whole: an UPDATE is one.
+		"UPDATE roots SET v = 'b' WHERE id = 1",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "accounts", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+			t.Errorf("%s: %s %s %v rows=%d, want it executed", sql, res.Outcome, res.Code, res.Reasons, res.RowsAffected)
+		}
+	}
+}
+
+// TestCascadeAddedAfterTheCatalog: the Pilot refers a DELETE or a
+// key UPDATE that a foreign key's CASCADE, SET NULL or SET DEFAULT
+// answers, but it read those actions with its catalog, once. A foreign
+// key added by a migration after that (ON DELETE CASCADE from a new
+// table) was unknown to it: DELETE FROM orders WHERE id = 1 ran on the
+// compiled path as "1 row affected" and deleted the new table's rows with
+// it, in no fence and uncounted (DESIGN.md invariant 5). The guarded
+// statement now asks the target's catalog as it runs, on the literal path
+// and through a remembered template alike, and such a write refers.
+// Found in review 6.
+func TestCascadeAddedAfterTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "orders-w", []byte(`sentence: fix and delete orders
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.orders
+    columns: [id, customer_id, status, total_cents, created_at, updated_at]
+    max_rows: 500
+  - op: update
+    table: public.orders
+    columns: [id, status]
+    max_rows: 5
+  - op: delete
+    table: public.orders
+    max_rows: 5
+`))
+	// Before the migration: both run, and a template is remembered.
+	for _, sql := range []string{
+		"DELETE FROM orders WHERE id = 100000",
+		"UPDATE orders SET status = status WHERE id = 2",
+		"UPDATE orders SET id = id WHERE id = 100000",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed {
+			t.Fatalf("%s: %s %v, want it executed: no foreign key action reaches orders yet", sql, res.Outcome, res.Reasons)
+		}
+	}
+	if _, err := f.pilotConn(t).Exec(t.Context(), `
+CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint REFERENCES orders (id) ON DELETE CASCADE ON UPDATE CASCADE);
+INSERT INTO order_notes VALUES (1, 1), (2, 1), (3, 2)`); err != nil {
+		t.Fatal(err)
+	}
+	before := f.pilot.Stats()
+	for _, sql := range []string{
+		"DELETE FROM orders WHERE id = 1",
+		"DELETE FROM orders WHERE id = 2",
+		"UPDATE orders SET id = 9001 WHERE id = 3",
+	} {
+		f.mustRefuse(t, "orders-w", sql, pilot.RefusedCheck, "foreign key", "a foreign key added since the Pilot read its catalog cascades")
+	}
+	if st := f.pilot.Stats(); st.Templated-before.Templated != 3 {
+		t.Errorf("%d of the 3 refused writes ran through their remembered template, want all: the folded statement carries the guard too", st.Templated-before.Templated)
+	}
+	// The literal path (a rehearsal takes it) carries it as well.
+	reh, err := f.pilot.Rehearse(t.Context(), "DELETE FROM orders WHERE id = 1", f.bounds["orders-w"], f.auth("orders-w"), "agent:demo", marque.PathCompiled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reh.Outcome != pilot.Refused || reh.Code != pilot.RefusedCheck || reh.Reasons[0] != pilot.MessageCascade {
+		t.Errorf("a rehearsal of the delete: %s %s %v, want it refused for the foreign key", reh.Outcome, reh.Code, reh.Reasons)
+	}
+	if n := f.count(t, "SELECT count(*) FROM order_notes"); n != 3 {
+		t.Errorf("order_notes holds %d rows, want 3: a cascade the Pilot did not know of ran", n)
+	}
+	// A write the new key does not answer still runs: a column it does
+	// not reference.
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-w", "UPDATE orders SET status = 'failed' WHERE id = 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+		t.Errorf("an update of status: %s %v %d, want it executed", res.Outcome, res.Reasons, res.RowsAffected)
+	}
+}
+
+// TestCascadeOnAPartitionAddedAfterTheCatalog: the run-time question also
+// covers the tables under the target. A partition that gains a foreign key
+// of its own with ON DELETE CASCADE after the Pilot read its catalog makes
+// an UPDATE that moves a row out of it a delete there, with the cascade;
+// the same statement ran before the key was added. Found in review 6.
+func TestCascadeOnAPartitionAddedAfterTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	f.withSchema(t, `
+CREATE TABLE parts (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('EU');
+CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('US');
+CREATE TABLE leaf_ref (id int PRIMARY KEY, pid int, preg text);
+INSERT INTO parts VALUES (1, 'EU', 'a'), (2, 'EU', 'b');
+INSERT INTO leaf_ref VALUES (1, 2, 'EU');`)
+	f.addBound(t, "parts", []byte(`sentence: move parts
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.parts
+    columns: [id, region, v]
+    max_rows: 10
+  - op: update
+    table: public.parts
+    columns: [region, v]
+    max_rows: 1
+`))
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "parts", "UPDATE parts SET region = 'US' WHERE id = 1"))
+	if err != nil || res.Outcome != pilot.Executed {
+		t.Fatalf("before the key: %+v %v, want it executed", res, err)
+	}
+	if _, err := f.pilotConn(t).Exec(t.Context(), `ALTER TABLE leaf_ref ADD FOREIGN KEY (pid, preg) REFERENCES parts_eu (id, region) ON DELETE CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	f.mustRefuse(t, "parts", "UPDATE parts SET region = 'US' WHERE id = 2", pilot.RefusedCheck, "foreign key",
+		"moving the row deletes it from a partition whose new foreign key cascades")
+	if n := f.count(t, "SELECT count(*) FROM leaf_ref"); n != 1 {
+		t.Errorf("the cascade from the partition deleted leaf_ref rows: %d of 1 left", n)
+	}
+	// Like the catalog's check, the question does not look at which
+	// columns the update writes: any UPDATE of the partitioned table
+	// refers while such a key exists (docs/security.md, Guards).
+	f.mustRefuse(t, "parts", "UPDATE parts SET v = 'c' WHERE id = 2", pilot.RefusedCheck, "foreign key",
+		"an update of a partitioned table with a partition whose foreign key cascades refers")
+}

@@ -556,3 +556,27 @@ func TestRehearsalNeedsTheGrantorsSignature(t *testing.T) {
 		t.Fatalf("the signed bound: %+v, %v", res, err)
 	}
 }
+
+// withSchema runs ddl on the fixture's target and gives the fixture a
+// Pilot that read its catalog afterwards.
+func (f *fixture) withSchema(t *testing.T, ddl string) {
+	t.Helper()
+	if _, err := f.pilotConn(t).Exec(t.Context(), ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f.pilot = p
+}
+
+func (f *fixture) count(t *testing.T, query string) int64 {
+	t.Helper()
+	var n int64
+	if err := f.pilotConn(t).QueryRow(context.Background(), query).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -223,6 +223,52 @@ ON CONFLICT (id) DO UPDATE SET body = 'y' RETURNING `+pilot.CapReturning(2)); !i
 	}
 }
 
+// TestReturningIsCappedLikeARead: the rows a write returns are a
+// read of the columns its RETURNING names (they need a select rule), so
+// the select rule's max_rows caps them too. Found in review 1: under a
+// select rule capped at 3 rows and an update rule capped at 10, a no-op
+// UPDATE ... SET name = name ... RETURNING id, name handed the agent 8
+// rows of names, untruncated, where SELECT id, name gets 3 and truncated.
+// Past the smaller cap the write now rolls back (max_rows_exceeded).
+func TestReturningIsCappedLikeARead(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "returning", []byte(`sentence: returning
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, name, region]
+    fence: region = 'EU'
+    max_rows: 3
+  - op: update
+    table: public.customers
+    columns: [name]
+    fence: region = 'EU'
+    max_rows: 10
+`))
+	read, err := f.pilot.Execute(t.Context(), f.request(t, "returning", "SELECT id, name FROM customers WHERE id < 9 ORDER BY id"))
+	if err != nil || read.Outcome != pilot.Executed || len(read.Rows) != 3 || !read.Truncated {
+		t.Fatalf("the read: %+v %v", read, err)
+	}
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "returning", "UPDATE customers SET name = name WHERE id < 9 RETURNING id, name"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome == pilot.Executed && len(res.Rows) > 3 {
+		t.Fatalf("the write returned %d rows of names (truncated %v); the select rule caps a read at 3", len(res.Rows), res.Truncated)
+	}
+	if res.Outcome != pilot.Refused || res.Code != pilot.RefusedMaxRows {
+		t.Fatalf("the write past the read's cap: %s %s, want refused %s", res.Outcome, res.Code, pilot.RefusedMaxRows)
+	}
+	// Within both caps it runs and returns its rows.
+	res, err = f.pilot.Execute(t.Context(), f.request(t, "returning", "UPDATE customers SET name = name WHERE id < 4 RETURNING id, name"))
+	if err != nil || res.Outcome != pilot.Executed || len(res.Rows) != 3 {
+		t.Fatalf("the write within both caps: %+v %v", res, err)
+	}
+}
+
 func isRowCap(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == pilot.MaxRowsSQLState

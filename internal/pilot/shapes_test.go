@@ -426,3 +426,75 @@ func TestTemplateAfterASchemaChange(t *testing.T) {
 		t.Fatalf("want the stale plan met once (literal path), then the template prepared again: %+v -> %+v", before, after)
 	}
 }
+
+// TestTemplateMinInt4: -2147483648 is an int4 constant to
+// PostgreSQL; the template bound it as bigint, so the template ran a
+// statement the literal one is not (sqlcheck TestMinInt4IsAnInteger).
+// The template and the literal statement now answer alike: both refuse.
+// Found in review 4.
+func TestTemplateMinInt4(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", "SELECT id, -2147483648 - 1 AS v FROM orders WHERE id = 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != pilot.Refused || res.Code != pilot.RefusedDatabase {
+		t.Errorf("%s %s %v (ran %s %v), want the target's integer out of range, as for the literal statement", res.Outcome, res.Code, res.Rows, res.ExecutedSQL, res.ExecutedArgs)
+	}
+}
+
+// TestGroupingSetPositions: a positional GROUP BY inside ROLLUP,
+// CUBE, GROUPING SETS or an implicit row runs through the Pilot's
+// template with the meaning of the checked text (found in review 1: as a
+// parameter the position became a value, so GROUP BY CUBE (1) over
+// count(*) ran and returned rows where the statement is an error).
+func TestGroupingSetPositions(t *testing.T) {
+	f := newFixture(t)
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		"SELECT count(*) FROM orders GROUP BY CUBE (1)",
+		"SELECT count(*) FROM orders GROUP BY GROUPING SETS ((1), ())",
+		"SELECT count(*) FROM orders GROUP BY (1, 1)",
+		"SELECT customer_id % 3 AS k, count(*) FROM orders GROUP BY ROLLUP (1) ORDER BY 1, 2",
+		"SELECT customer_id % 4 AS k, count(*) FROM orders GROUP BY GROUPING SETS ((1), ()) ORDER BY 1, 2",
+	} {
+		// orders has no read fence in this bound: the literal statement on
+		// the table is what the Pilot must run.
+		var want []string
+		rows, lerr := conn.Query(t.Context(), sql, pgx.QueryExecModeSimpleProtocol)
+		if lerr == nil {
+			for rows.Next() {
+				v, _ := rows.Values()
+				want = append(want, fmt.Sprint(v...))
+			}
+			rows.Close()
+			lerr = rows.Err()
+		}
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lerr != nil {
+			if res.Outcome != pilot.Refused || res.Code != pilot.RefusedDatabase {
+				t.Errorf("%s: the statement is an error (%v), the Pilot answered %s %s with %d rows (%s %v)",
+					sql, lerr, res.Outcome, res.Code, len(res.Rows), res.ExecutedSQL, res.ExecutedArgs)
+			}
+			continue
+		}
+		var got []string
+		for _, r := range res.Rows {
+			var vals []any
+			for _, c := range res.Columns {
+				vals = append(vals, r[c])
+			}
+			got = append(got, fmt.Sprint(vals...))
+		}
+		if res.Outcome != pilot.Executed || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: the Pilot answered %s with\n%s\nthe statement gives\n%s", sql, res.Outcome, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
 // TestValuesInJSON: every value of an executed read marshals (an answer
@@ -116,5 +119,77 @@ func TestDuplicateColumnNamesKept(t *testing.T) {
 	row := res.Rows[0]
 	if len(row) != 4 || fmt.Sprint(row["id"]) != "2" || fmt.Sprint(row["id_2"]) != "1" || fmt.Sprint(row["id_4"]) != "2" {
 		t.Errorf("row %v: want every column's value under its own name", row)
+	}
+}
+
+// TestJSONPastFloat64: the Pilot keeps json and jsonb raw so that
+// no number loses digits, but rows.Values() decodes every column first,
+// and pgx decodes json through encoding/json into float64: a value such
+// as 1e400, valid json and jsonb, fails the whole answer.
+// Found in review 2.
+func TestJSONPastFloat64(t *testing.T) {
+	// Fixed: json and jsonb decode their numbers as json.Number.
+	f := newFixture(t)
+	for _, sql := range []string{
+		`SELECT id, '{"n": 1e400}'::jsonb AS j FROM orders WHERE id = 3`,
+		`SELECT id, '[1e400]'::json AS j FROM orders WHERE id = 3`,
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "unstick-orders.yaml", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+			t.Errorf("%s: %s %s %s", sql, res.Outcome, res.Code, res.Detail)
+		}
+	}
+}
+
+// TestPinnedTextSettings: the settings that decide a value's text
+// (TimeZone, DateStyle, IntervalStyle, bytea_output, extra_float_digits)
+// were the target's or the role's defaults, so a statement converting a
+// time to text answered in another zone and style than the wire front
+// announces (UTC, ISO), and a fence over such text meant one thing on one
+// target and another elsewhere. The Pilot pins them. Found in review 3.
+func TestPinnedTextSettings(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "read-customers", []byte(`sentence: read customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, updated_at]
+    max_rows: 10
+`))
+	conn := f.pilotConn(t)
+	var db string
+	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"TimeZone = 'America/New_York'", "DateStyle = 'SQL, DMY'", "IntervalStyle = 'sql_standard'"} {
+		if _, err := conn.Exec(t.Context(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET `+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Pilot whose connections open after the change.
+	p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sql := "SELECT id, updated_at::text AS t, (updated_at - updated_at + interval '1 day 2 hours')::text AS i FROM customers WHERE id = 1"
+	for range 2 { // the literal path, then the remembered template
+		res, err := p.Execute(t.Context(), f.request(t, "read-customers", sql))
+		if err != nil || res.Outcome != pilot.Executed || len(res.Rows) != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		ts, _ := res.Rows[0]["t"].(string)
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\+00$`).MatchString(ts) {
+			t.Errorf("updated_at::text = %q, want ISO in UTC", ts)
+		}
+		if iv := res.Rows[0]["i"]; iv != "1 day 02:00:00" {
+			t.Errorf("interval::text = %q, want the postgres style", iv)
+		}
 	}
 }

@@ -3,11 +3,12 @@ package sqlcheck_test
 import (
 	"fmt"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
@@ -267,6 +268,35 @@ func TestConstantsAgreeWithTheScanner(t *testing.T) {
 	}
 }
 
+// TestMinInt4IsAnInteger: PostgreSQL reads -2147483648 as the
+// float token 2147483648 negated, and types the constant int4 because it
+// fits (make_const), not int8; the shape called it int8, so the Pilot's
+// template bound $1::bigint and ran "-2147483648 - 1" as -2147483649
+// where the statement it checked fails with integer out of range (a
+// statement other than the one checked; DESIGN.md invariant 4).
+// Found in review 4.
+func TestMinInt4IsAnInteger(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT -2147483648 - 1 FROM orders",
+		"UPDATE orders SET id = - 2147483648 WHERE id = 1",
+	} {
+		s, ok := sqlcheck.ShapeOf(sql, sqlcheck.Limits{})
+		if !ok {
+			t.Fatalf("%s: no shape", sql)
+		}
+		for _, c := range s.Consts {
+			if c.Value == "-2147483648" && c.Kind != sqlcheck.ConstInt4 {
+				t.Errorf("%s: -2147483648 is kind %d, want int4, as PostgreSQL types it", sql, c.Kind)
+			}
+		}
+	}
+	// Past int4, it is int8 as before.
+	s, ok := sqlcheck.ShapeOf("SELECT -2147483649 FROM orders", sqlcheck.Limits{})
+	if !ok || s.Consts[0].Kind != sqlcheck.ConstInt8 {
+		t.Errorf("-2147483649: %+v", s)
+	}
+}
+
 // FuzzShape: whatever the input, a shape's constants are the scanner's
 // tokens, and putting the constants back into the normalized text gives
 // the statement.
@@ -301,4 +331,49 @@ func FuzzShape(f *testing.F) {
 			t.Fatalf("%q: the constants put back do not give the normalized text %q", sql, s.Normalized)
 		}
 	})
+}
+
+// TestGroupingSetPositionsStayInTheText: inside ROLLUP, CUBE,
+// GROUPING SETS and an implicit row of GROUP BY, PostgreSQL reads an
+// integer constant as a position in the select list, exactly as in a plain
+// GROUP BY 1; pg_query's normalize still makes it a parameter, and a
+// parameter there is a value to group by. Such a constant must stay in
+// the template's text (its value part of the key), or the template runs a
+// statement other than the one checked (found in review 1: GROUP BY CUBE (1)
+// over count(*) is an error as text, and ran as a template).
+func TestGroupingSetPositionsStayInTheText(t *testing.T) {
+	c := loadCorpus(t)
+	for _, tc := range []struct {
+		sql           string
+		params, baked int
+	}{
+		{"SELECT count(*) FROM orders GROUP BY CUBE (1)", 0, 1},
+		{"SELECT count(*) FROM orders GROUP BY ROLLUP ((1))", 0, 1},
+		{"SELECT count(*) FROM orders GROUP BY GROUPING SETS ((1), ())", 0, 1},
+		{"SELECT status, count(*) FROM orders WHERE id > 3 GROUP BY ROLLUP (1, (2))", 1, 2},
+		{"SELECT count(*) FROM orders GROUP BY (1, 2)", 0, 2},
+		{"SELECT count(*) FROM orders GROUP BY GROUPING SETS (ROLLUP (1), CUBE (2))", 0, 2},
+		// Elsewhere a row's constants are values, as before.
+		{"SELECT id FROM orders WHERE (id, 1) = (2, 3)", 3, 0},
+		{"SELECT id % 3 FROM orders GROUP BY id % 3", 0, 0},
+	} {
+		s, ok := sqlcheck.ShapeOf(tc.sql, sqlcheck.Limits{})
+		if !ok {
+			if tc.params+tc.baked > 0 {
+				t.Errorf("%q: no shape", tc.sql)
+			}
+			continue
+		}
+		a := sqlcheck.Analyze(tc.sql, c.Checker.Catalog, sqlcheck.Limits{})
+		tpl, err := sqlcheck.NewTemplate(a, s)
+		if err != nil {
+			if tc.params+tc.baked > 0 {
+				t.Errorf("%q: %v", tc.sql, err)
+			}
+			continue
+		}
+		if tpl.NumParams() != tc.params || len(tpl.Baked()) != tc.baked {
+			t.Errorf("%q: %d parameters and %d baked, want %d and %d", tc.sql, tpl.NumParams(), len(tpl.Baked()), tc.params, tc.baked)
+		}
+	}
 }

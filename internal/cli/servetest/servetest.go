@@ -35,13 +35,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/config"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -461,7 +461,7 @@ func (d *Deployment) Approve(ctx context.Context, client *http.Client, addr, id 
 	if err := do(client, req, &prop); err != nil {
 		return nil, err
 	}
-	ap, err := queue.ParseApproval([]byte(prop.Approval))
+	ap, err := acts.ParseApproval([]byte(prop.Approval))
 	if err != nil || ap.RequestID != id {
 		return nil, errors.Join(errors.New("servetest: the proposed approval is not for this request"), err)
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/harbormaster-dev/harbormaster/examples"
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
@@ -36,7 +37,6 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/node"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
@@ -684,10 +684,10 @@ func Receipts(t testing.TB, dsn string) int {
 	return n
 }
 
-// Act signs a canonical act (queue.Canonical) with key in namespace.
+// Act signs a canonical act (acts.Canonical) with key in namespace.
 func Act(t testing.TB, key *signing.PrivateKey, namespace string, act any) (canonical, sig []byte) {
 	t.Helper()
-	c, err := queue.Canonical(act)
+	c, err := acts.Canonical(act)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,12 +711,12 @@ func (s *System) EnableTierB(t testing.TB, d *gateway.Delegation, rule int, surv
 		}
 	}
 	act, sig := Act(t, s.Opts.Keys.Approver, signing.NamespaceReview,
-		queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: d.ID, Rule: rule, Note: "auditable from the evidence"})
+		acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: d.ID, Rule: rule, Note: "auditable from the evidence"})
 	if err := s.Gateway.MarkAuditable(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}
 	act, sig = Act(t, s.Opts.Keys.Grantor, signing.NamespaceEnable,
-		queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: surveyorID, Bundle: bundle, On: true})
+		acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: d.ID, Rule: rule, Surveyor: surveyorID, Bundle: bundle, On: true})
 	if err := s.Gateway.EnableSurveyor(ctx, act, sig); err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot/remote"
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
@@ -220,7 +220,7 @@ func (f *fixture) approved(t *testing.T, sql string, rows int64) pilot.ApprovedR
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: "req_approved",
+	ap := acts.Approval{Version: acts.ApprovalVersion, Kind: acts.KindApproval, RequestID: "req_approved",
 		Target: "shop", StatementSHA256: marque.StatementHash(a.Canonical), PreviewSHA256: pv.Digest, MaxRows: rows,
 		Expires: time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)}
 	act, sig := gatewaytest.Act(t, f.keys.Approver, signing.NamespaceApproval, ap)

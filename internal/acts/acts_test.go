@@ -1,4 +1,4 @@
-package queue_test
+package acts_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harbormaster-dev/harbormaster/internal/queue"
+	"github.com/harbormaster-dev/harbormaster/internal/acts"
 )
 
 var (
@@ -17,18 +17,18 @@ var (
 	hashB = strings.Repeat("0f", 32)
 )
 
-func goodApproval() queue.Approval {
-	return queue.Approval{Version: queue.ApprovalVersion, Kind: queue.KindApproval, RequestID: "req_abcdefghijklmnop", Target: "shop",
+func goodApproval() acts.Approval {
+	return acts.Approval{Version: acts.ApprovalVersion, Kind: acts.KindApproval, RequestID: "req_abcdefghijklmnop", Target: "shop",
 		StatementSHA256: hashA, PreviewSHA256: hashB, MaxRows: 3, Expires: "2030-01-02T03:04:05Z"}
 }
 
-func goodDenial() queue.Denial {
-	return queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: "req_abcdefghijklmnop", Target: "shop",
+func goodDenial() acts.Denial {
+	return acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: "req_abcdefghijklmnop", Target: "shop",
 		StatementSHA256: hashA, Reason: `not <today> & "never" on Fridays`}
 }
 
-func goodRevocation() queue.Revocation {
-	return queue.Revocation{Version: 1, Kind: queue.KindRevocation, DelegationID: "dlg_abcdefghijkl", Target: "shop",
+func goodRevocation() acts.Revocation {
+	return acts.Revocation{Version: 1, Kind: acts.KindRevocation, DelegationID: "dlg_abcdefghijkl", Target: "shop",
 		Reason: "the incident is over", Time: "2030-01-02T03:04:05Z"}
 }
 
@@ -39,19 +39,19 @@ var kinds = []struct {
 	act   any
 	parse func([]byte) (any, error)
 }{
-	{"approval", goodApproval(), func(b []byte) (any, error) { return deref(queue.ParseApproval(b)) }},
-	{"denial", goodDenial(), func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
-	{"revocation", goodRevocation(), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
-	{"auditable", queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Note: "judgeable from the images"},
-		func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
-	{"enable", queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Surveyor: "panel-v1", Bundle: "bundle-2030", On: true},
-		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
-	{"enable off", queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 0, Surveyor: "panel-v1", Bundle: "bundle-2030", On: false},
-		func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
-	{"review", queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_abcdefghijkl", Verdict: "wrong", Note: "a real name change, not a typo"},
-		func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
-	{"reinstate", queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate, DelegationID: "dlg_abcdefghijkl", Note: "reviewed"},
-		func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
+	{"approval", goodApproval(), func(b []byte) (any, error) { return deref(acts.ParseApproval(b)) }},
+	{"denial", goodDenial(), func(b []byte) (any, error) { return deref(acts.ParseDenial(b)) }},
+	{"revocation", goodRevocation(), func(b []byte) (any, error) { return deref(acts.ParseRevocation(b)) }},
+	{"auditable", acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Note: "judgeable from the images"},
+		func(b []byte) (any, error) { return deref(acts.ParseAuditable(b)) }},
+	{"enable", acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 1, Surveyor: "panel-v1", Bundle: "bundle-2030", On: true},
+		func(b []byte) (any, error) { return deref(acts.ParseEnable(b)) }},
+	{"enable off", acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: "dlg_abcdefghijkl", Rule: 0, Surveyor: "panel-v1", Bundle: "bundle-2030", On: false},
+		func(b []byte) (any, error) { return deref(acts.ParseEnable(b)) }},
+	{"review", acts.Review{Version: 1, Kind: acts.KindReview, AuditID: "aud_abcdefghijkl", Verdict: "wrong", Note: "a real name change, not a typo"},
+		func(b []byte) (any, error) { return deref(acts.ParseReview(b)) }},
+	{"reinstate", acts.Reinstate{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindReinstate, DelegationID: "dlg_abcdefghijkl", Note: "reviewed"},
+		func(b []byte) (any, error) { return deref(acts.ParseReinstate(b)) }},
 }
 
 func deref[T any](p *T, err error) (any, error) {
@@ -68,7 +68,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			b, err := queue.Canonical(k.act)
+			b, err := acts.Canonical(k.act)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(got, k.act) {
 				t.Fatalf("round trip changed the act:\n got %+v\nwant %+v", got, k.act)
 			}
-			again, err := queue.Canonical(got)
+			again, err := acts.Canonical(got)
 			if err != nil || !bytes.Equal(again, b) {
 				t.Fatalf("re-rendered %q, want %q (%v)", again, b, err)
 			}
@@ -94,7 +94,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 // HTML escaping, no insignificant whitespace.
 func TestCanonicalIsExact(t *testing.T) {
 	t.Parallel()
-	b, err := queue.Canonical(goodDenial())
+	b, err := acts.Canonical(goodDenial())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestCanonicalIsExact(t *testing.T) {
 // mutate returns the canonical bytes of act with edit applied to the text.
 func mutate(t *testing.T, act any, edit func(string) string) []byte {
 	t.Helper()
-	b, err := queue.Canonical(act)
+	b, err := acts.Canonical(act)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func mutate(t *testing.T, act any, edit func(string) string) []byte {
 
 func canon(t *testing.T, act any) []byte {
 	t.Helper()
-	b, err := queue.Canonical(act)
+	b, err := acts.Canonical(act)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func canon(t *testing.T, act any) []byte {
 func TestNonCanonicalRefused(t *testing.T) {
 	t.Parallel()
 	ap := goodApproval()
-	with := func(f func(*queue.Approval)) []byte {
+	with := func(f func(*acts.Approval)) []byte {
 		a := goodApproval()
 		f(&a)
 		return canon(t, a)
@@ -169,24 +169,24 @@ func TestNonCanonicalRefused(t *testing.T) {
 		{"two acts", append(canon(t, ap), canon(t, ap)...)},
 		{"empty", nil},
 		{"not JSON", []byte("approve req_abcdefghijklmnop\n")},
-		{"wrong kind", with(func(a *queue.Approval) { a.Kind = queue.KindDenial })},
-		{"no kind", with(func(a *queue.Approval) { a.Kind = "" })},
-		{"version 1", with(func(a *queue.Approval) { a.Version = 1 })},
-		{"version 3", with(func(a *queue.Approval) { a.Version = 3 })},
-		{"short statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = hashA[:62] })},
-		{"uppercase statement hash", with(func(a *queue.Approval) { a.StatementSHA256 = strings.ToUpper(hashA) })},
-		{"non-hex preview hash", with(func(a *queue.Approval) { a.PreviewSHA256 = strings.Repeat("zz", 32) })},
-		{"no preview hash", with(func(a *queue.Approval) { a.PreviewSHA256 = "" })},
-		{"bad request id", with(func(a *queue.Approval) { a.RequestID = "req_../../etc" })},
-		{"no target", with(func(a *queue.Approval) { a.Target = "" })},
-		{"negative max_rows", with(func(a *queue.Approval) { a.MaxRows = -1 })},
-		{"bad expires", with(func(a *queue.Approval) { a.Expires = "tomorrow" })},
+		{"wrong kind", with(func(a *acts.Approval) { a.Kind = acts.KindDenial })},
+		{"no kind", with(func(a *acts.Approval) { a.Kind = "" })},
+		{"version 1", with(func(a *acts.Approval) { a.Version = 1 })},
+		{"version 3", with(func(a *acts.Approval) { a.Version = 3 })},
+		{"short statement hash", with(func(a *acts.Approval) { a.StatementSHA256 = hashA[:62] })},
+		{"uppercase statement hash", with(func(a *acts.Approval) { a.StatementSHA256 = strings.ToUpper(hashA) })},
+		{"non-hex preview hash", with(func(a *acts.Approval) { a.PreviewSHA256 = strings.Repeat("zz", 32) })},
+		{"no preview hash", with(func(a *acts.Approval) { a.PreviewSHA256 = "" })},
+		{"bad request id", with(func(a *acts.Approval) { a.RequestID = "req_../../etc" })},
+		{"no target", with(func(a *acts.Approval) { a.Target = "" })},
+		{"negative max_rows", with(func(a *acts.Approval) { a.MaxRows = -1 })},
+		{"bad expires", with(func(a *acts.Approval) { a.Expires = "tomorrow" })},
 		{"over the size cap", mutate(t, ap, func(s string) string {
-			return strings.Replace(s, `"shop"`, `"`+strings.Repeat("s", queue.MaxActBytes)+`"`, 1)
+			return strings.Replace(s, `"shop"`, `"`+strings.Repeat("s", acts.MaxActBytes)+`"`, 1)
 		})},
 	}
 	for _, c := range approvalCases {
-		if got, err := queue.ParseApproval(c.data); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := acts.ParseApproval(c.data); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("approval, %s: ParseApproval = %+v, %v; want ErrInvalid", c.name, got, err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestNonCanonicalRefused(t *testing.T) {
 			if reflect.TypeOf(other.act) == reflect.TypeOf(k.act) {
 				continue
 			}
-			if got, err := other.parse(b); !errors.Is(err, queue.ErrInvalid) {
+			if got, err := other.parse(b); !errors.Is(err, acts.ErrInvalid) {
 				t.Errorf("%s bytes parsed as %s: %+v, %v; want ErrInvalid", k.name, other.name, got, err)
 			}
 		}
@@ -209,12 +209,12 @@ func TestNonCanonicalRefused(t *testing.T) {
 			j := i + strings.Index(s[i:], `"`)
 			return s[:i] + "approvalx" + s[j:]
 		})
-		if got, err := k.parse(wrong); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := k.parse(wrong); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("%s with a wrong kind: %+v, %v; want ErrInvalid", k.name, got, err)
 		}
 		// Whitespace and key order, for every kind.
 		spaced := mutate(t, k.act, func(s string) string { return strings.Replace(s, `,"kind"`, `, "kind"`, 1) })
-		if got, err := k.parse(spaced); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := k.parse(spaced); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("%s with whitespace: %+v, %v; want ErrInvalid", k.name, got, err)
 		}
 		reordered := mutate(t, k.act, func(s string) string {
@@ -222,11 +222,11 @@ func TestNonCanonicalRefused(t *testing.T) {
 			j := strings.Index(s[i+1:], `,`) + i + 1
 			return "{" + s[i+1:j] + "," + s[1:i] + s[j:]
 		})
-		if got, err := k.parse(reordered); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := k.parse(reordered); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("%s with another key order: %+v, %v; want ErrInvalid", k.name, got, err)
 		}
 		unknown := mutate(t, k.act, func(s string) string { return strings.Replace(s, `{`, `{"extra":true,`, 1) })
-		if got, err := k.parse(unknown); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := k.parse(unknown); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("%s with an unknown field: %+v, %v; want ErrInvalid", k.name, got, err)
 		}
 	}
@@ -243,22 +243,22 @@ func TestNonCanonicalRefused(t *testing.T) {
 		data  []byte
 		parse func([]byte) (any, error)
 	}{
-		{"denial with a bad hash", canon(t, d), func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
-		{"denial with a bad request id", canon(t, queue.Denial{Version: 1, Kind: queue.KindDenial, RequestID: "x", Target: "shop", StatementSHA256: hashA}),
-			func(b []byte) (any, error) { return deref(queue.ParseDenial(b)) }},
-		{"revocation with a bad time", canon(t, r), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
-		{"revocation without a delegation", canon(t, r2), func(b []byte) (any, error) { return deref(queue.ParseRevocation(b)) }},
-		{"review with another verdict", canon(t, queue.Review{Version: 1, Kind: queue.KindReview, AuditID: "aud_x", Verdict: "maybe"}),
-			func(b []byte) (any, error) { return deref(queue.ParseReview(b)) }},
-		{"auditable with a negative rule", canon(t, queue.Auditable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindAuditable, DelegationID: "dlg_x", Rule: -1}),
-			func(b []byte) (any, error) { return deref(queue.ParseAuditable(b)) }},
-		{"enable without a bundle", canon(t, queue.Enable{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindEnable, DelegationID: "dlg_x", Surveyor: "s", On: true}),
-			func(b []byte) (any, error) { return deref(queue.ParseEnable(b)) }},
-		{"reinstate without a delegation", canon(t, queue.Reinstate{Time: queue.Stamp(time.Now()), Version: 1, Kind: queue.KindReinstate}),
-			func(b []byte) (any, error) { return deref(queue.ParseReinstate(b)) }},
+		{"denial with a bad hash", canon(t, d), func(b []byte) (any, error) { return deref(acts.ParseDenial(b)) }},
+		{"denial with a bad request id", canon(t, acts.Denial{Version: 1, Kind: acts.KindDenial, RequestID: "x", Target: "shop", StatementSHA256: hashA}),
+			func(b []byte) (any, error) { return deref(acts.ParseDenial(b)) }},
+		{"revocation with a bad time", canon(t, r), func(b []byte) (any, error) { return deref(acts.ParseRevocation(b)) }},
+		{"revocation without a delegation", canon(t, r2), func(b []byte) (any, error) { return deref(acts.ParseRevocation(b)) }},
+		{"review with another verdict", canon(t, acts.Review{Version: 1, Kind: acts.KindReview, AuditID: "aud_x", Verdict: "maybe"}),
+			func(b []byte) (any, error) { return deref(acts.ParseReview(b)) }},
+		{"auditable with a negative rule", canon(t, acts.Auditable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindAuditable, DelegationID: "dlg_x", Rule: -1}),
+			func(b []byte) (any, error) { return deref(acts.ParseAuditable(b)) }},
+		{"enable without a bundle", canon(t, acts.Enable{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindEnable, DelegationID: "dlg_x", Surveyor: "s", On: true}),
+			func(b []byte) (any, error) { return deref(acts.ParseEnable(b)) }},
+		{"reinstate without a delegation", canon(t, acts.Reinstate{Time: acts.Stamp(time.Now()), Version: 1, Kind: acts.KindReinstate}),
+			func(b []byte) (any, error) { return deref(acts.ParseReinstate(b)) }},
 	}
 	for _, c := range others {
-		if got, err := c.parse(c.data); !errors.Is(err, queue.ErrInvalid) {
+		if got, err := c.parse(c.data); !errors.Is(err, acts.ErrInvalid) {
 			t.Errorf("%s: %+v, %v; want ErrInvalid", c.name, got, err)
 		}
 	}
@@ -275,7 +275,7 @@ func kindOf(t *testing.T, b []byte) string {
 
 func TestApprovalExpiresAt(t *testing.T) {
 	t.Parallel()
-	a, err := queue.ParseApproval(canon(t, goodApproval()))
+	a, err := acts.ParseApproval(canon(t, goodApproval()))
 	if err != nil {
 		t.Fatal(err)
 	}

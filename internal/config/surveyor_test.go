@@ -5,13 +5,13 @@ import (
 	"testing"
 )
 
-// TestReview5ProvidersAreDistinctEndpoints: diversity is counted by the
+// TestSurveyorProvidersAreDistinctEndpoints: diversity is counted by the
 // providers' names, and two entries naming the same endpoint and model
 // under two names made one provider look like two: a panel on it was not
 // marked correlated and was sampled at audit.rate instead of
 // audit.correlated_rate ("a weaker panel is not allowed to look like a
-// stronger one"). Such a pair is now refused.
-func TestReview5ProvidersAreDistinctEndpoints(t *testing.T) {
+// stronger one"). Such a pair is now refused. Found in review 5.
+func TestSurveyorProvidersAreDistinctEndpoints(t *testing.T) {
 	c := Config{}.WithDefaults()
 	c.Surveyor.Providers = []Provider{
 		{Name: "openai-a", Kind: "openai", Model: "gpt-4.1-mini"},
@@ -27,12 +27,13 @@ func TestReview5ProvidersAreDistinctEndpoints(t *testing.T) {
 	}
 }
 
-// TestReview5CorrelatedPanelsAreSampledMore: the EDR raises a correlated
+// TestAuditSamplesCorrelatedPanelsMore: the EDR raises a correlated
 // panel's audit sampling above the deployment's rate. A correlated_rate
 // at or below audit.rate (or a rate at or above the default correlated
 // rate, 0.5) was accepted and clamped to audit.rate, so a correlated panel
-// was sampled exactly like a diverse one. It is now refused.
-func TestReview5CorrelatedPanelsAreSampledMore(t *testing.T) {
+// was sampled exactly like a diverse one. It is now refused. Found in
+// review 5.
+func TestAuditSamplesCorrelatedPanelsMore(t *testing.T) {
 	for _, tc := range []struct {
 		rate, corr float64
 		ok         bool

@@ -1,5 +1,6 @@
-// Package queue defines the human acts that close a referred request: a
-// signed approval or a signed denial. Approval is a signature, not a click:
+// Package acts defines the signed human acts: the approval or denial that
+// closes a referred request, the revocation of a delegation, and the Tier B
+// acts (auditable, surveyor-enable, review, reinstate). Approval is a signature, not a click:
 // the approver signs the canonical approval bytes with their SSH key
 // (namespace harbormaster-approval), and the Pilot verifies that signature
 // itself before it runs anything (invariant 1).
@@ -9,7 +10,7 @@
 // that follows from it: the statement may reach no more rows than the
 // preview counted, and runs only if it does what the preview showed. It
 // expires.
-package queue
+package acts
 
 import (
 	"bytes"
@@ -85,7 +86,7 @@ func Canonical(act any) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(act); err != nil {
-		return nil, fmt.Errorf("queue: canonical: %w", err)
+		return nil, fmt.Errorf("acts: canonical: %w", err)
 	}
 	return buf.Bytes(), nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 )
 
-// TestReview4UploadReportWithholdsRowEstimates: POST /v1/delegations needs
+// TestAddDelegationReportWithholdsRowEstimates: POST /v1/delegations needs
 // no token, and a refused upload (an unsigned one) carries its compile
 // report. The report's lint on a select rule without a fence quoted the
 // table's planner estimate ("a select rule without a fence on
@@ -20,7 +20,8 @@ import (
 // of theirs names included (DESIGN.md invariant 10). An upload is now
 // compiled against the catalog without its estimates; the grantor's own
 // harbormaster delegation compile --target keeps the lint.
-func TestReview4UploadReportWithholdsRowEstimates(t *testing.T) {
+// Found in review 4.
+func TestAddDelegationReportWithholdsRowEstimates(t *testing.T) {
 	t.Parallel()
 	f := newEmptyFixture(t, nil)
 	ctx := context.Background()
