@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // MaxWait caps request_status's wait_seconds, as the HTTP API caps its
 // long-poll.
-const MaxWait = httpapi.MaxWait
+const MaxWait = gateway.MaxWait
 
 // Tool names.
 const (
@@ -72,7 +72,7 @@ type describeTablesInput struct {
 
 // delegationsOutput is GET /v1/delegations's body, active delegations only.
 type delegationsOutput struct {
-	Delegations []httpapi.DelegationView `json:"delegations"`
+	Delegations []scope.DelegationView `json:"delegations"`
 }
 
 // backendFunc returns the backend for one tool call: the principal behind
@@ -165,7 +165,7 @@ func (t *tools) myDelegations(ctx context.Context, req *mcp.CallToolRequest, _ n
 	return &mcp.CallToolResult{Content: text(delegationsText(ds))}, &delegationsOutput{Delegations: ds}, nil
 }
 
-func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in describeTablesInput) (*mcp.CallToolResult, *httpapi.TablesView, error) {
+func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in describeTablesInput) (*mcp.CallToolResult, *scope.TablesView, error) {
 	b, err := t.backend(req)
 	if err != nil {
 		return nil, nil, err
@@ -315,7 +315,7 @@ func requestText(v *gateway.RequestView) string {
 }
 
 // delegationsText is my_delegations's answer in words.
-func delegationsText(ds []httpapi.DelegationView) string {
+func delegationsText(ds []scope.DelegationView) string {
 	if len(ds) == 0 {
 		return "You have no delegation in force. Every statement you send with run_sql will be referred to a human approver."
 	}
@@ -341,7 +341,7 @@ func delegationsText(ds []httpapi.DelegationView) string {
 }
 
 // tablesText is describe_tables's answer in words.
-func tablesText(v *httpapi.TablesView) string {
+func tablesText(v *scope.TablesView) string {
 	if len(v.Tables) == 0 {
 		return "No delegation in force covers any table for you. Every statement you send with run_sql will be referred to a human approver."
 	}
@@ -396,7 +396,7 @@ func quoted(cols []string) []string {
 	return out
 }
 
-func refs(rs []httpapi.RuleRef) string {
+func refs(rs []scope.RuleRef) string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = fmt.Sprintf("%s rule %d %s", r.DelegationID, r.Rule, r.Op)
