@@ -280,24 +280,24 @@ func (s *Server) postStatement(w http.ResponseWriter, r *http.Request, principal
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// StatementError maps a Submit error to an HTTP error.
+// statementError answers a Submit error: its class (gateway.Classify) as
+// an HTTP status and error code.
 func (s *Server) statementError(w http.ResponseWriter, r *http.Request, err error) {
-	var sqlErr *gateway.SQLError
-	var flood *gateway.FloodError
-	switch {
-	case errors.As(err, &sqlErr):
+	f := gateway.Classify(err)
+	switch f.Class {
+	case gateway.FailureUnparseable, gateway.FailureOverLimit, gateway.FailureUnapprovable:
 		// By code, not message: a parse error's message quotes the statement.
-		s.log.InfoContext(r.Context(), "statement refused", "request", sqlErr.RequestID, "code", sqlErr.Code, "why", refusedWhy(sqlErr.Code))
-		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-	case errors.As(err, &flood):
+		s.log.InfoContext(r.Context(), "statement refused", "request", f.RequestID, "code", f.Code, "why", refusedWhy(f.Code))
+		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+f.Code, f.Message, f.RequestID)
+	case gateway.FailureFlooded:
 		// Too many referrals: recorded, not queued, nothing ran.
 		w.Header().Set("Retry-After", "60")
-		writeErrorReq(w, http.StatusTooManyRequests, flood.Code, flood.Message, flood.RequestID)
-	case errors.Is(err, gateway.ErrUnknownTarget):
+		writeErrorReq(w, http.StatusTooManyRequests, f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnknownTarget:
 		writeError(w, http.StatusNotFound, "unknown_target", err.Error())
-	case errors.Is(err, gateway.ErrLogUnavailable):
+	case gateway.FailureLogUnavailable:
 		s.log.ErrorContext(r.Context(), "logbook unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the decision could not be recorded, so nothing ran; try again later")
+		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", f.Message)
 	default:
 		s.log.ErrorContext(r.Context(), "statement failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the statement could not be decided or executed; nothing ran unless the request shows otherwise")

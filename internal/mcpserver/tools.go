@@ -181,29 +181,27 @@ func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in
 // result with isError, not a protocol error). subject is what the call
 // named: the target or the request id.
 func (t *tools) toolError(tool, subject string, err error) error {
-	var sqlErr *gateway.SQLError
-	var flood *gateway.FloodError
-	switch {
-	case errors.As(err, &flood):
-		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", flood.Code, flood.Message, flood.RequestID)
-	case errors.As(err, &sqlErr):
-		if sqlErr.Unapprovable() {
-			return fmt.Errorf("the statement cannot run here and no human could approve it, so nothing ran and it was not queued (%s): %s. Request %s records it; send one SELECT, INSERT, UPDATE or DELETE with literal values",
-				sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-		}
+	f := gateway.Classify(err)
+	switch f.Class {
+	case gateway.FailureFlooded:
+		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnapprovable:
+		return fmt.Errorf("the statement cannot run here and no human could approve it, so nothing ran and it was not queued (%s): %s. Request %s records it; send one SELECT, INSERT, UPDATE or DELETE with literal values",
+			f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnparseable, gateway.FailureOverLimit:
 		return fmt.Errorf("the statement cannot be checked, so nothing ran (%s): %s. Request %s records it; fix the SQL and send it again",
-			sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-	case errors.Is(err, gateway.ErrUnknownTarget):
+			f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnknownTarget:
 		return fmt.Errorf("unknown target %q; my_delegations lists the targets you have delegations on", subject)
-	case errors.Is(err, gateway.ErrNotFound):
+	case gateway.FailureNotFound:
 		return fmt.Errorf("no request %q for this agent", subject)
-	case errors.Is(err, gateway.ErrLogUnavailable):
-		return errors.New("the decision could not be recorded, so nothing ran; try again later")
-	case errors.Is(err, ErrUnauthorized), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case gateway.FailureLogUnavailable:
+		return errors.New(f.Message)
+	case gateway.FailureCanceled:
 		return err
 	}
 	var api *apiError
-	if errors.As(err, &api) {
+	if errors.Is(err, ErrUnauthorized) || errors.As(err, &api) {
 		return err
 	}
 	t.log.Error("mcp tool failed", "tool", tool, "err", err)
