@@ -15,7 +15,8 @@ var ErrUnauthorized = errors.New("the server refused the agent token")
 // backend answers the tools for one principal: in process through the
 // gateway, or (stdio) through a running server's HTTP API. Errors are the
 // gateway's (gateway.SQLError, ErrUnknownTarget, ErrNotFound,
-// ErrLogUnavailable) in both cases, so the tools render them alike.
+// ErrLogUnavailable) in both cases, so the tools render them alike, by
+// their class (gateway.Classify).
 type backend interface {
 	Submit(ctx context.Context, target, sql string) (*gateway.Response, error)
 	WaitRequest(ctx context.Context, id string, wait time.Duration) (*gateway.RequestView, error)
