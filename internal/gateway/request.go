@@ -589,6 +589,12 @@ func (g *Gateway) reconcileRunning(ctx context.Context, grace time.Duration) (in
 	return resolved, nil
 }
 
+// MaxWait is the longest an agents' front waits for a request to be
+// decided in one call (GET /v1/requests/{id}?wait=, MCP request_status's
+// wait_seconds, harbormaster_wait's default cap), so every front keeps
+// an agent waiting alike.
+const MaxWait = 60 * time.Second
+
 // WaitRequest returns the request once it is settled (neither waiting for
 // a human nor running: an approved statement is waited for until the Pilot
 // has done with it), or when wait has passed, whichever is first. A

@@ -17,6 +17,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 )
 
@@ -152,7 +153,7 @@ func TestPagination(t *testing.T) {
 	bearer := map[string]string{"Authorization": "Bearer " + gatewaytest.AgentToken}
 	// The whole lists, for comparison.
 	var all struct {
-		Delegations []httpapi.DelegationView `json:"delegations"`
+		Delegations []scope.DelegationView `json:"delegations"`
 	}
 	_, body := f.send(t, "GET", "/v1/delegations", bearer, "")
 	if err := json.Unmarshal(body, &all); err != nil || len(all.Delegations) < 2 {
@@ -186,13 +187,13 @@ func TestPagination(t *testing.T) {
 		t.Fatalf("pages %v, whole list %v", seen, want)
 	}
 
-	var tables httpapi.TablesView
+	var tables scope.TablesView
 	_, body = f.send(t, "GET", "/v1/tables?limit=1", bearer, "")
 	if err := json.Unmarshal(body, &tables); err != nil || len(tables.Tables) != 1 || tables.NextCursor == "" {
 		t.Fatalf("tables page: %s", body)
 	}
 	_, body = f.send(t, "GET", "/v1/tables?limit=1&cursor="+tables.NextCursor, bearer, "")
-	var second httpapi.TablesView
+	var second scope.TablesView
 	if err := json.Unmarshal(body, &second); err != nil || len(second.Tables) != 1 || second.Tables[0].Table == tables.Tables[0].Table {
 		t.Fatalf("second tables page: %s", body)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -279,24 +280,24 @@ func (s *Server) postStatement(w http.ResponseWriter, r *http.Request, principal
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// StatementError maps a Submit error to an HTTP error.
+// statementError answers a Submit error: its class (gateway.Classify) as
+// an HTTP status and error code.
 func (s *Server) statementError(w http.ResponseWriter, r *http.Request, err error) {
-	var sqlErr *gateway.SQLError
-	var flood *gateway.FloodError
-	switch {
-	case errors.As(err, &sqlErr):
+	f := gateway.Classify(err)
+	switch f.Class {
+	case gateway.FailureUnparseable, gateway.FailureOverLimit, gateway.FailureUnapprovable:
 		// By code, not message: a parse error's message quotes the statement.
-		s.log.InfoContext(r.Context(), "statement refused", "request", sqlErr.RequestID, "code", sqlErr.Code, "why", refusedWhy(sqlErr.Code))
-		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-	case errors.As(err, &flood):
+		s.log.InfoContext(r.Context(), "statement refused", "request", f.RequestID, "code", f.Code, "why", refusedWhy(f.Code))
+		writeErrorReq(w, http.StatusUnprocessableEntity, "sql_"+f.Code, f.Message, f.RequestID)
+	case gateway.FailureFlooded:
 		// Too many referrals: recorded, not queued, nothing ran.
 		w.Header().Set("Retry-After", "60")
-		writeErrorReq(w, http.StatusTooManyRequests, flood.Code, flood.Message, flood.RequestID)
-	case errors.Is(err, gateway.ErrUnknownTarget):
+		writeErrorReq(w, http.StatusTooManyRequests, f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnknownTarget:
 		writeError(w, http.StatusNotFound, "unknown_target", err.Error())
-	case errors.Is(err, gateway.ErrLogUnavailable):
+	case gateway.FailureLogUnavailable:
 		s.log.ErrorContext(r.Context(), "logbook unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", "the decision could not be recorded, so nothing ran; try again later")
+		writeError(w, http.StatusServiceUnavailable, "logbook_unavailable", f.Message)
 	default:
 		s.log.ErrorContext(r.Context(), "statement failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the statement could not be decided or executed; nothing ran unless the request shows otherwise")
@@ -317,7 +318,7 @@ func refusedWhy(code string) string {
 }
 
 // MaxWait caps the long-poll of GET /v1/requests/{id}?wait=30s.
-const MaxWait = 60 * time.Second
+const MaxWait = gateway.MaxWait
 
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, principal string) {
 	var wait time.Duration
@@ -342,45 +343,11 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, principal st
 	writeJSON(w, http.StatusOK, v)
 }
 
-// DelegationView is a delegation as the API shows it.
-type DelegationView struct {
-	ID        string             `json:"id"`
-	Sentence  string             `json:"sentence"`
-	Grantee   string             `json:"grantee"`
-	Target    string             `json:"target"`
-	Tier      string             `json:"tier"`
-	Signer    string             `json:"signer"`
-	NotBefore string             `json:"not_before,omitempty"`
-	Expires   string             `json:"expires"`
-	Active    bool               `json:"active"`
-	Revoked   bool               `json:"revoked"`
-	Rules     []bound.RuleReport `json:"rules"`
-	Fallback  string             `json:"fallback_authority,omitempty"`
-}
-
-// ViewDelegation renders a delegation in plain language.
-func ViewDelegation(d *gateway.Delegation, now time.Time) DelegationView {
-	v := DelegationView{ID: d.ID, Sentence: d.Bound.Sentence, Grantee: d.Grantee, Target: d.Target, Tier: d.Bound.Tier(),
-		Signer: d.Signer, NotBefore: d.Bound.NotBefore, Expires: d.Bound.Expires, Active: d.Active(now), Revoked: d.Revoked != nil,
-		Rules: []bound.RuleReport{}}
-	for i, r := range d.Bound.Rules {
-		route := "compiled"
-		if r.Residual != "" {
-			route = "residual"
-		}
-		v.Rules = append(v.Rules, bound.RuleReport{Index: i, Op: string(r.Op), Table: r.Table, Route: route, Summary: bound.Summary(r), Residual: r.Residual})
-	}
-	if v.Tier == "B" {
-		v.Fallback = bound.FallbackAuthority(d.Bound)
-	}
-	return v
-}
-
 // DelegationsPage is GET /v1/delegations: the caller's delegations,
 // oldest first.
 type DelegationsPage struct {
-	Delegations []DelegationView `json:"delegations"`
-	NextCursor  string           `json:"next_cursor,omitempty"`
+	Delegations []scope.DelegationView `json:"delegations"`
+	NextCursor  string                 `json:"next_cursor,omitempty"`
 }
 
 func (s *Server) getDelegations(w http.ResponseWriter, r *http.Request, principal string) {
@@ -391,14 +358,14 @@ func (s *Server) getDelegations(w http.ResponseWriter, r *http.Request, principa
 	now := time.Now()
 	type item struct {
 		key string
-		v   DelegationView
+		v   scope.DelegationView
 	}
 	var all []item
 	for _, d := range s.gw.Delegations(principal) {
-		all = append(all, item{timeKey(d.Created, d.ID), ViewDelegation(d, now)})
+		all = append(all, item{timeKey(d.Created, d.ID), scope.ViewDelegation(d, now)})
 	}
 	items, next := paginate(all, func(i item) string { return i.key }, pg)
-	out := DelegationsPage{Delegations: []DelegationView{}, NextCursor: next}
+	out := DelegationsPage{Delegations: []scope.DelegationView{}, NextCursor: next}
 	for _, i := range items {
 		out.Delegations = append(out.Delegations, i.v)
 	}
@@ -441,14 +408,14 @@ func (s *Server) postDelegation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "the delegation could not be stored")
 		return
 	}
-	writeJSON(w, http.StatusCreated, DelegationAnswer{Delegation: ViewDelegation(d, time.Now()), Report: rep})
+	writeJSON(w, http.StatusCreated, DelegationAnswer{Delegation: scope.ViewDelegation(d, time.Now()), Report: rep})
 }
 
 // DelegationAnswer is what POST /v1/delegations (with the compilation
 // report) and POST /v1/delegations/{id}/revoke (without) answer.
 type DelegationAnswer struct {
-	Delegation DelegationView `json:"delegation"`
-	Report     *bound.Report  `json:"report,omitempty"`
+	Delegation scope.DelegationView `json:"delegation"`
+	Report     *bound.Report        `json:"report,omitempty"`
 }
 
 // DelegationRefusal is the 422 answer to a delegation that was refused:

@@ -19,6 +19,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 )
 
 var shared pgtmptest.Shared
@@ -338,9 +339,9 @@ func TestDelegationsEndToEnd(t *testing.T) {
 	cat := f.sys.Pilot.Catalog()
 
 	type view struct {
-		Delegations []httpapi.DelegationView `json:"delegations"`
+		Delegations []scope.DelegationView `json:"delegations"`
 	}
-	list := func(token string) []httpapi.DelegationView {
+	list := func(token string) []scope.DelegationView {
 		t.Helper()
 		st, body := f.do(t, http.MethodGet, "/v1/delegations", token, nil)
 		if st != http.StatusOK {
@@ -443,7 +444,7 @@ func TestDelegationsEndToEnd(t *testing.T) {
 		t.Fatalf("valid delegation: %d %s", st, body)
 	}
 	var created struct {
-		Delegation httpapi.DelegationView `json:"delegation"`
+		Delegation scope.DelegationView `json:"delegation"`
 	}
 	if err := json.Unmarshal(body, &created); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -270,7 +271,7 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 		s.actError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DelegationAnswer{Delegation: ViewDelegation(d, time.Now())})
+	writeJSON(w, http.StatusOK, DelegationAnswer{Delegation: scope.ViewDelegation(d, time.Now())})
 }
 
 func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
@@ -33,13 +34,13 @@ var components = map[string]reflect.Type{
 	"StatementResponse": reflect.TypeFor[gateway.Response](),
 	"RequestView":       reflect.TypeFor[gateway.RequestView](),
 	"DelegationsPage":   reflect.TypeFor[DelegationsPage](),
-	"DelegationView":    reflect.TypeFor[DelegationView](),
+	"DelegationView":    reflect.TypeFor[scope.DelegationView](),
 	"RuleReport":        reflect.TypeFor[bound.RuleReport](),
-	"TablesView":        reflect.TypeFor[TablesView](),
-	"TableView":         reflect.TypeFor[TableView](),
-	"ColumnView":        reflect.TypeFor[ColumnView](),
-	"RuleRef":           reflect.TypeFor[RuleRef](),
-	"ScopeRule":         reflect.TypeFor[ScopeRule](),
+	"TablesView":        reflect.TypeFor[scope.TablesView](),
+	"TableView":         reflect.TypeFor[scope.TableView](),
+	"ColumnView":        reflect.TypeFor[scope.ColumnView](),
+	"RuleRef":           reflect.TypeFor[scope.RuleRef](),
+	"ScopeRule":         reflect.TypeFor[scope.ScopeRule](),
 	"DelegationUpload":  reflect.TypeFor[delegationBody](),
 	"DelegationAnswer":  reflect.TypeFor[DelegationAnswer](),
 	"DelegationRefusal": reflect.TypeFor[DelegationRefusal](),

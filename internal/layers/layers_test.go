@@ -43,6 +43,11 @@ var rules = []rule{
 		"what the binary is built from is read, not served"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
 	{"internal/mcpserver", []string{"internal/cli"}, "a front knows no wiring"},
+	{"internal/mcpserver", []string{"internal/httpapi", "internal/pgwire", "internal/console"},
+		"a front knows no other front: the views both agents' fronts render are internal/scope's, and the stdio server reaches the API over HTTP"},
+	{"internal/scope", []string{"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/console", "internal/cli", "internal/node",
+		"internal/backtest", "internal/leadsman"},
+		"what an agent is shown of its scope is drawn from the gateway's delegations and the bounds' catalogs, for every front alike"},
 	{"internal/pgwire", []string{"internal/cli", "internal/node", "internal/httpapi", "internal/mcpserver",
 		"internal/backtest", "internal/leadsman", "internal/console"},
 		"an agents' front knows no wiring, no other front, nothing of the grantors' backtest or the Leadsman's notes"},
@@ -75,6 +80,15 @@ var allowOnly = map[string][]string{
 	// What marks look-alikes in agent text for the fronts and the webhook
 	// is pure.
 	"internal/lookalike": {},
+}
+
+// importOnly lists packages that may import nothing of the module
+// directly beyond the listed ones (what they depend on through those is
+// the rules' business).
+var importOnly = map[string][]string{
+	// The agents' scope is built from the gateway's delegations, the
+	// bounds and the catalogs: nothing else.
+	"internal/scope": {"internal/gateway", "internal/bound", "internal/sqlcheck"},
 }
 
 func under(pkg, prefix string) bool {
@@ -145,6 +159,33 @@ func TestLayers(t *testing.T) {
 			!strings.HasSuffix(pkg, "test") && slices.Contains(deps, "internal/node") {
 			t.Errorf("%s depends on internal/node: only the commands start nodes", pkg)
 		}
+	}
+}
+
+// TestDirectImports fails when a package of importOnly imports a package
+// of the module it does not list.
+func TestDirectImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/harbormaster-dev/harbormaster/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], mod)
+		allowed, ok := importOnly[pkg]
+		if !ok {
+			continue
+		}
+		seen++
+		for _, imp := range f[1:] {
+			if d, ours := strings.CutPrefix(imp, mod); ours && !slices.Contains(allowed, d) {
+				t.Errorf("%s imports %s; it may import %v only", pkg, d, allowed)
+			}
+		}
+	}
+	if seen != len(importOnly) {
+		t.Fatalf("go list listed %d of the %d packages of importOnly", seen, len(importOnly))
 	}
 }
 

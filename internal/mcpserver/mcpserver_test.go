@@ -28,6 +28,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -423,12 +424,12 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 	})
 	t.Run("my_delegations", func(t *testing.T) {
 		r := call[struct {
-			Delegations []httpapi.DelegationView `json:"delegations"`
+			Delegations []scope.DelegationView `json:"delegations"`
 		}](t, cs, mcpserver.ToolMyDelegations, nil)
 		if r.isError || len(r.structured.Delegations) != 2 {
 			t.Fatalf("got %+v: %s", r.structured, r.text)
 		}
-		tiers := map[string]httpapi.DelegationView{}
+		tiers := map[string]scope.DelegationView{}
 		for _, d := range r.structured.Delegations {
 			tiers[d.Tier] = d
 			if !d.Active || d.Grantee != agent || len(d.Rules) != 2 {
@@ -442,16 +443,16 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 			"change status, updated_at of at most 20 rows per statement of public.orders", tiers["A"].Expires, "If a conformance judgment is wrong")
 	})
 	t.Run("describe_tables", func(t *testing.T) {
-		r := call[httpapi.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "shop"})
+		r := call[scope.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "shop"})
 		if r.isError || len(r.structured.Tables) != 2 {
 			t.Fatalf("got %+v: %s", r.structured, r.text)
 		}
-		tables := map[string]httpapi.TableView{}
+		tables := map[string]scope.TableView{}
 		for _, tv := range r.structured.Tables {
 			tables[tv.Table] = tv
 		}
 		orders, customers := tables["public.orders"], tables["public.customers"]
-		cols := map[string]httpapi.ColumnView{}
+		cols := map[string]scope.ColumnView{}
 		for _, c := range orders.Columns {
 			cols[c.Name] = c
 		}
@@ -475,7 +476,7 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 		if w := cols["status"].WriteBy; len(w) == 1 && (w[0].Op != "update" || w[0].Rule != 1 || w[0].Route != "compiled") {
 			t.Errorf("status write_by %+v", w)
 		}
-		var update httpapi.ScopeRule
+		var update scope.ScopeRule
 		for _, rule := range orders.Rules {
 			if rule.Op == "update" {
 				update = rule
@@ -494,10 +495,10 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 		}
 		wantContains(t, "text", r.text, "table public.orders", "max_rows: 20", "fence: ", "residual")
 
-		if r := call[httpapi.TablesView](t, cs, mcpserver.ToolDescribeTables, nil); r.isError || len(r.structured.Tables) != 2 {
+		if r := call[scope.TablesView](t, cs, mcpserver.ToolDescribeTables, nil); r.isError || len(r.structured.Tables) != 2 {
 			t.Errorf("all targets: %+v %s", r.structured, r.text)
 		}
-		if r := call[httpapi.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "nope"}); !r.isError {
+		if r := call[scope.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "nope"}); !r.isError {
 			t.Errorf("unknown target: not an error: %s", r.text)
 		}
 	})
@@ -533,13 +534,13 @@ func TestPrincipals(t *testing.T) {
 	}
 	wantContains(t, "reasons", strings.Join(s.structured.Reasons, " "), other)
 	d := call[struct {
-		Delegations []httpapi.DelegationView `json:"delegations"`
+		Delegations []scope.DelegationView `json:"delegations"`
 	}](t, stranger, mcpserver.ToolMyDelegations, nil)
 	if len(d.structured.Delegations) != 0 {
 		t.Errorf("agent:other sees delegations %+v", d.structured.Delegations)
 	}
 	wantContains(t, "text", d.text, "no delegation in force")
-	if tb := call[httpapi.TablesView](t, stranger, mcpserver.ToolDescribeTables, nil); len(tb.structured.Tables) != 0 {
+	if tb := call[scope.TablesView](t, stranger, mcpserver.ToolDescribeTables, nil); len(tb.structured.Tables) != 0 {
 		t.Errorf("agent:other sees tables %+v", tb.structured.Tables)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 )
 
 // ClientConfig configures the stdio server, which forwards every tool call
@@ -149,7 +149,7 @@ func (b *apiBackend) doKey(ctx context.Context, method, path, key string, body, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if key != "" {
-		req.Header.Set(httpapi.IdempotencyKeyHeader, key)
+		req.Header.Set(idempotencyKeyHeader, key)
 	}
 	resp, err := b.cfg.HTTPClient.Do(req)
 	if err != nil {
@@ -279,12 +279,28 @@ func (b *apiBackend) WaitRequest(ctx context.Context, id string, wait time.Durat
 // maxPages bounds how many pages of a list the stdio server follows.
 const maxPages = 100
 
-func (b *apiBackend) Delegations(ctx context.Context) ([]httpapi.DelegationView, error) {
-	out := []httpapi.DelegationView{}
+// The HTTP API's conventions the stdio server relies on, as its client:
+// the largest page it answers (httpapi.MaxPageLimit) and the header that
+// makes a POST safe to retry (httpapi.IdempotencyKeyHeader). They are
+// written out rather than imported, so that this front links nothing of
+// the other; TestClientConventions holds them to the API's.
+const (
+	pageLimit            = 500
+	idempotencyKeyHeader = "Idempotency-Key"
+)
+
+// delegationsPage is one page of GET /v1/delegations (httpapi.DelegationsPage).
+type delegationsPage struct {
+	Delegations []scope.DelegationView `json:"delegations"`
+	NextCursor  string                 `json:"next_cursor,omitempty"`
+}
+
+func (b *apiBackend) Delegations(ctx context.Context) ([]scope.DelegationView, error) {
+	out := []scope.DelegationView{}
 	cursor := ""
 	for range maxPages {
-		var body httpapi.DelegationsPage
-		path := "/v1/delegations?limit=" + strconv.Itoa(httpapi.MaxPageLimit)
+		var body delegationsPage
+		path := "/v1/delegations?limit=" + strconv.Itoa(pageLimit)
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -303,18 +319,18 @@ func (b *apiBackend) Delegations(ctx context.Context) ([]httpapi.DelegationView,
 	return out, nil
 }
 
-func (b *apiBackend) Tables(ctx context.Context, target string) (*httpapi.TablesView, error) {
-	out := &httpapi.TablesView{Tables: []httpapi.TableView{}}
+func (b *apiBackend) Tables(ctx context.Context, target string) (*scope.TablesView, error) {
+	out := &scope.TablesView{Tables: []scope.TableView{}}
 	cursor := ""
 	for range maxPages {
-		q := url.Values{"limit": {strconv.Itoa(httpapi.MaxPageLimit)}}
+		q := url.Values{"limit": {strconv.Itoa(pageLimit)}}
 		if target != "" {
 			q.Set("target", target)
 		}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var v httpapi.TablesView
+		var v scope.TablesView
 		if err := b.do(ctx, http.MethodGet, "/v1/tables?"+q.Encode(), nil, &v); err != nil {
 			return nil, err
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 )
 
 // stdio runs ServeStdio against the fixture's HTTP API over in-memory
@@ -156,7 +156,7 @@ func TestCommand(t *testing.T) {
 	if s.isError || s.structured.Status != gateway.StatusWaiting {
 		t.Errorf("request_status: %+v %s", s.structured, s.text)
 	}
-	if tb := call[httpapi.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "shop"}); len(tb.structured.Tables) != 2 {
+	if tb := call[scope.TablesView](t, cs, mcpserver.ToolDescribeTables, map[string]any{"target": "shop"}); len(tb.structured.Tables) != 2 {
 		t.Errorf("describe_tables: %+v %s", tb.structured, tb.text)
 	}
 	if err := cs.Close(); err != nil {

@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
-	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/scope"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // MaxWait caps request_status's wait_seconds, as the HTTP API caps its
 // long-poll.
-const MaxWait = httpapi.MaxWait
+const MaxWait = gateway.MaxWait
 
 // Tool names.
 const (
@@ -72,7 +72,7 @@ type describeTablesInput struct {
 
 // delegationsOutput is GET /v1/delegations's body, active delegations only.
 type delegationsOutput struct {
-	Delegations []httpapi.DelegationView `json:"delegations"`
+	Delegations []scope.DelegationView `json:"delegations"`
 }
 
 // backendFunc returns the backend for one tool call: the principal behind
@@ -165,7 +165,7 @@ func (t *tools) myDelegations(ctx context.Context, req *mcp.CallToolRequest, _ n
 	return &mcp.CallToolResult{Content: text(delegationsText(ds))}, &delegationsOutput{Delegations: ds}, nil
 }
 
-func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in describeTablesInput) (*mcp.CallToolResult, *httpapi.TablesView, error) {
+func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in describeTablesInput) (*mcp.CallToolResult, *scope.TablesView, error) {
 	b, err := t.backend(req)
 	if err != nil {
 		return nil, nil, err
@@ -181,29 +181,27 @@ func (t *tools) describeTables(ctx context.Context, req *mcp.CallToolRequest, in
 // result with isError, not a protocol error). subject is what the call
 // named: the target or the request id.
 func (t *tools) toolError(tool, subject string, err error) error {
-	var sqlErr *gateway.SQLError
-	var flood *gateway.FloodError
-	switch {
-	case errors.As(err, &flood):
-		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", flood.Code, flood.Message, flood.RequestID)
-	case errors.As(err, &sqlErr):
-		if sqlErr.Unapprovable() {
-			return fmt.Errorf("the statement cannot run here and no human could approve it, so nothing ran and it was not queued (%s): %s. Request %s records it; send one SELECT, INSERT, UPDATE or DELETE with literal values",
-				sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-		}
+	f := gateway.Classify(err)
+	switch f.Class {
+	case gateway.FailureFlooded:
+		return fmt.Errorf("refused, not queued, nothing ran (%s): %s. Request %s records it", f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnapprovable:
+		return fmt.Errorf("the statement cannot run here and no human could approve it, so nothing ran and it was not queued (%s): %s. Request %s records it; send one SELECT, INSERT, UPDATE or DELETE with literal values",
+			f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnparseable, gateway.FailureOverLimit:
 		return fmt.Errorf("the statement cannot be checked, so nothing ran (%s): %s. Request %s records it; fix the SQL and send it again",
-			sqlErr.Code, sqlErr.Message, sqlErr.RequestID)
-	case errors.Is(err, gateway.ErrUnknownTarget):
+			f.Code, f.Message, f.RequestID)
+	case gateway.FailureUnknownTarget:
 		return fmt.Errorf("unknown target %q; my_delegations lists the targets you have delegations on", subject)
-	case errors.Is(err, gateway.ErrNotFound):
+	case gateway.FailureNotFound:
 		return fmt.Errorf("no request %q for this agent", subject)
-	case errors.Is(err, gateway.ErrLogUnavailable):
-		return errors.New("the decision could not be recorded, so nothing ran; try again later")
-	case errors.Is(err, ErrUnauthorized), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case gateway.FailureLogUnavailable:
+		return errors.New(f.Message)
+	case gateway.FailureCanceled:
 		return err
 	}
 	var api *apiError
-	if errors.As(err, &api) {
+	if errors.Is(err, ErrUnauthorized) || errors.As(err, &api) {
 		return err
 	}
 	t.log.Error("mcp tool failed", "tool", tool, "err", err)
@@ -315,7 +313,7 @@ func requestText(v *gateway.RequestView) string {
 }
 
 // delegationsText is my_delegations's answer in words.
-func delegationsText(ds []httpapi.DelegationView) string {
+func delegationsText(ds []scope.DelegationView) string {
 	if len(ds) == 0 {
 		return "You have no delegation in force. Every statement you send with run_sql will be referred to a human approver."
 	}
@@ -341,7 +339,7 @@ func delegationsText(ds []httpapi.DelegationView) string {
 }
 
 // tablesText is describe_tables's answer in words.
-func tablesText(v *httpapi.TablesView) string {
+func tablesText(v *scope.TablesView) string {
 	if len(v.Tables) == 0 {
 		return "No delegation in force covers any table for you. Every statement you send with run_sql will be referred to a human approver."
 	}
@@ -396,7 +394,7 @@ func quoted(cols []string) []string {
 	return out
 }
 
-func refs(rs []httpapi.RuleRef) string {
+func refs(rs []scope.RuleRef) string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = fmt.Sprintf("%s rule %d %s", r.DelegationID, r.Rule, r.Op)

@@ -127,7 +127,7 @@ func (c Config) WithDefaults() Config {
 		c.TransactionMax = 10 * time.Minute
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = 60 * time.Second
+		c.MaxWait = gateway.MaxWait
 	}
 	if c.DefaultWait <= 0 {
 		c.DefaultWait = 30 * time.Second

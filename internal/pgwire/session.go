@@ -651,33 +651,39 @@ func referral(resp *gateway.Response) *wireError {
 		Hint:    "wait for the decision with SELECT harbormaster_wait('" + resp.RequestID + "'), or GET /v1/requests/" + resp.RequestID + "?wait=30s"}
 }
 
+// submitError answers a statement's error: its class (gateway.Classify)
+// as a SQLSTATE. canceled: a cancel request ended the call.
 func (c *session) submitError(err error, canceled bool) *wireError {
-	if werr := txnError(err); werr != nil {
-		return werr
-	}
-	var sqlErr *gateway.SQLError
-	var flood *gateway.FloodError
-	switch {
-	case errors.As(err, &sqlErr):
+	f := gateway.Classify(err)
+	switch f.Class {
+	case gateway.FailureTooManyTransactions:
+		return &wireError{Code: stateTooManyTxns, Message: "too many transactions are open on this target at once: this statement did not run",
+			Hint: "try again, or send it outside a transaction"}
+	case gateway.FailureNoTransactions:
+		return &wireError{Code: stateFeature, Message: "transactions are not supported on this target: its Pilot runs in another process, and each statement runs in a transaction of its own",
+			Hint: "send each statement on its own, without BEGIN"}
+	case gateway.FailureUnparseable, gateway.FailureOverLimit, gateway.FailureUnapprovable:
 		code := stateSyntax
-		switch {
-		case sqlErr.Unapprovable():
+		switch f.Class {
+		case gateway.FailureUnapprovable:
 			// Several statements, DDL, a locking clause...: no human
 			// could approve it, so it was recorded and not queued.
 			code = stateFeature
-		case strings.Contains(sqlErr.Code, "too_large") || strings.Contains(sqlErr.Code, "too_deep"):
+		case gateway.FailureOverLimit:
 			code = stateProgramLimit
 		}
-		return &wireError{Code: code, Message: sqlErr.Message, Where: sqlErr.RequestID, Detail: "request " + sqlErr.RequestID + ": " + sqlErr.Code}
-	case errors.As(err, &flood):
-		return &wireError{Code: StateRefused, Message: flood.Message, Where: flood.RequestID,
-			Detail: "request " + flood.RequestID + ": recorded, not queued; nothing ran", Hint: "wait before sending statements that need a human"}
-	case errors.Is(err, gateway.ErrLogUnavailable):
+		return &wireError{Code: code, Message: f.Message, Where: f.RequestID, Detail: "request " + f.RequestID + ": " + f.Code}
+	case gateway.FailureFlooded:
+		return &wireError{Code: StateRefused, Message: f.Message, Where: f.RequestID,
+			Detail: "request " + f.RequestID + ": recorded, not queued; nothing ran", Hint: "wait before sending statements that need a human"}
+	case gateway.FailureLogUnavailable:
 		c.srv.cfg.Logger.Error("pgwire: logbook unavailable", "err", err)
-		return errorf(StateNotRecorded, "the decision could not be recorded, so nothing ran; try again later")
+		return errorf(StateNotRecorded, f.Message)
+	}
+	switch {
 	case canceled:
 		return errorf(stateCanceled, "canceling statement due to user request")
-	case errors.Is(err, gateway.ErrUnknownTarget):
+	case f.Class == gateway.FailureUnknownTarget:
 		return errorf(stateNoDatabase, "the target is no longer configured")
 	}
 	c.srv.cfg.Logger.Error("pgwire: statement failed", "principal", c.principal, "target", c.target, "err", err)

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
@@ -361,19 +360,6 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
-}
-
-// txnError maps the errors of opening a transaction's target side.
-func txnError(err error) *wireError {
-	switch {
-	case errors.Is(err, gateway.ErrTooManyTransactions):
-		return &wireError{Code: stateTooManyTxns, Message: "too many transactions are open on this target at once: this statement did not run",
-			Hint: "try again, or send it outside a transaction"}
-	case errors.Is(err, gateway.ErrNoTransactions):
-		return &wireError{Code: stateFeature, Message: "transactions are not supported on this target: its Pilot runs in another process, and each statement runs in a transaction of its own",
-			Hint: "send each statement on its own, without BEGIN"}
-	}
-	return nil
 }
 
 // set is SET and RESET: SET TRANSACTION here, SET LOCAL remembered so the
