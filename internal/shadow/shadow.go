@@ -409,7 +409,8 @@ func (m *Manager) Servers() int {
 	return len(m.dbs)
 }
 
-// Close stops every shadow server and waits for them.
+// Close stops every shadow server, waits for them, and removes the
+// template.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
