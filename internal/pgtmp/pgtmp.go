@@ -74,6 +74,11 @@ type Config struct {
 	// names the socket. Start fails when the socket path would be too
 	// long. Defaults to false (TCP on 127.0.0.1 and the socket).
 	SocketOnly bool
+
+	// Template, when set, is copied in place of running initdb; it must
+	// have been made (NewTemplate) with the same binaries and for the
+	// same server user. Defaults to nil: initdb.
+	Template *Template
 }
 
 // fastSettings are applied when Config.Fast is true.
@@ -223,7 +228,11 @@ func start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.Logger.Debug("pgtmp: running server as unprivileged user", "user", acct.name, "uid", acct.uid)
 	}
 
-	if err := initdb(ctx, cfg.Logger, binDir, root, dataDir, cred); err != nil {
+	if cfg.Template != nil {
+		if err := cfg.Template.copyTo(binDir, dataDir, acct); err != nil {
+			return nil, err
+		}
+	} else if err := initdb(ctx, cfg.Logger, binDir, root, dataDir, cred); err != nil {
 		return nil, err
 	}
 

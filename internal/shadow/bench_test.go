@@ -1,15 +1,44 @@
 package shadow_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/shadow"
 )
 
-// BenchmarkStart measures a shadow server's start: initdb, postgres, the
-// database and its tables, to the first answer.
+// BenchmarkStart measures a shadow server's start on a Manager whose
+// template exists (every start but its first): the template's copy,
+// postgres, the database and its tables, to the first answer.
 func BenchmarkStart(b *testing.B) {
+	m, err := shadow.New(shadow.Config{StartTimeout: 3 * time.Minute, MaxServers: b.N + 1})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer m.Close()
+	spec := benchSpec()
+	const sql = "SELECT 1 FROM pg_catalog.pg_class LIMIT 1"
+	if _, err := m.Query(b.Context(), spec, sql); err != nil { // the template
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		s := *spec
+		s.Role = fmt.Sprintf("agent:bench%d", i) // another Spec: another server
+		if _, err := m.Query(b.Context(), &s, sql); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if got := m.Servers(); got != b.N+1 {
+		b.Fatalf("%d servers, want %d", got, b.N+1)
+	}
+}
+
+// BenchmarkStartCold measures a Manager's first start: initdb and the
+// template, then as BenchmarkStart.
+func BenchmarkStartCold(b *testing.B) {
 	spec := benchSpec()
 	for b.Loop() {
 		m, err := shadow.New(shadow.Config{StartTimeout: 3 * time.Minute})

@@ -18,12 +18,15 @@ const firstNormalOID = 16384
 
 func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
 
-// fill makes spec's database on srv: the target's name, the bound's
-// schemas, tables, listed columns and keys, the role with the bound's
-// privileges on them, and no other database. No row is ever written.
+// fill makes spec's database on srv, a copy of the Manager's template
+// (prepareTemplate): the postgres database renamed to the target's name,
+// the bound's schemas, tables, listed columns and keys, the role with the
+// bound's privileges on them, and no other database (template1 dropped).
+// No row is ever written.
 func fill(ctx context.Context, srv *pgtmp.Server, spec *Spec, timeout time.Duration) error {
 	if spec.Target != "postgres" {
-		if _, err := srv.CreateDatabase(ctx, spec.Target); err != nil {
+		// A database cannot be renamed from a session in it.
+		if err := execIn(ctx, srv, "template1", "ALTER DATABASE postgres RENAME TO "+ident(spec.Target)); err != nil {
 			return err
 		}
 	}
@@ -54,10 +57,7 @@ func fill(ctx context.Context, srv *pgtmp.Server, spec *Spec, timeout time.Durat
 	}
 	w("ALTER ROLE %s SET default_transaction_read_only = on", role)
 	w("ALTER ROLE %s SET statement_timeout = %d", role, max(timeout.Milliseconds(), 1))
-	w("REVOKE ALL ON DATABASE %s FROM PUBLIC", db)
 	w("GRANT CONNECT ON DATABASE %s TO %s", db, role)
-	w("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
-	w("%s", revokeBlocked())
 	schemas := map[string]bool{"public": true}
 	for _, t := range spec.Tables {
 		if !schemas[t.Schema] {
@@ -112,18 +112,24 @@ func fill(ctx context.Context, srv *pgtmp.Server, spec *Spec, timeout time.Durat
 		return fmt.Errorf("fill: %w", err)
 	}
 	// The agent sees its target's database alone in pg_database.
-	var drops strings.Builder
-	if spec.Target != "postgres" {
-		drops.WriteString("DROP DATABASE postgres;\n")
-	}
-	for _, tmpl := range []string{"template1", "template0"} {
-		fmt.Fprintf(&drops, "ALTER DATABASE %s IS_TEMPLATE false;\nDROP DATABASE %s;\n", tmpl, tmpl)
-	}
-	for stmt := range strings.SplitSeq(strings.TrimSpace(drops.String()), "\n") {
+	for _, stmt := range []string{"ALTER DATABASE template1 IS_TEMPLATE false", "DROP DATABASE template1"} {
 		// DROP DATABASE runs alone, outside a transaction block.
 		if _, err := conn.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("fill: %s: %w", stmt, err)
 		}
+	}
+	return nil
+}
+
+// execIn runs stmt as the superuser in database.
+func execIn(ctx context.Context, srv *pgtmp.Server, database, stmt string) error {
+	conn, err := pgx.Connect(ctx, srv.DSN(database))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("fill: %s: %w", stmt, err)
 	}
 	return nil
 }

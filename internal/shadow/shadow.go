@@ -117,7 +117,12 @@ type Manager struct {
 	mu     sync.Mutex
 	dbs    map[string]*db // by Spec.Key
 	closed bool
-	wg     sync.WaitGroup // servers being stopped
+	wg     sync.WaitGroup // servers being started or stopped
+
+	// tmpl is the cluster every server copies (template.go), made on
+	// first use; tmplMu serializes making it.
+	tmplMu sync.Mutex
+	tmpl   *pgtmp.Template
 }
 
 type db struct {
@@ -404,7 +409,8 @@ func (m *Manager) Servers() int {
 	return len(m.dbs)
 }
 
-// Close stops every shadow server and waits for them.
+// Close stops every shadow server, waits for them, and removes the
+// template.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
@@ -416,6 +422,13 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	m.tmplMu.Lock()
+	defer m.tmplMu.Unlock()
+	if m.tmpl != nil {
+		err := m.tmpl.Remove()
+		m.tmpl = nil
+		return err
+	}
 	return nil
 }
 
@@ -424,8 +437,13 @@ func (m *Manager) start(ctx context.Context, spec *Spec) (*pgtmp.Server, *pgxpoo
 	if err := checkNames(spec); err != nil {
 		return nil, nil, err
 	}
-	srv, err := pgtmp.Start(ctx, pgtmp.Config{BinDir: m.cfg.BinDir, Dir: m.cfg.Dir, Fast: true, SocketOnly: true,
-		Settings: serverSettings, StartTimeout: m.cfg.StartTimeout, Logger: m.cfg.Logger})
+	tmpl, err := m.template(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := m.serverConfig()
+	cfg.Template = tmpl
+	srv, err := pgtmp.Start(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -443,6 +461,13 @@ func (m *Manager) start(ctx context.Context, spec *Spec) (*pgtmp.Server, *pgxpoo
 		return srv, nil, err
 	}
 	return srv, pool, nil
+}
+
+// serverConfig is the configuration of the template's server and of
+// every shadow server.
+func (m *Manager) serverConfig() pgtmp.Config {
+	return pgtmp.Config{BinDir: m.cfg.BinDir, Dir: m.cfg.Dir, Fast: true, SocketOnly: true,
+		Settings: serverSettings, StartTimeout: m.cfg.StartTimeout, Logger: m.cfg.Logger}
 }
 
 // checkNames refuses a Spec whose target or role PostgreSQL reserves.

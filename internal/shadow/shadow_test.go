@@ -278,3 +278,47 @@ func TestFollowsBound(t *testing.T) {
 		t.Fatalf("servers: %d", m.Servers())
 	}
 }
+
+// TestNoBoundInTemplate: the servers of one Manager start from one
+// template, and a bound served before leaves nothing in a later server:
+// its answers are byte-identical to those of a Manager that served
+// nothing before.
+func TestNoBoundInTemplate(t *testing.T) {
+	t.Parallel()
+	first := target(t, targetDDL)
+	later := *first
+	later.Target, later.Role = "depot", "agent:other"
+	later.Tables = first.Tables[1:] // public.orders only
+	used, fresh := newManager(t), newManager(t)
+	if got := rows(t, used, first, "SELECT count(*) FROM information_schema.tables WHERE table_schema IN ('ops', 'public')"); got != "2|\n" {
+		t.Fatalf("first bound: %q", got)
+	}
+	queries := append([]string{
+		"SELECT current_database(), current_user",
+		"SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_catalog.pg_roles",
+		"SELECT string_agg(datname, ',') FROM pg_catalog.pg_database",
+		"SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = 'ops'",
+		"SELECT d.datname, pg_catalog.shobj_description(d.oid, 'pg_database') FROM pg_catalog.pg_database d",
+	}, catalogQueries...)
+	for _, sql := range queries {
+		gu, gf := query(t, used, &later, sql), query(t, fresh, &later, sql)
+		if gu != gf {
+			t.Errorf("%s:\n%s\n--- a fresh Manager:\n%s", sql, gu, gf)
+		}
+	}
+	for sql, want := range map[string]string{
+		"SELECT current_database(), current_user":                               "depot|agent:other|\n",
+		"SELECT string_agg(datname, ',') FROM pg_catalog.pg_database":           "depot|\n",
+		"SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = 'agent:demo'": "0|\n",
+		"SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = 'ops'":    "0|\n",
+		// Not initdb's comment on the postgres database it was renamed from.
+		"SELECT pg_catalog.shobj_description(d.oid, 'pg_database') IS NULL FROM pg_catalog.pg_database d": "t|\n",
+	} {
+		if got := rows(t, used, &later, sql); got != want {
+			t.Errorf("%s: got %q, want %q", sql, got, want)
+		}
+	}
+	if used.Servers() != 2 {
+		t.Fatalf("servers: %d", used.Servers())
+	}
+}
