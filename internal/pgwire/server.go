@@ -68,8 +68,9 @@ type Config struct {
 	// TransactionIdle ends a session that waits this long inside a
 	// transaction (rolling it back), as idle_in_transaction_session_timeout
 	// does; a session may only tighten it. Defaults to 60s; negative: no
-	// limit. TransactionMax rolls back a transaction open longer, at its
-	// next statement. Defaults to 10 minutes; negative: no limit. An open
+	// limit. TransactionMax rolls back a transaction open longer, at the
+	// next message the client sends (its next statement is refused with
+	// 25P04, its COMMIT answers ROLLBACK). Defaults to 10 minutes; negative: no limit. An open
 	// transaction holds one of its target Pilot's connections.
 	TransactionIdle time.Duration
 	TransactionMax  time.Duration

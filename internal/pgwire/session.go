@@ -147,6 +147,9 @@ func (c *session) run(ctx context.Context) {
 		if _, ok := msg.(*pgproto3.Terminate); ok {
 			return
 		}
+		// Past TransactionMax the target transaction ends now, whatever
+		// the message: one the front answers itself keeps it no longer.
+		c.expireTxn(ctx)
 		if c.skip {
 			if _, ok := msg.(*pgproto3.Sync); !ok {
 				continue

@@ -46,6 +46,8 @@ type txn struct {
 	// touched: a statement has gone to the target (SET TRANSACTION must
 	// come before).
 	touched bool
+	// expired: open past TransactionMax, it was rolled back.
+	expired bool
 }
 
 // txStatus is ReadyForQuery's transaction status.
@@ -121,7 +123,8 @@ func (c *session) transaction(ctx context.Context, t *pg.TransactionStmt) (*resu
 				Message: "there is no transaction in progress"})
 			return &result{tag: "COMMIT"}, nil
 		}
-		if c.txn.failed {
+		if c.txn.failed || c.expireTxn(ctx) {
+			// Past TransactionMax it was rolled back: COMMIT says so.
 			return c.endTxn(ctx, false)
 		}
 		return c.endTxn(ctx, true)
@@ -233,15 +236,28 @@ func (c *session) rollbackOnClose(ctx context.Context) {
 
 // txnTimedOut ends a transaction open past the front's limit.
 func (c *session) txnTimedOut(ctx context.Context) *wireError {
-	max := c.srv.cfg.TransactionMax
-	if c.txn == nil || max <= 0 || c.srv.cfg.Clock().Sub(c.txn.started) <= max {
+	if !c.expireTxn(ctx) {
 		return nil
 	}
-	if err := c.txn.tx.Rollback(ctx); err != nil {
-		c.srv.cfg.Logger.Error("pgwire: rollback entries", "err", err)
-	}
 	c.txn.failed = true
-	return errorf(stateTxnTimeout, fmt.Sprintf("the transaction was open longer than %s and was rolled back: end it with ROLLBACK", max))
+	return errorf(stateTxnTimeout, fmt.Sprintf("the transaction was open longer than %s and was rolled back: end it with ROLLBACK", c.srv.cfg.TransactionMax))
+}
+
+// expireTxn rolls back a transaction open past the front's limit (its
+// target transaction, row locks and Pilot connection with it) and
+// reports whether it is past the limit. Its next statement is told.
+func (c *session) expireTxn(ctx context.Context) bool {
+	max := c.srv.cfg.TransactionMax
+	if c.txn == nil || max <= 0 || c.srv.cfg.Clock().Sub(c.txn.started) <= max {
+		return false
+	}
+	if !c.txn.expired {
+		c.txn.expired = true
+		if err := c.txn.tx.Rollback(ctx); err != nil {
+			c.srv.cfg.Logger.Error("pgwire: rollback entries", "err", err)
+		}
+	}
+	return true
 }
 
 // idleLimit is how long the session may wait for a message inside a

@@ -323,6 +323,56 @@ func TestTransactionIdleTimeout(t *testing.T) {
 	wantIDs(t, f.dsn, 700)
 }
 
+// TestTransactionMaxWithoutAStatement: a transaction open past the
+// front's TransactionMax is rolled back, with its target transaction
+// (its row locks, its Pilot connection, its slot of MaxTransactions),
+// though the client sends only what the front answers itself. Before, it
+// was rolled back at its next governed statement alone, and a client
+// that sent SHOW within every idle limit held it for as long as it
+// liked (review i24).
+func TestTransactionMaxWithoutAStatement(t *testing.T) {
+	t.Parallel()
+	f := newFixtureFront(t, nil, func(c *pgwire.Config) {
+		c.TransactionIdle = 10 * time.Second
+		c.TransactionMax = 400 * time.Millisecond
+	})
+	ctx := t.Context()
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	for _, q := range []string{"BEGIN", "INSERT INTO kinds (id, txt) VALUES (710, 'tx row 710')"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for range 15 {
+		if _, err := c.Exec(ctx, "SHOW TimeZone"); err != nil {
+			t.Fatalf("SHOW inside the transaction: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantStatus(t, f, "tx row 710", gateway.StatusRolledBack)
+	_, err := c.Exec(ctx, "INSERT INTO kinds (id, txt) VALUES (711, 'tx row 711')")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25P04" {
+		t.Fatalf("a statement in the transaction past its limit: %v, want 25P04", err)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// And COMMIT of a transaction rolled back so says ROLLBACK.
+	for _, q := range []string{"BEGIN", "INSERT INTO kinds (id, txt) VALUES (712, 'tx row 712')"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	time.Sleep(600 * time.Millisecond)
+	tag, err := c.Exec(ctx, "COMMIT")
+	if err != nil || tag.String() != "ROLLBACK" {
+		t.Fatalf("COMMIT past the limit: %q %v, want ROLLBACK", tag, err)
+	}
+	wantStatus(t, f, "tx row 712", gateway.StatusRolledBack)
+	wantIDs(t, f.dsn, 710)
+}
+
 // TestTransactionReconciledAfterCrash: statements run in a transaction
 // whose node stopped before COMMIT are settled by another node from their
 // receipts: the target rolled the transaction back when its connection

@@ -115,6 +115,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	if err := unqualifyColumns(stmt, cat); err != nil {
 		return nil, err
 	}
+	if err := pinFromColumns(stmt, a.Facts.Target, cat); err != nil {
+		return nil, err
+	}
 	fence := func(expr string, t sqlcheck.TableName, alias string) (*pg.Node, error) {
 		tbl, ok := cat.Table(t)
 		if !ok {
@@ -834,4 +837,66 @@ func returnedCap(write int64, readRule map[sqlcheck.TableName]bound.Rule) int64 
 		}
 	}
 	return write
+}
+
+// pinFromColumns refuses, in an UPDATE with FROM items or a DELETE with
+// USING items, an unqualified column reference in its SET list, WHERE or
+// RETURNING (or a subquery of them) that names no column of the written
+// table in the bound's catalog. The check resolved such a name to a FROM
+// item, where the bound's catalog has no column of that name in the
+// written table; but the target's written table (the table itself, or
+// the Pilot's fence view of it) has every column, and a column of that
+// name outside the bound makes PostgreSQL find it twice and fail where
+// a target without it runs: the agent would learn the column exists
+// (invariant 10). Qualified with the item's name, it resolves alike on
+// every target.
+func pinFromColumns(stmt *pg.Node, target *sqlcheck.TableName, cat *sqlcheck.Catalog) error {
+	var items []*pg.Node
+	var scope []*pg.Node
+	switch s := stmt.GetNode().(type) {
+	case *pg.Node_UpdateStmt:
+		items = s.UpdateStmt.FromClause
+		scope = append(append(append(scope, s.UpdateStmt.TargetList...), s.UpdateStmt.WhereClause), s.UpdateStmt.ReturningList...)
+	case *pg.Node_DeleteStmt:
+		items = s.DeleteStmt.UsingClause
+		scope = append(append(scope, s.DeleteStmt.WhereClause), s.DeleteStmt.ReturningList...)
+	default:
+		return nil
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if target == nil {
+		return fmt.Errorf("%w: a write without a target", ErrGuard)
+	}
+	tbl, ok := cat.Table(*target)
+	if !ok {
+		return fmt.Errorf("%w: table %s left the catalog", ErrGuard, *target)
+	}
+	var found string
+	for _, n := range scope {
+		if n == nil || found != "" {
+			continue
+		}
+		sqlcheck.Visit(n.ProtoReflect(), func(m protoreflect.Message) bool {
+			if found != "" {
+				return false
+			}
+			cr, ok := m.Interface().(*pg.ColumnRef)
+			if !ok {
+				return true
+			}
+			if len(cr.Fields) == 1 {
+				if name := cr.Fields[0].GetString_(); name != nil && !tbl.Has(name.Sval) {
+					found = name.Sval
+				}
+			}
+			return false
+		})
+	}
+	if found != "" {
+		return fmt.Errorf("%w: the column %s is not one of %s's, beside the statement's FROM or USING items: qualify it with its item's name (x.%s)",
+			ErrGuard, sqlcheck.QuoteIdent(found), target, sqlcheck.QuoteIdent(found))
+	}
+	return nil
 }

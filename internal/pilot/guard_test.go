@@ -292,6 +292,61 @@ allow:
 	}
 }
 
+// TestFromItemColumnNamedAsAHiddenColumn: in UPDATE ... FROM and DELETE
+// ... USING, the check resolves an unqualified name the bound's catalog
+// gives the written table no column of to a FROM item; the target's
+// written table has every column, and one of that name outside the bound
+// made PostgreSQL fail (ambiguous column) where a target without it ran,
+// so the agent learned the column exists (invariant 10). Such a name is
+// refused, to be qualified with its item's name. Found in review i24.
+func TestFromItemColumnNamedAsAHiddenColumn(t *testing.T) {
+	f := newFixture(t)
+	f.addBound(t, "write-customers", []byte(`sentence: read and write customers
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.customers
+    columns: [id, name, email, region, updated_at]
+    max_rows: 10
+  - op: update
+    table: public.customers
+    columns: [name]
+    max_rows: 5
+  - op: delete
+    table: public.customers
+    max_rows: 5
+`))
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE customers ADD COLUMN ssn integer`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"UPDATE customers SET name = name FROM (SELECT 2 AS ssn) v WHERE id = ssn",
+		"UPDATE customers SET name = name FROM (SELECT 2 AS k) v WHERE id = k",
+		"DELETE FROM customers USING (SELECT 9001 AS ssn) v WHERE id = ssn",
+	} {
+		f.mustRefuse(t, "write-customers", sql, "", "qualify it", "an unqualified name beside FROM items may be a hidden column of the target")
+	}
+	for _, sql := range []string{
+		"UPDATE customers SET name = name FROM (SELECT 2 AS ssn) v WHERE customers.id = v.ssn RETURNING customers.id",
+		"UPDATE customers SET name = name FROM (SELECT 2 AS k) v WHERE id = v.k AND name IS NOT NULL RETURNING id",
+	} {
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "write-customers", sql))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if res.Outcome != pilot.Executed || res.RowsAffected != 1 {
+			t.Errorf("%s: %s %v affected %d, want it executed on one row", sql, res.Outcome, res.Reasons, res.RowsAffected)
+		}
+	}
+}
+
 // TestReturningStarBesideFrom: pinning a write target's columns
 // (RETURNING * of a table written as itself is the catalog's columns)
 // refused RETURNING * beside FROM or USING, which the Pilot ran before:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp"
@@ -173,6 +175,11 @@ type Description struct {
 // ErrTooLarge is an answer past MaxRows or MaxBytes.
 var ErrTooLarge = errors.New("shadow: the catalog answer is past the rows or bytes one answer may hold")
 
+// messageSlack is what one protocol message of an answer may hold beyond
+// MaxBytes of values: a row's column lengths, a row description of up to
+// 1,600 columns.
+const messageSlack = 1 << 20
+
 // Query runs sql, which Check accepted, on spec's shadow database, as its
 // role, in a READ ONLY transaction under the statement timeout. An error
 // from the server is a *pgconn.PgError: its text is the shadow's, which
@@ -217,6 +224,10 @@ func (m *Manager) Query(ctx context.Context, spec *Spec, sql string) (*Result, e
 		res.Tag = tag.String()
 		return nil
 	})
+	var big *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &big) {
+		return nil, ErrTooLarge
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -455,6 +466,15 @@ func (m *Manager) start(ctx context.Context, spec *Spec) (*pgtmp.Server, *pgxpoo
 		return srv, nil, err
 	}
 	pc.MaxConns = poolConns
+	// A row past MaxBytes is refused as its message arrives, before it is
+	// read into memory: a protocol message may be 1 GiB, and one value
+	// (repeat('x', n)) is enough to make one.
+	maxBody := m.cfg.MaxBytes + messageSlack
+	pc.ConnConfig.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		f := pgproto3.NewFrontend(r, w)
+		f.SetMaxBodyLen(maxBody)
+		return f
+	}
 	pc.MaxConnIdleTime = time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,48 @@ func TestNoBoundInTemplate(t *testing.T) {
 	}
 	if used.Servers() != 2 {
 		t.Fatalf("servers: %d", used.Servers())
+	}
+}
+
+// TestOneValuePastMaxBytesIsNotRead: a catalog answer is capped at
+// MaxBytes, and one value past it is refused before the node reads it.
+// Before, the cap was checked once a row was in memory, and a row may
+// be as large as a protocol message (1 GiB): SELECT repeat('x', n) FROM
+// pg_am made the node allocate n bytes per query, four at once per
+// shadow server. Found in review i24.
+func TestOneValuePastMaxBytesIsNotRead(t *testing.T) {
+	m, err := shadow.New(shadow.Config{StartTimeout: 3 * time.Minute, MaxBytes: 1 << 20, StatementTimeout: 20 * time.Second})
+	if err != nil {
+		t.Skipf("no PostgreSQL server binaries: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	spec := target(t, targetDDL)
+	spec.Role = "agent_big"
+	const n = 256 << 20
+	sql := fmt.Sprintf("SELECT repeat('x', %d) FROM pg_catalog.pg_am LIMIT 1", n)
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shadow.Check(tree); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	// Warm: the shadow server starts on first use.
+	if _, err := m.Query(t.Context(), spec, "SELECT 1 FROM pg_catalog.pg_am LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = m.Query(t.Context(), spec, sql)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, shadow.ErrTooLarge) {
+		t.Errorf("%s: %v, want shadow.ErrTooLarge", sql, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > n/2 {
+		t.Errorf("%s: the node allocated %d MiB reading an answer capped at 1 MiB", sql, grew>>20)
+	}
+	// The pool still answers after the refused one.
+	if _, err := m.Query(t.Context(), spec, "SELECT 1 FROM pg_catalog.pg_am LIMIT 1"); err != nil {
+		t.Errorf("after a refused answer: %v", err)
 	}
 }

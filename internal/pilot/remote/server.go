@@ -339,6 +339,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tls.NewListener(ln, s.cfg.TLS)) }()
+	// Sessions left idle are rolled back on a clock too, not only when
+	// another session call comes: a node that has gone sends none, and
+	// its transaction's row locks would stay.
+	reapCtx, stopReap := context.WithCancel(ctx)
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		s.sessions.reapEvery(reapCtx, min(max(s.cfg.SessionIdle/2, 10*time.Millisecond), 30*time.Second))
+	}()
+	defer func() { stopReap(); <-reaped }()
 	select {
 	case err := <-errc:
 		return err

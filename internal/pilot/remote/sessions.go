@@ -109,6 +109,20 @@ func (ss *serverSessions) reap() {
 	}
 }
 
+// reapEvery reaps the idle sessions every period until ctx ends.
+func (ss *serverSessions) reapEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ss.reap()
+		}
+	}
+}
+
 func (ss *serverSessions) drop(id string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

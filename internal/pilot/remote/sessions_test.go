@@ -116,4 +116,28 @@ func TestSessionsHeldByThePilot(t *testing.T) {
 	if s := status(9); s != "pending" {
 		t.Fatalf("order 9 is %q: the idle session was not rolled back", s)
 	}
+
+	// Left idle with no other session call after it (its node has gone):
+	// the server rolls it back all the same, and its row locks go with it.
+	// Before, a session was reaped only when another session call came, so
+	// the locks of a write stayed as long as none did (review i24).
+	sess, err = c.Begin(ctx, pilot.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sess.Execute(ctx, f.request(t, gatewaytest.Orders, "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 11")); err != nil || res.Outcome != pilot.Executed {
+		t.Fatalf("execute: %+v %v", res, err)
+	}
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET lock_timeout = '5s'"); err != nil {
+		t.Fatal(err)
+	}
+	var id int
+	if err := conn.QueryRow(ctx, "SELECT id FROM orders WHERE id = 11 FOR UPDATE").Scan(&id); err != nil {
+		t.Fatalf("order 11 is still locked by a session left idle with no call after it: %v", err)
+	}
 }
