@@ -66,34 +66,8 @@ var schemaProbes = []string{
 // missing one said "does not exist".
 func TestSchemaOutsideTheBound(t *testing.T) {
 	t.Parallel()
-	srv := shared.Server(t)
-	keys := gatewaytest.NewKeys(t)
-	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
-	for _, dsn := range dsns {
-		gatewaytest.LoadShop(t, dsn)
-		// The same times on both: the shop's rows are dated from now().
-		conn, err := pgx.Connect(t.Context(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(t.Context(), sameTimes, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatal(err)
-		}
-		conn.Close(t.Context())
-	}
-	conn, err := pgx.Connect(t.Context(), dsns[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(t.Context(), schemaOutside, pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(t.Context())
-
-	var sides [2]*side
-	for i, name := range []string{"A", "B"} {
-		sides[i] = startSide(t, name, dsns[i], keys)
-	}
+	sides := schemaTwins(t)
+	var err error
 	// The delegations compile to the same bytes on both (so the same ids):
 	// a bound records nothing of the target outside it.
 	y, _ := sides[0].sys.SignedExample(t, "unstick-orders.yaml")
@@ -147,6 +121,38 @@ func TestSchemaOutsideTheBound(t *testing.T) {
 	if answered < len(schemaProbes)/2+20 {
 		t.Errorf("only %d of %d probes were answered over the wire front: the catalog probes did not reach the shadow", answered, len(probes))
 	}
+}
+
+// schemaTwins starts a side on each of two shop targets with the same
+// rows and times, B's with schemaOutside too.
+func schemaTwins(t *testing.T) [2]*side {
+	t.Helper()
+	srv := shared.Server(t)
+	keys := gatewaytest.NewKeys(t)
+	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
+	for i, dsn := range dsns {
+		gatewaytest.LoadShop(t, dsn)
+		// The same times on both: the shop's rows are dated from now().
+		sqls := []string{sameTimes}
+		if i == 1 {
+			sqls = append(sqls, schemaOutside)
+		}
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range sqls {
+			if _, err := conn.Exec(t.Context(), q, pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close(t.Context())
+	}
+	var sides [2]*side
+	for i, name := range []string{"A", "B"} {
+		sides[i] = startSide(t, name, dsns[i], keys)
+	}
+	return sides
 }
 
 func compareObs(t *testing.T, what string, a, b map[string]any) {
@@ -218,32 +224,9 @@ var fromItemProbes = []string{
 // exists).
 func TestWriteFromItemsOutsideTheBound(t *testing.T) {
 	t.Parallel()
-	srv := shared.Server(t)
-	keys := gatewaytest.NewKeys(t)
-	dsns := [2]string{pgtmptest.NewDatabase(t, srv), pgtmptest.NewDatabase(t, srv)}
-	for _, dsn := range dsns {
-		gatewaytest.LoadShop(t, dsn)
-		conn, err := pgx.Connect(t.Context(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(t.Context(), sameTimes, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatal(err)
-		}
-		conn.Close(t.Context())
-	}
-	conn, err := pgx.Connect(t.Context(), dsns[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(t.Context(), schemaOutside, pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(t.Context())
-	var sides [2]*side
-	for i, name := range []string{"A", "B"} {
-		sides[i] = startSide(t, name, dsns[i], keys)
-		sides[i].sys.AddExamples(t)
+	sides := schemaTwins(t)
+	for _, s := range sides {
+		s.sys.AddExamples(t)
 	}
 	ctx := t.Context()
 	ran := 0
