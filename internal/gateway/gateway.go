@@ -385,28 +385,12 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 
 	// 4 route: the compiled path, the surveyed path, or refer. The route
-	// is a value (internal/route); the facts it reads are gathered here,
-	// for the delegation it would choose, and a quota's token is taken
-	// only for a path that is otherwise open.
-	if i, ok := route.Choose(in.Checks); ok && in.Checks[i].Decision.Outcome == sqlcheck.Survey {
-		var err error
-		if in.Survey, err = g.surveyFacts(ctx, target, delegs[i], in.Checks[i].Decision); err != nil {
-			in.Survey.Unreadable = true
-			g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
-		}
-	}
-	in.Stale = g.delegationsStale()
-	rt := route.Of(in)
-	if rt.Path == route.Surveyed && tx != nil {
-		// The panel judges a statement on its own, against a rehearsal in
-		// a snapshot of its own: not one inside a client's transaction.
-		rt.Path, rt.Reasons = route.Refer, []route.Reason{{Code: route.InTransaction, Text: ReasonSurveyedInTx}}
-	}
-	if rt.Path != route.Refer {
-		if in.Quota = g.takeQuota(ctx, principal, delegs[rt.Chosen]); in.Quota.Empty || in.Quota.Unknown {
-			rt = route.Of(in)
-		}
-	}
+	// is a value (internal/route), decided once; it reads its facts
+	// through routeFacts, each only when it gets that far, for the
+	// delegation it would choose, and a quota's token is taken only for a
+	// path that is otherwise open.
+	in.InTransaction, in.InTransactionText = tx != nil, ReasonSurveyedInTx
+	rt := route.Decide(in, routeFacts{g: g, ctx: ctx, req: req, delegs: delegs, checks: in.Checks})
 	var chosen *Delegation
 	if rt.Chosen >= 0 {
 		chosen = delegs[rt.Chosen]
@@ -614,6 +598,30 @@ func (g *Gateway) pilotReferred(ctx context.Context, req *request, res *pilot.Re
 	g.referred(req)
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	return req.response(), nil
+}
+
+// routeFacts are the facts route.Decide reads for a statement.
+type routeFacts struct {
+	g      *Gateway
+	ctx    context.Context
+	req    *request
+	delegs []*Delegation
+	checks []route.Check
+}
+
+func (f routeFacts) Stale() string { return f.g.delegationsStale() }
+
+func (f routeFacts) Survey(i int) route.Survey {
+	s, err := f.g.surveyFacts(f.ctx, f.req.Target, f.delegs[i], f.checks[i].Decision)
+	if err != nil {
+		s.Unreadable = true
+		f.g.cfg.Logger.Error("surveyed path", "request", f.req.ID, "err", err)
+	}
+	return s
+}
+
+func (f routeFacts) Quota(i int) route.Quota {
+	return f.g.takeQuota(f.ctx, f.req.Principal, f.delegs[i])
 }
 
 // takeQuota takes a fast-path token from the delegation's bucket (its

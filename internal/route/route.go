@@ -173,6 +173,48 @@ type Input struct {
 	Stale string
 	// Quota is read when the path is otherwise open.
 	Quota Quota
+	// InTransaction: the statement was sent inside a client's transaction,
+	// where the surveyed path does not run (the panel judges a statement
+	// against a rehearsal in a snapshot of its own).
+	InTransaction bool
+	// InTransactionText is the reason given when that refers it.
+	InTransactionText string
+}
+
+// Facts are what a route reads beyond the checks: each is asked at most
+// once, and only when the route gets that far, for the delegation it
+// would choose (as cedar-go's Authorize reads entities).
+type Facts interface {
+	// Stale says why this node's delegations are too old to run anything
+	// on, or "".
+	Stale() string
+	// Survey is the surveyed path's facts for the chosen delegation; asked
+	// only when its check says survey.
+	Survey(chosen int) Survey
+	// Quota takes a fast-path token for the chosen delegation; asked only
+	// for a path that is otherwise open.
+	Quota(chosen int) Quota
+}
+
+// Decide is the route of a statement, reading its facts through f: the
+// delegation it would go under is chosen once, and the quota is applied
+// to the route the other facts give.
+func Decide(in Input, f Facts) Route {
+	if i, ok := choose(in.Checks); ok {
+		if in.Stale = f.Stale(); in.Stale == "" && in.Checks[i].Decision.Outcome == sqlcheck.Survey {
+			in.Survey = f.Survey(i)
+		}
+	}
+	in.Quota = Quota{}
+	r := Of(in)
+	if r.Path == Refer {
+		return r
+	}
+	if q := f.Quota(r.Chosen); q.Empty || q.Unknown {
+		in.Quota = q
+		r.Path, r.Reasons = Refer, []Reason{quotaRefusal(in, in.Checks[r.Chosen], r.Decision)}
+	}
+	return r
 }
 
 // Route is a statement's route.
@@ -203,8 +245,12 @@ type Evaluation struct {
 
 // Choose picks the delegation a statement would go under: the first that
 // covers it on the compiled path, else the first that covers it on the
-// surveyed path. ok is false when none covers it.
-func Choose(checks []Check) (i int, ok bool) {
+// surveyed path. ok is false when none covers it. The statement path's
+// route is Decide's, which chooses with it; Choose is for a caller that
+// needs only which delegation covers a statement (a Describe).
+func Choose(checks []Check) (i int, ok bool) { return choose(checks) }
+
+func choose(checks []Check) (i int, ok bool) {
 	i = -1
 	for j, c := range checks {
 		switch c.Decision.Outcome {
@@ -226,7 +272,7 @@ func Of(in Input) Route {
 		r.Evaluated = append(r.Evaluated, Evaluation{Delegation: c.Delegation, Decision: string(c.Decision.Outcome),
 			Rule: c.Decision.Rule, Reasons: c.Reasons})
 	}
-	i, ok := Choose(in.Checks)
+	i, ok := choose(in.Checks)
 	switch {
 	case len(in.Checks) == 0:
 		r.Reasons = []Reason{{Code: NoDelegation,
@@ -250,17 +296,27 @@ func Of(in Input) Route {
 			return r
 		}
 	}
+	if path == Surveyed && in.InTransaction {
+		r.Reasons = []Reason{{Code: InTransaction, Text: in.InTransactionText}}
+		return r
+	}
 	if in.Quota.Empty || in.Quota.Unknown {
-		why := quotaReason(in, c)
-		if path == Surveyed {
-			cause := why
-			why = Reason{Code: SurveyClosed, Delegation: c.Delegation, Cause: &cause}
-		}
-		r.Reasons = []Reason{why}
+		r.Reasons = []Reason{quotaRefusal(in, c, c.Decision)}
 		return r
 	}
 	r.Path = path
 	return r
+}
+
+// quotaRefusal is the reason an otherwise open path is refused by its
+// quota: for the surveyed path, as the cause it is closed.
+func quotaRefusal(in Input, c Check, d sqlcheck.Decision) Reason {
+	why := quotaReason(in, c)
+	if d.Outcome == sqlcheck.Survey {
+		cause := why
+		why = Reason{Code: SurveyClosed, Delegation: c.Delegation, Cause: &cause}
+	}
+	return why
 }
 
 // closed is why the surveyed path is closed, or nil when it is open.

@@ -201,3 +201,78 @@ func TestStaleRefersWhatWouldRun(t *testing.T) {
 		t.Fatalf("stale, not covered: %+v", r.Reasons)
 	}
 }
+
+// facts is a route.Facts that counts what it is asked.
+type facts struct {
+	stale          string
+	survey         route.Survey
+	quota          route.Quota
+	asked          map[string]int
+	surveyed, took int
+}
+
+func (f *facts) Stale() string { f.asked["stale"]++; return f.stale }
+func (f *facts) Survey(i int) route.Survey {
+	f.asked["survey"]++
+	f.surveyed = i
+	return f.survey
+}
+func (f *facts) Quota(i int) route.Quota {
+	f.asked["quota"]++
+	f.took = i
+	return f.quota
+}
+
+// TestDecideReadsEachFactOnceWhenNeeded: Decide chooses the delegation
+// once, asks each fact at most once and only when the route gets that
+// far (no survey facts for the compiled path, no quota token for a path
+// already closed or refused inside a transaction), and gives the route
+// Of gives from the same facts.
+func TestDecideReadsEachFactOnceWhenNeeded(t *testing.T) {
+	survey := []route.Check{check("d0", sqlcheck.Refer, nil, "no [x]"), check("d1", sqlcheck.Survey, rule(0)), check("d2", sqlcheck.Survey, rule(1))}
+	compiled := append(append([]route.Check(nil), survey...), check("d3", sqlcheck.Conforms, rule(0)))
+	closedSurvey := open()
+	closedSurvey.HasAudit = false
+	for _, c := range []struct {
+		name      string
+		in        route.Input
+		f         facts
+		path      route.Path
+		asked     map[string]int
+		chosen    int
+		reasonHas string
+	}{
+		{"compiled", route.Input{Checks: compiled}, facts{survey: open()}, route.Compiled, map[string]int{"stale": 1, "quota": 1}, 3, ""},
+		{"surveyed", route.Input{Checks: survey}, facts{survey: open()}, route.Surveyed, map[string]int{"stale": 1, "survey": 1, "quota": 1}, 1, ""},
+		{"quota empty", route.Input{Checks: compiled}, facts{quota: route.Quota{Empty: true}}, route.Refer, map[string]int{"stale": 1, "quota": 1}, 3, "quota"},
+		{"survey closed", route.Input{Checks: survey}, facts{survey: closedSurvey}, route.Refer, map[string]int{"stale": 1, "survey": 1}, 1, "audit"},
+		{"stale", route.Input{Checks: compiled}, facts{stale: "the delegations are 2m old"}, route.Refer, map[string]int{"stale": 1}, 3, "2m old"},
+		{"not covered", route.Input{Checks: survey[:1]}, facts{}, route.Refer, map[string]int{}, -1, "no [x]"},
+		{"in a transaction", route.Input{Checks: survey, InTransaction: true, InTransactionText: "not in a transaction"}, facts{survey: open()},
+			route.Refer, map[string]int{"stale": 1, "survey": 1}, 1, "not in a transaction"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.f
+			f.asked = map[string]int{}
+			r := route.Decide(c.in, &f)
+			if r.Path != c.path || r.Chosen != c.chosen || !reflect.DeepEqual(f.asked, c.asked) {
+				t.Fatalf("path %s chosen %d, asked %v; want %s, %d, %v", r.Path, r.Chosen, f.asked, c.path, c.chosen, c.asked)
+			}
+			if f.asked["survey"] > 0 && f.surveyed != c.chosen || f.asked["quota"] > 0 && f.took != c.chosen {
+				t.Fatalf("facts asked for delegation %d (survey) and %d (quota), want %d", f.surveyed, f.took, c.chosen)
+			}
+			if got := strings.Join(route.Strings(r.Reasons), "; "); !strings.Contains(got, c.reasonHas) {
+				t.Fatalf("reasons %q, want %q in them", got, c.reasonHas)
+			}
+			// The same route as Of from the facts Decide read.
+			in := c.in
+			in.Stale, in.Survey = f.stale, f.survey
+			if f.asked["quota"] > 0 {
+				in.Quota = f.quota
+			}
+			if want := route.Of(in); !reflect.DeepEqual(r, want) {
+				t.Fatalf("Decide %+v, Of %+v", r, want)
+			}
+		})
+	}
+}
