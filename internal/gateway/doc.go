@@ -6,8 +6,9 @@
 // walks the numbered steps in order: parse with the real PostgreSQL
 // parser (a statement that does not parse, or that no human could
 // approve, is rejected at once: sqlcheck.Analysis.Rejected); check it
-// against each delegation in force for the principal and target
-// (sqlcheck, remembered per shape in checks.go); route it (route.Of: the
+// against each delegation in force for the principal and target, in the
+// catalog its bound sees (sqlcheck, remembered per shape in checks.go);
+// route it once (route.Decide, reading its facts through routeFacts: the
 // compiled path, the surveyed path of surveyed.go, or refer); record the
 // decision in the logbook before any marque leaves; mint the marque; have
 // the Pilot verify everything again and execute under guards; record the
