@@ -122,6 +122,10 @@ var matrix = []matrixClient{
 	// DataSource: it reflects the tables when made, describes them for the
 	// model, runs its SQL (read makes one without reflection if need be).
 	{name: "langchain", lang: "node", steps: []string{stepConnect, stepIntrospect, stepRead, stepClose}},
+	// Prisma 7: its query compiler (WebAssembly) over the pg driver adapter,
+	// interactive $transaction; no reflection (prisma db pull needs the
+	// schema engine, a binary it downloads), so the schema is written out.
+	{name: "prisma", lang: "node", steps: noReflect},
 	{name: "jdbc", lang: "java", steps: allSteps},
 }
 
@@ -199,7 +203,7 @@ func clientCommand(t *testing.T, c matrixClient) *exec.Cmd {
 		return cmd
 	case "node":
 		node := testtools.Need(t, "node", "Debian: apt-get install nodejs")
-		testtools.NPMCI(t, dir, "typeorm")
+		testtools.NPMCI(t, dir, "prisma")
 		cmd := exec.CommandContext(ctx, node, "matrix.mjs", c.name)
 		cmd.Dir = dir
 		return cmd

@@ -6,7 +6,9 @@
 // client writes) in the environment. Prints one JSON line with the
 // client's version, then one per step: {client, step, ok, error}. A step
 // that fails says why (the SQLSTATE first) and the next steps still run.
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 
 const env = process.env
 const CLIENT = env.HM_CLIENT
@@ -29,6 +31,9 @@ const version = (pkg) => JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/
 // The SQLSTATE of an error, through the wrappings of the ORMs.
 function sqlstate (e, depth = 0) {
   if (!e || typeof e !== 'object' || depth > 4) return ''
+  // Prisma's own codes (P2010, a raw query failed) look like SQLSTATEs;
+  // the database's is in meta.driverAdapterError.cause.
+  if (/^Prisma/.test(e.name) && e.meta) return sqlstate(e.meta.driverAdapterError, depth + 1)
   if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code
   for (const k of ['original', 'parent', 'driverError', 'cause']) {
     const c = sqlstate(e[k], depth + 1)
@@ -341,7 +346,65 @@ async function runLangChain () {
   await s.run('close', () => ds.destroy())
 }
 
-const clients = { pg: runPg, 'postgres.js': runPostgresJS, knex: runKnex, sequelize: runSequelize, typeorm: runTypeORM, langchain: runLangChain }
+// Prisma 7: a client generated from prisma/schema.prisma at each run, its
+// queries compiled by the query compiler (WebAssembly, in the npm package)
+// and run by the pg driver adapter; interactive $transaction for the
+// transaction steps. prisma generate runs no engine; its CLI would still
+// fetch the schema engine (a binary) first unless PRISMA_SCHEMA_ENGINE_BINARY
+// names one, so it names /bin/false, which nothing runs.
+async function runPrisma () {
+  const s = new Steps(version('prisma'))
+  const dir = new URL('.', import.meta.url).pathname
+  execFileSync(process.execPath, ['node_modules/prisma/build/index.js', 'generate', '--schema', 'prisma/schema.prisma'], {
+    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...env, CHECKPOINT_DISABLE: '1', PRISMA_HIDE_UPDATE_MESSAGE: '1', PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false' },
+  })
+  // The generated client is CommonJS, in node_modules/.prisma/client.
+  const { PrismaClient } = createRequire(import.meta.url)('@prisma/client')
+  const { PrismaPg } = await import('@prisma/adapter-pg')
+  let db
+  const connect = async () => {
+    db = new PrismaClient({ adapter: new PrismaPg({ ...conn, ssl: false, max: 1, connectionTimeoutMillis: 5000 }) })
+    await db.$connect()
+    await db.$queryRaw`SELECT 1 AS one`
+  }
+  s.recover = async () => { await db.$disconnect().catch(() => {}); await connect() }
+  await s.run('connect', connect)
+  await s.run('read', async () => check(same(triples(await db.notes.findMany({ where: { client: 'seed' }, orderBy: { id: 'asc' } })), SEED), 'seed rows'))
+  await s.run('read_param', async () => {
+    check(same(await db.notes.findUnique({ where: { id: 2n }, select: { body: true } }), { body: 'second' }), 'row 2 (findUnique)')
+    check(same(await db.$queryRaw`SELECT body FROM notes WHERE id = ${2}`, [{ body: 'second' }]), 'row 2 ($queryRaw)')
+  })
+  await s.run('tx_commit', async () => {
+    await db.$transaction(async (tx) => {
+      await tx.notes.create({ data: { id: BigInt(BASE + 1), client: CLIENT, body: 'committed' } })
+      await tx.notes.update({ where: { id: BigInt(BASE + 1) }, data: { body: 'committed, updated' } })
+    })
+    check(same(await db.notes.findMany({ where: { id: BigInt(BASE + 1) }, select: { body: true } }), [{ body: 'committed, updated' }]), 'committed row read back')
+  })
+  class Undo extends Error {}
+  await s.run('tx_rollback', async () => {
+    try {
+      await db.$transaction(async (tx) => {
+        await tx.notes.create({ data: { id: BigInt(BASE + 2), client: CLIENT, body: 'rolled back' } })
+        throw new Undo()
+      })
+    } catch (e) {
+      if (!(e instanceof Undo)) throw e
+    }
+    check(same(await db.notes.findMany({ where: { id: BigInt(BASE + 2) } }), []), 'rolled-back row is there')
+  })
+  await s.run('tx_referral', async () => {
+    await wantReferral(() => db.$transaction(async (tx) => {
+      await tx.notes.create({ data: { id: BigInt(BASE + 3), client: CLIENT, body: 'aborted' } })
+      await tx.$executeRawUnsafe(OUTSIDE)
+    }))
+    check(same(triples(await db.notes.findMany({ where: { id: { in: [1n, BigInt(BASE + 3)] } }, orderBy: { id: 'asc' } })), [SEED[0]]), 'nothing changed')
+  })
+  await s.run('close', () => db.$disconnect())
+}
+
+const clients = { pg: runPg, 'postgres.js': runPostgresJS, knex: runKnex, sequelize: runSequelize, typeorm: runTypeORM, langchain: runLangChain, prisma: runPrisma }
 if (process.argv.length !== 3 || !clients[process.argv[2]] || process.argv[2] !== CLIENT) {
   process.stderr.write(`usage: HM_CLIENT=NAME node matrix.mjs NAME, NAME one of ${Object.keys(clients).join(', ')}\n`)
   process.exit(2)
