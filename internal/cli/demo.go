@@ -324,9 +324,17 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 	failed := runTour(ctx, out, []string{inf.APIURL}, inf.AgentToken, sv.tierB)
 	failed = append(failed, wireTour(ctx, out, inf.PGURL)...)
 	failed = append(failed, surfaceTour(ctx, out, inf.APIURL, inf.AgentToken, inf.MetricsURL)...)
-	fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
-	fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
-	fmt.Fprintf(out, "  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
+	// What to try next names only what outlives this command: with --once
+	// the server stops and a store not kept in --dir is removed.
+	verify := fmt.Sprintf("  harbormaster logbook verify --store %s --vkey '%s' --checkpoint-every %d\n", inf.Store, inf.VerifierKey, demoCheckpointEvery)
+	switch {
+	case !once:
+		fmt.Fprintf(out, "\nTry it yourself:\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", inf.APIURL, inf.AgentToken)
+		fmt.Fprintf(out, "  psql '%s' \\\n    -c 'SELECT id, status FROM orders WHERE id = 3'\n", inf.PGURL)
+		fmt.Fprint(out, verify)
+	case keep:
+		fmt.Fprintf(out, "\nThe store is kept in %s; its logbook verifies with:\n%s", dir, verify)
+	}
 	if once {
 		stop()
 		<-served

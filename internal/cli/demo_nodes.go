@@ -140,9 +140,13 @@ func demoNodes(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor,
 	fmt.Fprintf(out, "\nWhat several nodes share:\n")
 	failed = append(failed, demoNodeSteps(ctx, out, inf)...)
 
-	fmt.Fprintf(out, "\nTry it yourself (any node answers):\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", apis[n-1], inf.AgentToken)
-	fmt.Fprintf(out, "  kill -9 %d   # a node dies; the others keep serving, and the store keeps every decision\n", inf.Nodes[n-1].PID)
-	fmt.Fprintf(out, "  harbormaster logbook verify --store '%s' --vkey '%s' --checkpoint-every %d\n", storeURL, inf.VerifierKey, demoCheckpointEvery)
+	// Nothing to try once --once returns: the nodes, the Pilot and the
+	// throwaway store are gone.
+	if !once {
+		fmt.Fprintf(out, "\nTry it yourself (any node answers):\n  curl -s %s/v1/statements -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' -d '{\"target\":\"shop\",\"sql\":\"SELECT id, status FROM orders WHERE id = 3\"}'\n", apis[n-1], inf.AgentToken)
+		fmt.Fprintf(out, "  kill -9 %d   # a node dies; the others keep serving, and the store keeps every decision\n", inf.Nodes[n-1].PID)
+		fmt.Fprintf(out, "  harbormaster logbook verify --store '%s' --vkey '%s' --checkpoint-every %d\n", storeURL, inf.VerifierKey, demoCheckpointEvery)
+	}
 	if once {
 		if len(failed) > 0 {
 			return &tourError{failed: failed}
