@@ -2,8 +2,7 @@ package sqlcheck
 
 import (
 	"crypto/sha256"
-
-	"github.com/harbormaster-dev/harbormaster/internal/memo"
+	"sync"
 )
 
 // Cache remembers the static check's work for one caller (the gateway
@@ -35,15 +34,15 @@ import (
 // shapes: a statement whose analysis has a reason, or whose template
 // does not rebuild its canonical text exactly, is remembered by its
 // text. Each map holds at most Config.Max entries and is cleared when
-// full (memo.Map).
+// full (bounded).
 type Cache[V any] struct {
 	cfg CacheConfig
 
-	texts  memo.Map[Key, *Analysis]
-	baked  memo.Map[Key, []int]
-	shapes memo.Map[Key, shaped]
-	scoped memo.Map[scopedKey, *Catalog]
-	values memo.Map[valueKey, V]
+	texts  bounded[Key, *Analysis]
+	baked  bounded[Key, []int]
+	shapes bounded[Key, shaped]
+	scoped bounded[scopedKey, *Catalog]
+	values bounded[valueKey, V]
 }
 
 // CacheConfig configures a Cache.
@@ -73,11 +72,11 @@ func (cfg CacheConfig) WithDefaults() CacheConfig {
 func NewCache[V any](cfg CacheConfig) *Cache[V] {
 	cfg = cfg.WithDefaults()
 	return &Cache[V]{cfg: cfg,
-		texts:  memo.Map[Key, *Analysis]{Max: cfg.Max},
-		baked:  memo.Map[Key, []int]{Max: cfg.Max},
-		shapes: memo.Map[Key, shaped]{Max: cfg.Max},
-		scoped: memo.Map[scopedKey, *Catalog]{Max: cfg.Max},
-		values: memo.Map[valueKey, V]{Max: cfg.Max}}
+		texts:  bounded[Key, *Analysis]{Max: cfg.Max},
+		baked:  bounded[Key, []int]{Max: cfg.Max},
+		shapes: bounded[Key, shaped]{Max: cfg.Max},
+		scoped: bounded[scopedKey, *Catalog]{Max: cfg.Max},
+		values: bounded[valueKey, V]{Max: cfg.Max}}
 }
 
 // Key names one remembered analysis: the catalog it was made against,
@@ -186,15 +185,15 @@ func (c *Cache[V]) rememberText(sql string, cat *Catalog, a *Analysis) Key {
 	return k
 }
 
-// Scope is cat as the bound named bound sees it: bounded() on the first
+// Scope is cat as the bound named bound sees it: build() on the first
 // call for (cat, bound), remembered after. bound is the bound's id (a
 // hash of its signed bytes), or "" for the catalog of no bound.
-func (c *Cache[V]) Scope(cat *Catalog, bound string, bounded func() *Catalog) *Catalog {
+func (c *Cache[V]) Scope(cat *Catalog, bound string, build func() *Catalog) *Catalog {
 	k := scopedKey{cat: cat, bound: bound}
 	if s, ok := c.scoped.Get(k); ok {
 		return s
 	}
-	s := bounded()
+	s := build()
 	c.scoped.Put(k, s)
 	return s
 }
@@ -215,4 +214,35 @@ func (c *Cache[V]) Put(k Key, bound string, v V) {
 	if k.Remembered() {
 		c.values.Put(valueKey{Key: k, bound: bound}, v)
 	}
+}
+
+// bounded is internal/memo.Map, which sqlcheck does not import:
+// internal/route may depend on the static check alone (internal/layers),
+// so sqlcheck imports nothing of the module. It holds
+// at most Max entries (a zero Max holds none) and a full map is cleared,
+// not evicted entry by entry.
+type bounded[K comparable, V any] struct {
+	Max int
+
+	mu sync.Mutex
+	m  map[K]V
+}
+
+func (c *bounded[K, V]) Get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *bounded[K, V]) Put(k K, v V) {
+	if c.Max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.Max {
+		c.m = make(map[K]V)
+	}
+	c.m[k] = v
 }
