@@ -35,7 +35,8 @@ func memoFixture(t testing.TB) (*Gateway, *sqlcheck.Catalog, *Delegation) {
 		t.Fatal(err)
 	}
 	canon, _ := b.Canonical()
-	g := &Gateway{cfg: Config{}.WithDefaults(), checks: newCheckMemo()}
+	cfg := Config{}.WithDefaults()
+	g := &Gateway{cfg: cfg, checks: newCheckCache(cfg.Limits)}
 	return g, cat, &Delegation{ID: bound.ID(canon), Rules: rules, Bound: b}
 }
 

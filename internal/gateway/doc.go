@@ -7,7 +7,8 @@
 // parser (a statement that does not parse, or that no human could
 // approve, is rejected at once: sqlcheck.Analysis.Rejected); check it
 // against each delegation in force for the principal and target, in the
-// catalog its bound sees (sqlcheck, remembered per shape in checks.go);
+// catalog its bound sees (sqlcheck, remembered per shape in a
+// sqlcheck.Cache, checks.go);
 // route it once (route.Decide, reading its facts through routeFacts: the
 // compiled path, the surveyed path of surveyed.go, or refer); record the
 // decision in the logbook before any marque leaves; mint the marque; have

@@ -174,7 +174,7 @@ type Gateway struct {
 	minter  *marque.Minter
 	signers *signing.AllowedSigners
 	targets map[string]pilot.Executor
-	checks  *checkMemo
+	checks  *sqlcheck.Cache[checked]
 	rq      *store.Requests
 
 	mu          sync.RWMutex
@@ -221,7 +221,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
-		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckMemo()}
+		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckCache(cfg.Limits)}
 	var err error
 	if g.rq, err = store.NewRequests(ctx, st); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

@@ -2,13 +2,14 @@
 // credentials. It trusts nothing the control plane says: for every
 // statement it verifies the marque, the grantor's signature over the bound
 // with its own signers file, and the bound itself, checks the statement
-// again (sqlcheck, remembered per shape in shapes.go), and executes it
-// under guards built from the signed bound (guard.go): fences as
-// security-barrier views it owns (views.go), checks and the row cap
-// (rowcap.go) as a hidden RETURNING column that raises on the row that
-// breaks them, foreign key actions asked at run time (cascade.go), and a
-// receipt keyed by the marque's id inserted in the same transaction, so a
-// marque executes at most once (txn.go, fold.go).
+// again (sqlcheck, remembered per shape in a sqlcheck.Cache; shapes.go
+// for its templates), and executes it under guards built from the
+// signed bound (guard.go): fences as security-barrier views it owns
+// (views.go), checks and the row cap (rowcap.go) as a hidden RETURNING
+// column that raises on the row that breaks them, foreign key actions
+// asked at run time (cascade.go), and a receipt keyed by the marque's id
+// inserted in the same transaction, so a marque executes at most once
+// (txn.go, fold.go).
 //
 // A statement on the surveyed path is rehearsed inside the signed bound
 // for the panel (Pilot.Rehearse; its images show only what the agent may

@@ -119,10 +119,11 @@ type Pilot struct {
 	sigOK map[[32]byte]sigEntry // verified (bound, signature) pairs
 
 	bounds memo.Map[[32]byte, *parsedBound] // by the SHA-256 of the canonical bytes
-	// scoped are the bounds' catalogs (bound.Catalog), by catalog and bound.
-	scoped memo.Map[scopedKey, *sqlcheck.Catalog]
+	// checks are the bounds' catalogs (bound.Catalog), the shapes'
+	// analyses, and each bound's guarded template of a shape (shapes.go).
+	checks *sqlcheck.Cache[*template]
 	guards memo.Map[guardKey, *Guarded] // statements this Pilot checked and guarded
-	shapes shapeState                   // remembered shapes and their templates (shapes.go)
+	shapes shapeState                   // prepared templates and counts (shapes.go)
 
 	pins []any // the pinned settings' values
 
@@ -135,6 +136,8 @@ type parsedBound struct {
 	b     *bound.Bound
 	rules []sqlcheck.Rule
 	sum   [32]byte
+	// id is sum as a string: the bound's name in the check cache.
+	id string
 }
 
 // guardKey is everything the static check and the guards depend on: the
@@ -148,7 +151,8 @@ type guardKey struct {
 	evidence bool
 }
 
-// maxMemo bounds the Pilot's memos of parsed bounds and guarded statements.
+// maxMemo bounds the Pilot's memos of parsed bounds and guarded
+// statements, and each map of its check cache.
 const maxMemo = 4096
 
 // sigEntry is a grantor signature verified against the signers file.
@@ -183,7 +187,8 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	pc.AfterConnect = afterConnect(pins)
 	p := &Pilot{cfg: cfg, verifier: verifier, signers: signers, pins: pins,
 		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo},
-		scoped: memo.Map[scopedKey, *sqlcheck.Catalog]{Max: maxMemo}}
+		// Statements of any length: a long one keeps its template.
+		checks: sqlcheck.NewCache[*template](sqlcheck.CacheConfig{Max: maxMemo, MaxSQL: -1})}
 	p.initShapes(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -396,7 +401,7 @@ func (p *Pilot) parseBound(canonical []byte, sum [32]byte) (*parsedBound, error)
 	if err != nil {
 		return nil, err
 	}
-	pb := &parsedBound{b: b, rules: rules, sum: sum}
+	pb := &parsedBound{b: b, rules: rules, sum: sum, id: string(sum[:])}
 	p.bounds.Put(sum, pb)
 	return pb, nil
 }
@@ -457,24 +462,13 @@ func (p *Pilot) guard(sql string, pb *parsedBound, path string, evidence bool) (
 	return g, nil
 }
 
-type scopedKey struct {
-	cat   *sqlcheck.Catalog
-	bound [32]byte
-}
-
 // scope is the catalog as pb's bound sees it (bound.Catalog): the Pilot
 // checks and guards a statement against it, as the gateway does, so a
 // table or column outside the bound is as if it did not exist, and *
 // reaches none.
 func (p *Pilot) scope(pb *parsedBound) *sqlcheck.Catalog {
 	cat := p.Catalog()
-	k := scopedKey{cat: cat, bound: pb.sum}
-	if c, ok := p.scoped.Get(k); ok {
-		return c
-	}
-	c := pb.b.Catalog(cat, bound.CatalogName)
-	p.scoped.Put(k, c)
-	return c
+	return p.checks.Scope(cat, pb.id, func() *sqlcheck.Catalog { return pb.b.Catalog(cat, bound.CatalogName) })
 }
 
 // check is the Pilot's own static check of a against the bound: the

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
-	"github.com/harbormaster-dev/harbormaster/internal/memo"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
@@ -39,22 +38,6 @@ import (
 // write), a template the target will not prepare, the surveyed path, and
 // rehearsals.
 
-// templateKey is everything a template depends on: the catalog (and with
-// it the search path), the shape with its baked constants, the bound's
-// bytes and the path.
-type templateKey struct {
-	cat   *sqlcheck.Catalog
-	shape [32]byte
-	bound [32]byte
-	path  string
-}
-
-// shapeKey names a shape in a catalog.
-type shapeKey struct {
-	cat   *sqlcheck.Catalog
-	shape [32]byte
-}
-
 // template is one shape's guarded template against one bound.
 type template struct {
 	tpl *sqlcheck.Template
@@ -75,10 +58,12 @@ const maxPreparedPerConn = 256
 // is used by one goroutine at a time, so it needs no lock of its own.
 type connPrepared struct{ names map[string]bool }
 
+// shapeState is what the Pilot keeps of its templates beside its check
+// cache (Pilot.checks, which holds each bound's template of a shape by
+// the shape's analysis, baked constants' values included, and the
+// bound's hash).
 type shapeState struct {
-	baked     memo.Map[shapeKey, []int]
-	templates memo.Map[templateKey, *template]
-	prepared  sync.Map // *pgx.Conn -> *connPrepared
+	prepared sync.Map // *pgx.Conn -> *connPrepared
 
 	templated, literal atomic.Int64
 }
@@ -95,11 +80,9 @@ func (p *Pilot) Stats() Stats {
 	return Stats{Templated: p.shapes.templated.Load(), Literal: p.shapes.literal.Load()}
 }
 
-// initShapes sets up the memos and forgets a connection's prepared
-// templates when the pool closes it.
+// initShapes forgets a connection's prepared templates when the pool
+// closes it.
 func (p *Pilot) initShapes(pc *pgxpool.Config) {
-	p.shapes.baked = memo.Map[shapeKey, []int]{Max: maxMemo}
-	p.shapes.templates = memo.Map[templateKey, *template]{Max: maxMemo}
 	prev := pc.BeforeClose
 	pc.BeforeClose = func(c *pgx.Conn) {
 		p.shapes.prepared.Delete(c)
@@ -121,13 +104,17 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 		return nil, nil, nil
 	}
 	cat := p.scope(pb)
-	sk := shapeKey{cat: cat, shape: sha256.Sum256([]byte(s.Key()))}
-	if baked, ok := p.shapes.baked.Get(sk); ok {
-		tk := templateKey{cat: cat, shape: sha256.Sum256([]byte(sqlcheck.BakedKey(s, baked))), bound: pb.sum, path: path}
-		if t, ok := p.shapes.templates.Get(tk); ok {
-			return t, s, nil
-		}
+	r := p.checks.AnalyzeShape(sql, s, cat)
+	if t, ok := p.checks.Value(r.Key, pb.id); ok {
+		return t, s, nil
 	}
+	if r.Template == nil {
+		// No template: the literal path, unless the check refuses.
+		_, res := p.check(r.Analysis, pb, path)
+		return nil, nil, res
+	}
+	// The template is guarded on a tree of its own: the cache keeps the
+	// facts of the tree it analyzed, which Parameterize would change.
 	a := sqlcheck.Analyze(sql, cat, sqlcheck.Limits{})
 	d, res := p.check(a, pb, path)
 	if res != nil {
@@ -155,8 +142,7 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 	}
 	sum := sha256.Sum256([]byte(t.text))
 	t.name = "harbormaster_t_" + hex.EncodeToString(sum[:16])
-	p.shapes.baked.Put(sk, tpl.Baked())
-	p.shapes.templates.Put(templateKey{cat: cat, shape: sha256.Sum256([]byte(sqlcheck.BakedKey(s, tpl.Baked()))), bound: pb.sum, path: path}, t)
+	p.checks.Put(r.Key, pb.id, t)
 	return t, s, nil
 }
 

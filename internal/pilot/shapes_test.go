@@ -498,3 +498,27 @@ func TestGroupingSetPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplatesAreTheBounds: a shape templated under one bound is never
+// another bound's: under a bound that does not cover it, the same
+// statement, and one of its shape with new literals, have no template
+// and are refused, with the first bound's template remembered.
+func TestTemplatesAreTheBounds(t *testing.T) {
+	f := newFixture(t)
+	const covered, other = "fix-name-typos.yaml", "unstick-orders.yaml"
+	for _, sql := range []string{"SELECT id, name FROM customers WHERE id = 3", "SELECT id, name FROM customers WHERE id = 4"} {
+		if _, _, ok := f.pilot.TemplateOf(sql, f.bounds[covered]); !ok {
+			t.Fatalf("%s: no template under %s", sql, covered)
+		}
+		if text, _, ok := f.pilot.TemplateOf(sql, f.bounds[other]); ok {
+			t.Fatalf("%s: %s's template under %s: %s", sql, covered, other, text)
+		}
+		res, err := f.pilot.Execute(t.Context(), f.request(t, other, sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != pilot.Refused || res.Code != pilot.RefusedCheck {
+			t.Fatalf("%s under %s: %s %s %v", sql, other, res.Outcome, res.Code, res.Reasons)
+		}
+	}
+}

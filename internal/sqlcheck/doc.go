@@ -9,7 +9,8 @@
 // parse, or that no human could approve (several statements, DDL, a
 // placeholder), is rejected at once (unapprovable.go). Shapes (shape.go)
 // and templates (template.go) let a decision be remembered for every
-// statement that differs only in its literals; expr.go reads table and
+// statement that differs only in its literals, in a Cache (cache.go),
+// keyed by catalog, shape with its baked constants' values, and bound; expr.go reads table and
 // column names and compiles signed fences and checks; walk.go extracts a
 // statement's facts from the parse tree, and visit.go walks it.
 package sqlcheck
