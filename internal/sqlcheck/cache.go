@@ -2,7 +2,8 @@ package sqlcheck
 
 import (
 	"crypto/sha256"
-	"sync"
+
+	"github.com/harbormaster-dev/harbormaster/internal/memo"
 )
 
 // Cache remembers the static check's work for one caller (the gateway
@@ -38,11 +39,11 @@ import (
 type Cache[V any] struct {
 	cfg CacheConfig
 
-	texts  bounded[Key, *Analysis]
-	baked  bounded[Key, []int]
-	shapes bounded[Key, shaped]
-	scoped bounded[scopedKey, *Catalog]
-	values bounded[valueKey, V]
+	texts  memo.Map[Key, *Analysis]
+	baked  memo.Map[Key, []int]
+	shapes memo.Map[Key, shaped]
+	scoped memo.Map[scopedKey, *Catalog]
+	values memo.Map[valueKey, V]
 }
 
 // CacheConfig configures a Cache.
@@ -72,11 +73,11 @@ func (cfg CacheConfig) WithDefaults() CacheConfig {
 func NewCache[V any](cfg CacheConfig) *Cache[V] {
 	cfg = cfg.WithDefaults()
 	return &Cache[V]{cfg: cfg,
-		texts:  bounded[Key, *Analysis]{Max: cfg.Max},
-		baked:  bounded[Key, []int]{Max: cfg.Max},
-		shapes: bounded[Key, shaped]{Max: cfg.Max},
-		scoped: bounded[scopedKey, *Catalog]{Max: cfg.Max},
-		values: bounded[valueKey, V]{Max: cfg.Max}}
+		texts:  memo.Map[Key, *Analysis]{Max: cfg.Max},
+		baked:  memo.Map[Key, []int]{Max: cfg.Max},
+		shapes: memo.Map[Key, shaped]{Max: cfg.Max},
+		scoped: memo.Map[scopedKey, *Catalog]{Max: cfg.Max},
+		values: memo.Map[valueKey, V]{Max: cfg.Max}}
 }
 
 // Key names one remembered analysis: the catalog it was made against,
@@ -214,35 +215,4 @@ func (c *Cache[V]) Put(k Key, bound string, v V) {
 	if k.Remembered() {
 		c.values.Put(valueKey{Key: k, bound: bound}, v)
 	}
-}
-
-// bounded is internal/memo.Map, which sqlcheck does not import:
-// internal/route may depend on the static check alone (internal/layers),
-// so sqlcheck imports nothing of the module. It holds
-// at most Max entries (a zero Max holds none) and a full map is cleared,
-// not evicted entry by entry.
-type bounded[K comparable, V any] struct {
-	Max int
-
-	mu sync.Mutex
-	m  map[K]V
-}
-
-func (c *bounded[K, V]) Get(k K) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok
-}
-
-func (c *bounded[K, V]) Put(k K, v V) {
-	if c.Max <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.Max {
-		c.m = make(map[K]V)
-	}
-	c.m[k] = v
 }
