@@ -797,7 +797,7 @@ func demoTierB(sys *node.Node, inf demoInfo) error {
 		}
 	}
 	var typos *gateway.Delegation
-	for _, d := range sys.Gateway().Delegations(inf.Agent) {
+	for _, d := range sys.Gateway().Registry().Delegations(inf.Agent) {
 		if d.Bound.Tier() == "B" {
 			typos = d
 		}

@@ -373,7 +373,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := strings.TrimSpace(b.text(".fallback-text")); got != want {
 			t.Errorf("the delegation page's fallback %q", got)
 		}
-		for _, d := range f.sys.Gateway.Delegations("") {
+		for _, d := range f.sys.Gateway.Registry().Delegations("") {
 			if d.Bound.Tier() == "B" {
 				tierB = d
 			}
@@ -669,7 +669,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		// And revokes the Tier A delegation: at once, on every path.
 		var tierA *gateway.Delegation
-		for _, d := range f.sys.Gateway.Delegations("") {
+		for _, d := range f.sys.Gateway.Registry().Delegations("") {
 			if d.Bound.Tier() == "A" {
 				tierA = d
 			}

@@ -128,11 +128,11 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 		case logbook.KindApproval, logbook.KindDenial, logbook.KindExpiry:
 			queued = append(queued, e)
 		case logbook.KindJudgment:
-			if d := c.cfg.Gateway.Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
+			if d := c.cfg.Gateway.Registry().Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
 				judgments = append(judgments, e)
 			}
 		case logbook.KindAuditSampled, logbook.KindAuditReview:
-			if d := c.cfg.Gateway.Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
+			if d := c.cfg.Gateway.Registry().Delegation(e.Subjects["delegation"]); d != nil && s.Sees(d.Target) {
 				audits = append(audits, e)
 			}
 		}

@@ -36,7 +36,7 @@ var delegationActs = map[string]struct {
 }
 
 func (c *Console) postDelegationPrepare(w http.ResponseWriter, r *http.Request, s *Session) {
-	d := c.cfg.Gateway.Delegation(r.PathValue("id"))
+	d := c.cfg.Gateway.Registry().Delegation(r.PathValue("id"))
 	if d == nil || !s.Sees(d.Target) {
 		c.fail(w, r, s, http.StatusNotFound, "Not found", "There is no delegation "+r.PathValue("id")+" on your targets.")
 		return

@@ -73,7 +73,7 @@ const markSuspended = "fast path suspended"
 func (c *Console) getDelegations(w http.ResponseWriter, r *http.Request, s *Session) {
 	now := c.cfg.Clock()
 	var rows []delegationRow
-	ds := c.cfg.Gateway.Delegations("")
+	ds := c.cfg.Gateway.Registry().Delegations("")
 	for i := len(ds) - 1; i >= 0; i-- { // newest first
 		d := ds[i]
 		if !s.Sees(d.Target) {
@@ -133,7 +133,7 @@ func (c *Console) getDelegation(w http.ResponseWriter, r *http.Request, s *Sessi
 }
 
 func (c *Console) delegationPage(r *http.Request, s *Session, id string) (*delegationPage, int) {
-	d := c.cfg.Gateway.Delegation(id)
+	d := c.cfg.Gateway.Registry().Delegation(id)
 	if d == nil || !s.Sees(d.Target) {
 		return nil, http.StatusNotFound
 	}

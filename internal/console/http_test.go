@@ -291,8 +291,8 @@ func TestUnsignableNeverPastTheReport(t *testing.T) {
 	// nowhere: the submission recompiles and refuses.
 	sig, _ := f.keys.Grantor.Sign("harbormaster-delegation", []byte(y))
 	code, _ = do(t, alice, "POST", base+"sign/submit", url.Values{"csrf": {csrf}, "yaml": {y}, "signature": {string(sig)}})
-	if code != http.StatusUnprocessableEntity || len(f.sys.Gateway.Delegations("")) != 0 {
-		t.Errorf("submitting an unsignable delegation: %d, %d delegations", code, len(f.sys.Gateway.Delegations("")))
+	if code != http.StatusUnprocessableEntity || len(f.sys.Gateway.Registry().Delegations("")) != 0 {
+		t.Errorf("submitting an unsignable delegation: %d, %d delegations", code, len(f.sys.Gateway.Registry().Delegations("")))
 	}
 }
 

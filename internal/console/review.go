@@ -37,7 +37,7 @@ type auditsPage struct {
 
 // auditTarget is the target of an audit's delegation, or "".
 func (c *Console) auditTarget(a audit.Audit) string {
-	if d := c.cfg.Gateway.Delegation(a.DelegationID); d != nil {
+	if d := c.cfg.Gateway.Registry().Delegation(a.DelegationID); d != nil {
 		return d.Target
 	}
 	return ""
@@ -428,7 +428,7 @@ func (c *Console) entryVisible(ctx context.Context, s *Session, e logbook.Entry,
 		return s.Sees(t), true
 	}
 	if v, ok := resolve("delegation", func(id string) (string, bool) {
-		if d := c.cfg.Gateway.Delegation(id); d != nil {
+		if d := c.cfg.Gateway.Registry().Delegation(id); d != nil {
 			return d.Target, true
 		}
 		return "", false

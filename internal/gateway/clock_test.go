@@ -46,7 +46,7 @@ func TestClockSkewKeepsExpiryConservative(t *testing.T) {
 	d := f.addDelegation(t, gatewaytest.WithExpiry(gatewaytest.Example(t, gatewaytest.Orders), time.Now().Add(3*time.Minute)))
 	m := f.sys.Metrics
 
-	if err := f.sys.Gateway.MeasureClock(ctx); err != nil {
+	if err := f.sys.Gateway.Registry().MeasureClock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted || r.DelegationID != d.ID {
@@ -58,7 +58,7 @@ func TestClockSkewKeepsExpiryConservative(t *testing.T) {
 
 	// Within the leeway nothing changes.
 	offset.Store(int64(time.Second))
-	if err := f.sys.Gateway.MeasureClock(ctx); err != nil {
+	if err := f.sys.Gateway.Registry().MeasureClock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {
@@ -67,7 +67,7 @@ func TestClockSkewKeepsExpiryConservative(t *testing.T) {
 
 	// The store's clock is five minutes ahead: by it, the delegation expired.
 	offset.Store(int64(5 * time.Minute))
-	if err := f.sys.Gateway.MeasureClock(ctx); err != nil {
+	if err := f.sys.Gateway.Registry().MeasureClock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r := f.submit(t, gatewaytest.Agent, readOrder)
@@ -79,7 +79,7 @@ func TestClockSkewKeepsExpiryConservative(t *testing.T) {
 	}
 
 	offset.Store(0)
-	if err := f.sys.Gateway.MeasureClock(ctx); err != nil {
+	if err := f.sys.Gateway.Registry().MeasureClock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {

@@ -58,9 +58,9 @@ func TestRevokedDelegationStaysRevoked(t *testing.T) {
 			if !strings.Contains(err.Error(), d.ID) {
 				t.Errorf("error %q does not name the delegation", err)
 			}
-			stored := f.sys.Gateway.Delegation(d.ID)
-			if stored == nil || stored.Revoked == nil || len(f.sys.Gateway.Delegations("")) != 1 {
-				t.Fatalf("after the re-add: %+v, %d delegations", stored, len(f.sys.Gateway.Delegations("")))
+			stored := f.sys.Gateway.Registry().Delegation(d.ID)
+			if stored == nil || stored.Revoked == nil || len(f.sys.Gateway.Registry().Delegations("")) != 1 {
+				t.Fatalf("after the re-add: %+v, %d delegations", stored, len(f.sys.Gateway.Registry().Delegations("")))
 			}
 			if n := f.count(t, "delegation"); n != 1 {
 				t.Fatalf("%d delegation entries, want the first one only", n)

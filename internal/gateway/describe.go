@@ -79,7 +79,7 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
 	}
 	now := g.cfg.Clock()
-	delegs := g.activeDelegations(principal, target, now)
+	delegs := g.reg.InForce(principal, target, now)
 
 	twin, _, _, err := sqlcheck.NullTwin(sql, g.cfg.Limits)
 	if err != nil {
@@ -119,7 +119,7 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 	// Delegations this node may no longer know to be revoked describe
 	// nothing.
 	i, ok := route.Choose(checks)
-	if !ok || g.delegationsStale() != "" {
+	if !ok || g.reg.Stale() != "" {
 		return nil, &NotDescribedError{Code: NotDescribedReferred}
 	}
 	path := marque.PathCompiled
@@ -127,7 +127,7 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 		path = marque.PathSurveyed
 	}
 	chosen := delegs[i]
-	res, err := p.Describe(ctx, sql, chosen.Canonical, chosen.auth(), principal, path)
+	res, err := p.Describe(ctx, sql, chosen.Canonical, delegationAuth(chosen), principal, path)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: describe: %w", err)
 	}

@@ -21,10 +21,13 @@
 // approvals, denials, revocations, enablements, reviews) go through one
 // mechanism (acts.go); an approval binds the preview's digest, and
 // the Pilot runs the statement only if it still reaches and writes what
-// the preview showed. Delegations in force and their refresh and expiry
-// are in delegations.go, flood admission in floods.go, the clock-skew
-// check in clock.go, the queue's webhook in queue.go, and the
-// background services (reconciliation, refresh, expiry) in services.go.
+// the preview showed. The delegations in force, their staleness and
+// refresh, and the clock skew their expiries are decided with are the
+// registry's (internal/registry, Gateway.Registry); adding a delegation
+// (its compilation, signature and logbook entry) is in delegations.go,
+// revoking one and logging expiries in queue.go, flood admission in
+// floods.go, the queue's webhook in queue.go, and the background services
+// (reconciliation, refresh, expiry, the clock) in services.go.
 //
 // What the agent can observe through this package is bounded by
 // invariant 10: a request's preview, detail and digests are shown to

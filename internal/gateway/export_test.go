@@ -1,22 +1,6 @@
 package gateway
 
-import (
-	"context"
-	"time"
-)
-
-// AgeDelegations makes the node's last good read of the delegations as
-// old as age, as a store that stopped answering would.
-func (g *Gateway) AgeDelegations(age time.Duration) {
-	t := time.Now().Add(-age)
-	g.delegationsRead.Store(&t)
-}
-
-// RefreshDelegations is one tick of the delegations service.
-func (g *Gateway) RefreshDelegations(ctx context.Context) error { return g.refreshDelegations(ctx) }
-
-// MeasureClock is one tick of the clock service.
-func (g *Gateway) MeasureClock(ctx context.Context) error { return g.measureClock(ctx) }
+import "context"
 
 // RecordMarque is an approval's step that records its marque id
 // (executing), as the node that claimed request id would take it.

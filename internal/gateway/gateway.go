@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
@@ -19,6 +18,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/metrics"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/registry"
 	"github.com/harbormaster-dev/harbormaster/internal/route"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -77,11 +77,16 @@ type Config struct {
 	Services Services
 	// StoreClock, when set, reads the control store's clock, the one every
 	// node shares; the clock service compares this node's with it
-	// (clock.go). Nil: the store is on this machine, with its clock.
+	// (internal/registry). Nil: the store is on this machine, with its clock.
 	StoreClock func(ctx context.Context) (time.Time, error)
 	// ClockLeeway is how far this node's clock may be off the store's
 	// before its expiry decisions hold at both. Defaults to 1s.
 	ClockLeeway time.Duration
+	// LocalClock reads this node's clock for durations: the age of the
+	// last read of the delegations and the round trip of a reading of the
+	// store's clock (registry.Config.Now), where Clock may be a fixed
+	// instant in tests. Defaults to time.Now.
+	LocalClock func() time.Time
 	// SharedQuota, when set, takes fast-path tokens from buckets every
 	// node on the store shares (a PostgreSQL store): it returns the key of
 	// the first empty bucket, or "". Nil: this node's own buckets, exact
@@ -130,6 +135,9 @@ func (c Config) WithDefaults() Config {
 	if c.ClockLeeway <= 0 {
 		c.ClockLeeway = time.Second
 	}
+	if c.LocalClock == nil {
+		c.LocalClock = time.Now
+	}
 	return c
 }
 
@@ -177,19 +185,9 @@ type Gateway struct {
 	checks  *sqlcheck.Cache[checked]
 	rq      *store.Requests
 
-	mu          sync.RWMutex
-	delegations []*Delegation // every stored delegation, oldest first
-
-	// delegationsRead is when the delegations were last read from the
-	// store (monotonic, for staleness); delegationsWatched is set once the
-	// delegations service runs (Run).
-	delegationsRead    atomic.Pointer[time.Time]
-	delegationsWatched atomic.Bool
-
-	// skew is the store's clock minus this node's, in nanoseconds, as last
-	// measured; skewBeyond is set while it exceeds the leeway (clock.go).
-	skew       atomic.Int64
-	skewBeyond atomic.Bool
+	// reg holds the delegations in force, their staleness and the clock
+	// skew their expiries are decided with (internal/registry).
+	reg *registry.Registry
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // request id -> closed on its next change
@@ -209,7 +207,8 @@ type Gateway struct {
 
 	quota        *quota.Limiter
 	http         *http.Client
-	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under mu)
+	expiryMu     sync.Mutex
+	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under expiryMu)
 }
 
 // New wires a gateway. pilots are the targets' Pilots, one per target, in
@@ -232,8 +231,10 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		}
 		g.targets[p.Target()] = p
 	}
-	if err := g.loadDelegations(ctx); err != nil {
-		return nil, err
+	g.reg, err = registry.New(ctx, registry.Config{Stale: cfg.Services.DelegationsStale, StoreClock: cfg.StoreClock,
+		ClockLeeway: cfg.ClockLeeway, Now: cfg.LocalClock, Metrics: cfg.Metrics, Logger: cfg.Logger}, st)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	// Expiries already recorded by an earlier run are not recorded again.
 	err = lb.Iterate(ctx, logbook.Query{Kind: logbook.KindDelegationExpired}, func(e logbook.Entry) error {
@@ -340,7 +341,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 	req := &request{ID: newID("req_", now), Principal: principal, Target: target, SQL: sql, Created: now}
 
-	delegs := g.activeDelegations(principal, target, now)
+	delegs := g.reg.InForce(principal, target, now)
 
 	// 2 parse with the real Postgres parser, against the catalog the
 	// delegation's bound sees (bound.Catalog): what the target holds
@@ -481,7 +482,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 		claims := marque.Claims{
 			RequestID: req.ID, Principal: principal, Target: target,
 			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: rt.Rule,
-			Auth:       chosen.auth(),
+			Auth:       delegationAuth(chosen),
 			JudgmentID: req.JudgmentID,
 		}
 		minted = make(chan mintResult, 1)
@@ -609,7 +610,7 @@ type routeFacts struct {
 	checks []route.Check
 }
 
-func (f routeFacts) Stale() string { return f.g.delegationsStale() }
+func (f routeFacts) Stale() string { return f.g.reg.Stale() }
 
 func (f routeFacts) Survey(i int) route.Survey {
 	s, err := f.g.surveyFacts(f.ctx, f.req.Target, f.delegs[i], f.checks[i].Decision)

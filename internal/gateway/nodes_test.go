@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,8 +68,8 @@ func TestDelegationsFromAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.eventually(t, readOrder, gateway.OutcomeReferred)
-	if d := f.sys.Gateway.Delegation(id); d == nil || d.Revoked == nil || len(f.sys.Gateway.Delegations("")) != 1 {
-		t.Fatalf("after the revocation elsewhere: %+v, %d delegations", d, len(f.sys.Gateway.Delegations("")))
+	if d := f.sys.Gateway.Registry().Delegation(id); d == nil || d.Revoked == nil || len(f.sys.Gateway.Registry().Delegations("")) != 1 {
+		t.Fatalf("after the revocation elsewhere: %+v, %d delegations", d, len(f.sys.Gateway.Registry().Delegations("")))
 	}
 }
 
@@ -78,14 +79,18 @@ func TestDelegationsFromAnotherNode(t *testing.T) {
 // its next good read.
 func TestStaleDelegationsStopTheFastPath(t *testing.T) {
 	t.Parallel()
+	var later atomic.Int64 // how far this node's clock of durations is moved on
 	f := newFixture(t, func(o *gatewaytest.Options) {
 		// The service never ticks by itself in this test.
 		o.Gateway.Services = gateway.Services{Delegations: time.Hour, DelegationsStale: 10 * time.Second}
+		o.Gateway.LocalClock = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
 	})
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {
 		t.Fatalf("fresh: %+v", r)
 	}
-	f.sys.Gateway.AgeDelegations(time.Minute)
+	// A minute passes with no good read, as a store that stopped
+	// answering would leave it.
+	later.Store(int64(time.Minute))
 	before := gatewaytest.Receipts(t, f.dsn)
 	r := f.submit(t, gatewaytest.Agent, readOrder)
 	if r.Outcome != gateway.OutcomeReferred || len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "the delegations could not be read from the store for 1m") {
@@ -94,7 +99,7 @@ func TestStaleDelegationsStopTheFastPath(t *testing.T) {
 	if gatewaytest.Receipts(t, f.dsn) != before {
 		t.Fatal("a stale node ran a statement")
 	}
-	if err := f.sys.Gateway.RefreshDelegations(context.Background()); err != nil {
+	if err := f.sys.Gateway.Registry().Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.submit(t, gatewaytest.Agent, readOrder); r.Outcome != gateway.OutcomeExecuted {

@@ -16,6 +16,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/registry"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
@@ -33,7 +34,9 @@ var (
 	ErrPreviewChanged = errors.New("the approval names another preview than the request's: the preview was refreshed, look at it again")
 	ErrActRefused     = errors.New("the signed act is refused")
 	ErrNotAuthorized  = errors.New("not authorized")
-	ErrAlreadyRevoked = errors.New("the delegation is already revoked")
+	// ErrAlreadyRevoked is the registry's: a revocation of a delegation
+	// revoked before.
+	ErrAlreadyRevoked = registry.ErrAlreadyRevoked
 )
 
 // referred is called once a request is waiting and its answer is ready:
@@ -212,7 +215,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: the approval is for another statement", ErrActRefused)
 	case ap.PreviewSHA256 != v.PreviewSHA256:
 		return nil, fmt.Errorf("gateway: %s: %w: %w", id, ErrActRefused, ErrPreviewChanged)
-	case g.expiredAt(ap.ExpiresAt(), now):
+	case g.reg.ExpiredAt(ap.ExpiresAt(), now):
 		return nil, fmt.Errorf("gateway: %w: the approval expired at %s", ErrActRefused, ap.Expires)
 	}
 	if pv, err := v.preview(); err != nil || pv.TooMany || ap.MaxRows > pv.Rows {
@@ -396,27 +399,25 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 	if err != nil {
 		return nil, err
 	}
-	d := g.Delegation(r.DelegationID)
+	d := g.reg.Delegation(r.DelegationID)
 	if d == nil {
 		return nil, fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
 	}
 	if r.Target != d.Target {
 		return nil, fmt.Errorf("gateway: %w: the revocation names target %s, the delegation is on %s", ErrActRefused, r.Target, d.Target)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if d.Revoked != nil {
+	// The act is recorded under the registry's lock: no statement is
+	// decided between the check that it is unrevoked and the revocation.
+	err = g.reg.Revoke(ctx, d, now, signer.Name, string(revocation)+string(signature), func() error {
+		return g.logAct(ctx, act, signer, map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
+			map[string]any{"delegation_id": d.ID, "reason": r.Reason})
+	})
+	switch {
+	case errors.Is(err, ErrAlreadyRevoked):
 		return d, fmt.Errorf("gateway: %s: %w", d.ID, ErrAlreadyRevoked)
-	}
-	if err := g.logAct(ctx, act, signer, map[string]string{"delegation": d.ID, "principal": d.Grantee, "target": d.Target},
-		map[string]any{"delegation_id": d.ID, "reason": r.Reason}); err != nil {
+	case err != nil:
 		return nil, err
 	}
-	if err := g.st.RevokeDelegation(ctx, d.ID, now.UnixNano(), signer.Name, string(revocation)+string(signature)); err != nil {
-		return nil, fmt.Errorf("gateway: revoke: %w", err)
-	}
-	t := now.UTC()
-	d.Revoked = &t
 	return d, nil
 }
 
@@ -426,15 +427,16 @@ func (g *Gateway) Revoke(ctx context.Context, revocation, signature []byte) (*De
 // bound all the same).
 func (g *Gateway) logExpiries(ctx context.Context) error {
 	now := g.cfg.Clock()
-	g.mu.RLock()
 	var due []*Delegation
-	for _, d := range g.delegations {
+	all := g.reg.Delegations("")
+	g.expiryMu.Lock()
+	for _, d := range all {
 		exp, err := d.Bound.ExpiresAt()
 		if err == nil && !now.Before(exp) && !g.expiryLogged[d.ID] {
 			due = append(due, d)
 		}
 	}
-	g.mu.RUnlock()
+	g.expiryMu.Unlock()
 	for _, d := range due {
 		// One node of all on the store logs it: the first to claim it.
 		claimed, err := g.st.ClaimDelegationExpiry(ctx, d.ID, now.UnixNano())
@@ -449,9 +451,9 @@ func (g *Gateway) logExpiries(ctx context.Context) error {
 				return err
 			}
 		}
-		g.mu.Lock()
+		g.expiryMu.Lock()
 		g.expiryLogged[d.ID] = true
-		g.mu.Unlock()
+		g.expiryMu.Unlock()
 	}
 	return nil
 }

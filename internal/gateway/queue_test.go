@@ -750,7 +750,7 @@ func TestRevocationTakesEffectAtOnce(t *testing.T) {
 	if r := f.submit(t, gatewaytest.Agent, sel); r.Outcome != gateway.OutcomeReferred {
 		t.Fatalf("after a restart: %+v", r)
 	}
-	if d := f.sys.Gateway.Delegation(orders.ID); d == nil || d.Revoked == nil {
+	if d := f.sys.Gateway.Registry().Delegation(orders.ID); d == nil || d.Revoked == nil {
 		t.Fatalf("after a restart the delegation is %+v", d)
 	}
 	if _, err := f.sys.Gateway.Revoke(ctx, act, sig); !errors.Is(err, gateway.ErrAlreadyRevoked) {

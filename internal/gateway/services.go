@@ -24,7 +24,8 @@ import (
 //     read is older than Services.DelegationsStale runs nothing on the fast
 //     path: a revocation on another node takes effect here within that bound;
 //   - clock: the store's clock is read and this node's offset from it
-//     measured (clock.go), when the store is not on this machine.
+//     measured (registry.Registry.MeasureClock), when the store is not on
+//     this machine.
 type Services struct {
 	// QueueExpiry, DelegationExpiry, Reconcile and Delegations are the
 	// services' intervals. Each defaults to one second.
@@ -32,8 +33,8 @@ type Services struct {
 	DelegationExpiry time.Duration
 	Reconcile        time.Duration
 	Delegations      time.Duration
-	// Clock is how often the store's clock is read (clock.go), when the
-	// gateway has a StoreClock. Defaults to 5s.
+	// Clock is how often the store's clock is read (internal/registry),
+	// when the gateway has a StoreClock. Defaults to 5s.
 	Clock time.Duration
 	// DelegationsStale is how old the last good read of the delegations may
 	// be before the fast path stops. Defaults to five Delegations intervals.
@@ -79,10 +80,10 @@ func (g *Gateway) Services() []Service {
 			}
 			return err
 		}},
-		{Name: "delegations", Every: s.Delegations, Tick: g.refreshDelegations},
+		{Name: "delegations", Every: s.Delegations, Tick: g.reg.Refresh},
 	}
 	if g.cfg.StoreClock != nil {
-		out = append(out, Service{Name: "clock", Every: s.Clock, Tick: g.measureClock})
+		out = append(out, Service{Name: "clock", Every: s.Clock, Tick: g.reg.MeasureClock})
 	}
 	return out
 }
@@ -90,7 +91,7 @@ func (g *Gateway) Services() []Service {
 // Run runs every service until ctx ends, then
 // waits for the execution entries still being written (Drain).
 func (g *Gateway) Run(ctx context.Context) error {
-	g.delegationsWatched.Store(true)
+	g.reg.Watch()
 	var wg sync.WaitGroup
 	for _, s := range g.Services() {
 		wg.Add(1)

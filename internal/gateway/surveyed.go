@@ -73,7 +73,7 @@ func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation,
 // survey rehearses the statement inside the bound and convenes the panel.
 // It returns the judgment and the rehearsal, or a reason to refer.
 func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
-	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, d.auth(), req.Principal, marque.PathSurveyed)
+	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, delegationAuth(d), req.Principal, marque.PathSurveyed)
 	if err != nil {
 		return nil, "", err
 	}
@@ -131,10 +131,7 @@ func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d 
 // the audit's suspension must still open the path, when its conforms is
 // acted on.
 func (g *Gateway) surveyStillOpen(ctx context.Context, req *request, d *Delegation, dec sqlcheck.Decision) string {
-	g.mu.RLock()
-	inForce := g.inForce(d, g.cfg.Clock())
-	g.mu.RUnlock()
-	if !inForce {
+	if !g.reg.IsInForce(d, g.cfg.Clock()) {
 		return "the delegation was revoked or expired while the Surveyor judged the statement, so a human decides"
 	}
 	s, err := g.surveyFacts(ctx, req.Target, d, dec)
@@ -143,7 +140,7 @@ func (g *Gateway) surveyStillOpen(ctx context.Context, req *request, d *Delegati
 		g.cfg.Logger.Error("surveyed path", "request", req.ID, "err", err)
 	}
 	rt := route.Of(route.Input{Principal: req.Principal, Target: req.Target,
-		Checks: []route.Check{{Delegation: d.ID, Decision: dec}}, Survey: s, Stale: g.delegationsStale()})
+		Checks: []route.Check{{Delegation: d.ID, Decision: dec}}, Survey: s, Stale: g.reg.Stale()})
 	if rt.Path != route.Surveyed {
 		return "the surveyed path closed while the Surveyor judged the statement: " + strings.Join(route.Strings(rt.Reasons), "; ")
 	}
@@ -279,7 +276,7 @@ func (g *Gateway) EnableSurveyor(ctx context.Context, act, sig []byte) error {
 }
 
 func (g *Gateway) residualRule(id string, rule int) (*Delegation, error) {
-	d := g.Delegation(id)
+	d := g.reg.Delegation(id)
 	if d == nil {
 		return nil, fmt.Errorf("gateway: delegation %s: %w", id, ErrNotFound)
 	}
@@ -302,7 +299,7 @@ func (g *Gateway) ReviewAudit(ctx context.Context, act, sig []byte) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("gateway: %w", ErrNotFound)
 	}
-	d := g.Delegation(au.DelegationID)
+	d := g.reg.Delegation(au.DelegationID)
 	if d == nil {
 		return false, fmt.Errorf("gateway: delegation %s: %w", au.DelegationID, ErrNotFound)
 	}
@@ -327,7 +324,7 @@ func (g *Gateway) Reinstate(ctx context.Context, act, sig []byte) error {
 	if err := g.freshAct(sa); err != nil {
 		return err
 	}
-	d := g.Delegation(r.DelegationID)
+	d := g.reg.Delegation(r.DelegationID)
 	if d == nil {
 		return fmt.Errorf("gateway: delegation %s: %w", r.DelegationID, ErrNotFound)
 	}
@@ -367,7 +364,7 @@ func (g *Gateway) Audits(ctx context.Context, status string, targets []string) (
 	}
 	out := []audit.Audit{}
 	for _, a := range all {
-		if d := g.Delegation(a.DelegationID); d != nil && allowed[d.Target] {
+		if d := g.reg.Delegation(a.DelegationID); d != nil && allowed[d.Target] {
 			out = append(out, a)
 		}
 	}

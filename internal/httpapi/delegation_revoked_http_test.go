@@ -26,7 +26,7 @@ func TestRevokedDelegationReuploadConflicts(t *testing.T) {
 		t.Fatalf("upload: %d %s", st, body)
 	}
 	var id string
-	for _, d := range f.sys.Gateway.Delegations(gatewaytest.Agent) {
+	for _, d := range f.sys.Gateway.Registry().Delegations(gatewaytest.Agent) {
 		if d.Bound.Tier() == "A" {
 			id = d.ID
 		}

@@ -361,7 +361,7 @@ func (s *Server) getDelegations(w http.ResponseWriter, r *http.Request, principa
 		v   scope.DelegationView
 	}
 	var all []item
-	for _, d := range s.gw.Delegations(principal) {
+	for _, d := range s.gw.Registry().Delegations(principal) {
 		all = append(all, item{timeKey(d.Created, d.ID), scope.ViewDelegation(d, now)})
 	}
 	items, next := paginate(all, func(i item) string { return i.key }, pg)

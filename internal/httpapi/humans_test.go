@@ -463,7 +463,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 
 	// Revocation over HTTP: bob is refused, alice revokes.
 	var orders *gateway.Delegation
-	for _, dl := range f.sys.Gateway.Delegations(gatewaytest.Agent) {
+	for _, dl := range f.sys.Gateway.Registry().Delegations(gatewaytest.Agent) {
 		if dl.Bound.Tier() == "A" {
 			orders = dl
 		}
@@ -687,7 +687,7 @@ func TestForgedActsRevealNoRequestState(t *testing.T) {
 
 	// A forged revocation tells nothing of the delegation it names either
 	// (whether it exists, and its target), even to another agent.
-	ds := f.sys.Gateway.Delegations(gatewaytest.Agent)
+	ds := f.sys.Gateway.Registry().Delegations(gatewaytest.Agent)
 	if len(ds) == 0 {
 		t.Fatal("setup: no delegation")
 	}
@@ -708,7 +708,7 @@ func TestForgedActsRevealNoRequestState(t *testing.T) {
 			break
 		}
 	}
-	if d := f.sys.Gateway.Delegation(ds[0].ID); d == nil || d.Revoked != nil {
+	if d := f.sys.Gateway.Registry().Delegation(ds[0].ID); d == nil || d.Revoked != nil {
 		t.Fatal("a forged revocation revoked the delegation")
 	}
 }

@@ -37,6 +37,10 @@ var rules = []rule{
 	{"internal/cover", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/surveyor", "internal/audit", "internal/switches"},
 		"CoVer compiles sentences and measures panels: it sees only the catalog, sample rows and the models it is handed"},
 	{"internal/logbook", []string{"internal/gateway", "internal/pilot", "internal/httpapi", "internal/cli"}, "the logbook is below the statement path"},
+	{"internal/registry", []string{"internal/gateway", "internal/pilot", "internal/logbook", "internal/signing", "internal/marque",
+		"internal/acts", "internal/surveyor", "internal/llm", "internal/audit", "internal/switches", "internal/route",
+		"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/console", "internal/scope", "internal/node", "internal/cli"},
+		"the registry holds the delegations in force and nothing else: it verifies no act, writes no logbook, executes nothing and knows no front"},
 	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/cli", "internal/node"}, "the statement path knows no front"},
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
 	{"internal/buildinfo", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/httpapi", "internal/node", "internal/cli"},
@@ -88,6 +92,9 @@ var allowOnly = map[string][]string{
 // directly beyond the listed ones (what they depend on through those is
 // the rules' business).
 var importOnly = map[string][]string{
+	// The delegations in force are read from the store and compiled
+	// bounds; the skew and the known delegations go to the metrics.
+	"internal/registry": {"internal/store", "internal/bound", "internal/sqlcheck", "internal/metrics"},
 	// The agents' scope is built from the gateway's delegations, the
 	// bounds and the catalogs: nothing else.
 	"internal/scope": {"internal/gateway", "internal/bound", "internal/sqlcheck"},
@@ -263,14 +270,14 @@ func TestLayersCatchAViolation(t *testing.T) {
 	}
 }
 
-// TestDomainReachesTablesThroughTheStore: the statement path, the audit
-// and the switches import no database driver and hold no SQL text; they
-// reach their tables only through the store's repositories, which have a
-// SQLite and a PostgreSQL driver.
+// TestDomainReachesTablesThroughTheStore: the statement path, the
+// registry, the audit and the switches import no database driver and hold
+// no SQL text; they reach their tables only through the store's
+// repositories, which have a SQLite and a PostgreSQL driver.
 func TestDomainReachesTablesThroughTheStore(t *testing.T) {
-	domain := []string{"internal/gateway", "internal/audit", "internal/switches", "internal/route", "internal/quota"}
+	domain := []string{"internal/gateway", "internal/registry", "internal/audit", "internal/switches", "internal/route", "internal/quota"}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .Imports " "}} | {{join .GoFiles " "}}`,
-		"github.com/harbormaster-dev/harbormaster/internal/gateway", "github.com/harbormaster-dev/harbormaster/internal/audit", "github.com/harbormaster-dev/harbormaster/internal/switches",
+		"github.com/harbormaster-dev/harbormaster/internal/gateway", "github.com/harbormaster-dev/harbormaster/internal/registry", "github.com/harbormaster-dev/harbormaster/internal/audit", "github.com/harbormaster-dev/harbormaster/internal/switches",
 		"github.com/harbormaster-dev/harbormaster/internal/route", "github.com/harbormaster-dev/harbormaster/internal/quota").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -43,7 +43,7 @@ func (b *gatewayBackend) WaitRequest(ctx context.Context, id string, wait time.D
 func (b *gatewayBackend) Delegations(context.Context) ([]scope.DelegationView, error) {
 	now := b.clock()
 	out := []scope.DelegationView{}
-	for _, d := range b.gw.Delegations(b.principal) {
+	for _, d := range b.gw.Registry().Delegations(b.principal) {
 		if d.Active(now) {
 			out = append(out, scope.ViewDelegation(d, now))
 		}

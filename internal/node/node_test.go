@@ -76,7 +76,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := sys.Gateway().Delegations(gatewaytest.Agent)
+	ds := sys.Gateway().Registry().Delegations(gatewaytest.Agent)
 	if len(ds) != 1 {
 		t.Fatalf("%d delegations loaded, want 1", len(ds))
 	}
@@ -100,7 +100,7 @@ agents:
 		t.Fatalf("restart with the revoked delegation's file in place: %v", err)
 	}
 	defer sys.Close()
-	d := sys.Gateway().Delegation(id)
+	d := sys.Gateway().Registry().Delegation(id)
 	if d == nil || d.Revoked == nil || d.Active(time.Now()) {
 		t.Fatalf("after the restart: %+v, want revoked", d)
 	}

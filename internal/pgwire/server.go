@@ -207,7 +207,7 @@ func (g gatewayPath) Scope(principal, target string, now time.Time) *shadow.Spec
 		return nil
 	}
 	var rules []shadow.Rules
-	for _, d := range g.InForce(principal, target, now) {
+	for _, d := range g.Registry().InForce(principal, target, now) {
 		rules = append(rules, d.Bound.Rules)
 	}
 	return shadow.FromBound(target, principal, cat.SearchPath(), rules, cat)

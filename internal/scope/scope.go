@@ -132,7 +132,7 @@ func DescribeTables(gw *gateway.Gateway, principal, target string, now time.Time
 	type key struct{ target, table string }
 	idx := map[key]int{}
 	out := &TablesView{Tables: []TableView{}}
-	for _, d := range gw.Delegations(principal) {
+	for _, d := range gw.Registry().Delegations(principal) {
 		if !d.Active(now) || target != "" && d.Target != target {
 			continue
 		}
