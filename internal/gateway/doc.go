@@ -13,9 +13,13 @@
 // compiled path, the surveyed path of surveyed.go, or refer); record the
 // decision in the logbook before any marque leaves; mint the marque; have
 // the Pilot verify everything again and execute under guards; record the
-// outcome; answer the agent.
+// outcome; answer the agent. The request's lifecycle (its row, its moves
+// along one transition table, its entries, reconciliation after a crash)
+// is internal/ledger's: the gateway calls it at steps 6 and 9, holds no
+// store transaction, and draws the views it shows from ledger.Request
+// (request.go).
 //
-// A referred statement is only queued (queue.go, request.go): nothing of
+// A referred statement is only queued (queue.go): nothing of
 // it runs before a human asks, and then only its read-only preview
 // (previews.go, pilot.Pilot.Preview). The humans' signed acts (delegations,
 // approvals, denials, revocations, enablements, reviews) go through one

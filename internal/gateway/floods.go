@@ -16,9 +16,6 @@ import (
 // the agent gets a FloodError (HTTP 429, an MCP tool error) that says to
 // slow down. The statements that run are untouched: only referrals count.
 
-// Outcome and status of a statement refused for a referral flood.
-const OutcomeRefused = "refused"
-
 // Codes of FloodError.
 const (
 	FloodReferralRate = "referral_rate"
@@ -39,7 +36,7 @@ func (e *FloodError) Error() string { return e.Message }
 // waiting requests; it returns the refusal when either is used up.
 func (g *Gateway) admitReferral(ctx context.Context, principal string) (*FloodError, error) {
 	if g.cfg.MaxWaiting > 0 {
-		n, _, err := g.rq.Count(ctx, StatusWaiting, principal)
+		n, _, err := g.led.Count(ctx, StatusWaiting, principal)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: waiting requests: %w", err)
 		}

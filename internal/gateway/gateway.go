@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/metrics"
@@ -144,9 +145,9 @@ func (c Config) WithDefaults() Config {
 // Errors a caller maps to client errors. Everything else is a server error.
 var (
 	ErrUnknownTarget  = errors.New("unknown target")
-	ErrNotFound       = errors.New("not found")
+	ErrNotFound       = ledger.ErrNotFound
 	ErrBadDelegation  = errors.New("delegation refused")
-	ErrLogUnavailable = errors.New("the logbook cannot be written")
+	ErrLogUnavailable = ledger.ErrLogUnavailable
 )
 
 // SQLError is a statement that cannot be decided at all (it does not parse,
@@ -183,27 +184,16 @@ type Gateway struct {
 	signers *signing.AllowedSigners
 	targets map[string]pilot.Executor
 	checks  *sqlcheck.Cache[checked]
-	rq      *store.Requests
+	led     *ledger.Ledger
 
 	// reg holds the delegations in force, their staleness and the clock
 	// skew their expiries are decided with (internal/registry).
 	reg *registry.Registry
 
-	waitMu  sync.Mutex
-	waiters map[string]chan struct{} // request id -> closed on its next change
-
-	pendMu   sync.Mutex
-	pending  map[string]chan struct{} // request id -> closed once its execution entry is written
-	flights  map[string]int           // request id -> holders: decided here, outcome not yet recorded
-	draining bool                     // Drain has begun: record before answering
-
-	reconcileMu sync.Mutex
-
 	// txOpen counts the client transactions open on each target
 	// (transactions.go).
-	txMu     sync.Mutex
-	txOpen   map[string]int
-	inflight sync.WaitGroup // execution entries being written after the answer
+	txMu   sync.Mutex
+	txOpen map[string]int
 
 	quota        *quota.Limiter
 	http         *http.Client
@@ -221,15 +211,17 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
 		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckCache(cfg.Limits)}
-	var err error
-	if g.rq, err = store.NewRequests(ctx, st); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
+	receipts := map[string]ledger.Receipts{}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
 			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
 		}
 		g.targets[p.Target()] = p
+		receipts[p.Target()] = p
+	}
+	var err error
+	if g.led, err = ledger.New(ctx, ledger.Config{Clock: cfg.Clock, Logger: cfg.Logger, Append: g.append, Targets: receipts}, st, lb); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.reg, err = registry.New(ctx, registry.Config{Stale: cfg.Services.DelegationsStale, StoreClock: cfg.StoreClock,
 		ClockLeeway: cfg.ClockLeeway, Now: cfg.LocalClock, Metrics: cfg.Metrics, Logger: cfg.Logger}, st)
@@ -277,13 +269,6 @@ type Response struct {
 	Path         string           `json:"path,omitempty"`
 	DelegationID string           `json:"delegation_id,omitempty"`
 }
-
-// Outcomes of a request.
-const (
-	OutcomeExecuted = "executed"
-	OutcomeReferred = "referred"
-	OutcomeRejected = "rejected"
-)
 
 // idEncoding is base32 over the 32 characters of [a-z2-7] in ASCII order,
 // so an id's text sorts as its bytes do: the ids keep the alphabet and
@@ -339,7 +324,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	if !ok {
 		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
 	}
-	req := &request{ID: newID("req_", now), Principal: principal, Target: target, SQL: sql, Created: now}
+	req := &ledger.Request{ID: newID("req_", now), Principal: principal, Target: target, SQL: sql, Created: now}
 
 	delegs := g.reg.InForce(principal, target, now)
 
@@ -361,7 +346,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	// could only deny it (sqlcheck.Analysis.Rejected, which the backtest
 	// reads too).
 	if r, ok := a.Rejected(); ok {
-		req.Outcome, req.Reasons = OutcomeRejected, []string{r.String()}
+		req.Outcome, req.Reasons = ledger.OutcomeRejected, []string{r.String()}
 		if err := g.decide(ctx, req, nil, nil); err != nil {
 			return nil, err
 		}
@@ -400,12 +385,12 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	var survey *surveyed
 	switch rt.Path {
 	case route.Refer:
-		req.Outcome, req.Reasons = OutcomeReferred, route.Strings(rt.Reasons)
+		req.Outcome, req.Reasons = ledger.OutcomeReferred, route.Strings(rt.Reasons)
 	case route.Compiled:
 		req.Path = marque.PathCompiled
 	case route.Surveyed:
 		// 5 the surveyed path: rehearsal inside the bound, then the panel.
-		req.Outcome = OutcomeReferred
+		req.Outcome = ledger.OutcomeReferred
 		sv, why, err := g.survey(ctx, p, req, chosen, rt.Decision)
 		switch {
 		case err != nil:
@@ -435,7 +420,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 		}
 	}
 	evals := rt.Evaluated
-	if tx != nil && req.Path == "" && req.Outcome == OutcomeReferred {
+	if tx != nil && req.Path == "" && req.Outcome == ledger.OutcomeReferred {
 		req.Reasons = append(req.Reasons, ReasonReferredInTx)
 	}
 	var sess pilot.TxSession
@@ -464,7 +449,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 			return nil, err
 		}
 		if flood != nil {
-			req.Outcome, req.Reasons = OutcomeRefused, []string{flood.Message}
+			req.Outcome, req.Reasons = ledger.OutcomeRefused, []string{flood.Message}
 			if err := g.decide(ctx, req, evals, chosen); err != nil {
 				return nil, err
 			}
@@ -494,14 +479,14 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 
 	// 6 logbook: the decision is durable before any marque leaves.
 	if req.Path != "" {
-		g.flying(req.ID)
-		defer g.landed(req.ID)
+		g.led.Flying(req.ID)
+		defer g.led.Landed(req.ID)
 	}
 	if err := g.decide(ctx, req, evals, chosen); err != nil {
 		return nil, err
 	}
 	if req.Path == "" {
-		resp = req.response()
+		resp = response(req)
 		g.referred(req)
 		return resp, nil
 	}
@@ -526,14 +511,14 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 			// The transaction's state on the target is unknown: it is
 			// rolled back, with whatever ran in it.
 			tx.lose(ctx)
-			return g.didNotRun(ctx, p, req, err)
+			return g.didNotRun(ctx, req, err)
 		}
 		if res.Outcome == pilot.Executed {
 			// Its outcome is recorded when the transaction ends.
-			req.applyResult(res)
+			req.ApplyResult(res)
 			tx.executedIn(req, res)
 			g.cfg.Metrics.FastPath(req.Path, chosen.ID)
-			resp = req.response()
+			resp = response(req)
 			resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
 			if res.Rows != nil {
 				resp.Rows = res.Rows
@@ -551,7 +536,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 		return nil, fmt.Errorf("gateway: request %s: %w", req.ID, err)
 	}
 	if err != nil {
-		return g.didNotRun(ctx, p, req, err)
+		return g.didNotRun(ctx, req, err)
 	}
 
 	// 9 logbook: the execution's outcome. A statement executed on the
@@ -562,10 +547,10 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	if res.Outcome != pilot.Executed {
 		return g.pilotReferred(ctx, req, res, false)
 	}
-	req.applyResult(res)
+	req.ApplyResult(res)
 	if survey == nil {
-		g.recordLater(ctx, req, res)
-	} else if err := g.executed(context.WithoutCancel(ctx), req, res); err != nil {
+		g.led.RecordLater(ctx, req, res)
+	} else if err := g.led.Executed(context.WithoutCancel(ctx), req, res); err != nil {
 		return nil, err
 	}
 	g.cfg.Metrics.FastPath(req.Path, chosen.ID)
@@ -574,7 +559,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 	// 10 answer the agent.
 	g.cfg.Metrics.PilotRefusal(res.Code)
-	resp = req.response()
+	resp = response(req)
 	resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
 	if res.Rows != nil {
 		// A write without RETURNING has no rows: keep "rows": [].
@@ -587,25 +572,25 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 // referred by the Pilot: it is queued all the same, and counts against
 // the referral rate. inTx: it ran inside a client transaction, which its
 // refusal aborted.
-func (g *Gateway) pilotReferred(ctx context.Context, req *request, res *pilot.Result, inTx bool) (*Response, error) {
-	req.applyResult(res)
+func (g *Gateway) pilotReferred(ctx context.Context, req *ledger.Request, res *pilot.Result, inTx bool) (*Response, error) {
+	req.ApplyResult(res)
 	if inTx {
 		req.Reasons = append(req.Reasons, ReasonReferredInTx)
 	}
-	if err := g.executed(context.WithoutCancel(ctx), req, res); err != nil {
+	if err := g.led.Executed(context.WithoutCancel(ctx), req, res); err != nil {
 		return nil, err
 	}
 	g.takeReferral(req.Principal)
 	g.referred(req)
 	g.cfg.Metrics.PilotRefusal(res.Code)
-	return req.response(), nil
+	return response(req), nil
 }
 
 // routeFacts are the facts route.Decide reads for a statement.
 type routeFacts struct {
 	g      *Gateway
 	ctx    context.Context
-	req    *request
+	req    *ledger.Request
 	delegs []*Delegation
 	checks []route.Check
 }
@@ -688,11 +673,11 @@ func (g *Gateway) append(ctx context.Context, rec logbook.Record) (logbook.Entry
 
 // QueueStats reports the queue depth and the age of its oldest request.
 func (g *Gateway) QueueStats(ctx context.Context) (int, time.Duration, error) {
-	n, oldest, err := g.rq.Count(ctx, StatusWaiting, "")
+	n, oldest, err := g.led.Count(ctx, StatusWaiting, "")
 	if err != nil || n == 0 {
 		return n, 0, err
 	}
-	return n, g.cfg.Clock().Sub(time.Unix(0, oldest)), nil
+	return n, g.cfg.Clock().Sub(oldest), nil
 }
 
 // NotReadyError is Ready's error: which part does not answer (the store,

@@ -212,7 +212,7 @@ func TestReconcileAndASlowApprovalAgree(t *testing.T) {
 	claim := func(id string) {
 		t.Helper()
 		// What Approve's claim leaves: running on the approved path, no marque yet.
-		ok, err := rq.Decide(ctx, id, gateway.StatusWaiting, store.Decision{Status: gateway.StatusRunning, Path: "approved",
+		ok, err := rq.Decide(ctx, id, store.RequestStatus(gateway.StatusWaiting), store.Decision{Status: store.RequestStatus(gateway.StatusRunning), Path: "approved",
 			DecidedBy: "bob", Act: "act", ActSignature: "sig", UpdatedNS: time.Now().Add(-time.Hour).UnixNano()})
 		if err != nil || !ok {
 			t.Fatalf("claim %s: %v, %v", id, ok, err)

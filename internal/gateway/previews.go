@@ -61,7 +61,7 @@ func (g *Gateway) Preview(ctx context.Context, id string, refresh bool) (*Reques
 		v.PreviewError = "the preview could not be computed (" + err.Error() + "); try again"
 		return v, nil
 	}
-	if _, err := g.rq.SetPreview(ctx, id, StatusWaiting, string(js), pv.Digest, refresh); err != nil {
+	if _, err := g.led.SetPreview(ctx, id, string(js), pv.Digest, refresh); err != nil {
 		return nil, fmt.Errorf("gateway: %s: preview: %w", id, err)
 	}
 	// Read back: another approver's preview may have been stored first.

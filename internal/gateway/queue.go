@@ -12,13 +12,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/harbormaster-dev/harbormaster/internal/acts"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/lookalike"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/registry"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
-	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/switches"
 )
 
@@ -43,7 +43,7 @@ var (
 // it tells the webhook, which may not hold up, fail or shape the agent's
 // answer. Nothing of the statement runs: its preview waits for a human
 // (previews.go).
-func (g *Gateway) referred(req *request) {
+func (g *Gateway) referred(req *ledger.Request) {
 	if g.cfg.Webhook != "" {
 		go g.postWebhook(req)
 	}
@@ -59,7 +59,7 @@ const (
 
 // postWebhook sends a Slack-compatible message about a new referral. It
 // runs on its own goroutine with a timeout; failures are logged only.
-func (g *Gateway) postWebhook(req *request) {
+func (g *Gateway) postWebhook(req *ledger.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"text": webhookText(req), "request_id": req.ID, "principal": req.Principal, "target": req.Target})
@@ -89,7 +89,7 @@ func (g *Gateway) postWebhook(req *request) {
 // exаmple.com, a blank U+2800) is written as its code point and name, and
 // listed; a statement cut short says so, outside the code block the agent
 // writes in, so no statement can fake the cut or hide past it.
-func webhookText(req *request) string {
+func webhookText(req *ledger.Request) string {
 	stmt, more := cut(req.Canonical, webhookStatement)
 	reasons := strings.Join(req.Reasons, "; ")
 	reasons, moreReasons := cut(reasons, webhookReasons)
@@ -127,7 +127,7 @@ func cut(s string, n int) (string, int) {
 
 // Queue lists waiting requests on the given targets (all when nil), oldest first.
 func (g *Gateway) Queue(ctx context.Context, targets []string) ([]*RequestView, error) {
-	all, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusWaiting})
+	all, err := g.queryRequests(ctx, ledger.Filter{Status: StatusWaiting})
 	if err != nil {
 		return nil, err
 	}
@@ -222,17 +222,17 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 		return nil, fmt.Errorf("gateway: %w: the approval allows more rows than the preview counted", ErrActRefused)
 	}
 	// Claim the request before minting, so two approvals cannot both run it.
-	claimed, err := g.rq.Decide(ctx, id, StatusWaiting, store.Decision{Status: StatusRunning, Path: marque.PathApproved,
-		DecidedBy: signer.Name, Act: string(approval), ActSignature: string(signature), UpdatedNS: now.UnixNano()})
+	claimed, err := g.led.Decided(ctx, id, StatusWaiting, ledger.Decision{Status: StatusRunning, Path: marque.PathApproved,
+		DecidedBy: signer.Name, Act: string(approval), ActSignature: string(signature), At: now})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: approve: %w", err)
 	}
 	if !claimed {
 		return nil, fmt.Errorf("gateway: %s: %w", id, ErrNotWaiting)
 	}
-	g.flying(id) // running now; periodic reconciliation waits for us
-	defer g.landed(id)
-	req := &request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
+	g.led.Flying(id) // running now; periodic reconciliation waits for us
+	defer g.led.Landed(id)
+	req := &ledger.Request{ID: v.ID, Principal: v.Principal, Target: v.Target, SQL: v.SQL, Canonical: v.CanonicalSQL, Path: marque.PathApproved}
 	if err := g.logAct(ctx, act, signer, map[string]string{"request": id, "principal": v.Principal, "target": v.Target},
 		map[string]any{"request_id": id}); err != nil {
 		g.unclaim(ctx, id)
@@ -248,7 +248,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	req.MarqueID = claims.ID
 	// The marque's id is durable before the Pilot can run it: a restart
 	// settles the request by its receipt (Reconcile).
-	if err := g.executing(ctx, req, v.MarqueID); errors.Is(err, errSettledElsewhere) {
+	if err := g.led.Executing(ctx, req, v.MarqueID); errors.Is(err, errSettledElsewhere) {
 		return nil, fmt.Errorf("gateway: %s: %w (%w)", id, ErrNotWaiting, err)
 	} else if err != nil {
 		return nil, g.fail(ctx, req, err)
@@ -263,7 +263,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	if err != nil {
 		return nil, g.fail(ctx, req, err)
 	}
-	req.applyResult(pres)
+	req.ApplyResult(pres)
 	g.cfg.Metrics.PilotRefusal(pres.Code)
 	drifted := pres.Outcome != pilot.Executed && pres.Code == pilot.RefusedDrift
 	if pres.Outcome != pilot.Executed {
@@ -280,19 +280,19 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 	// The Pilot has answered: its outcome is recorded even if the approver
 	// has gone away, or the request would stay running until
 	// reconciliation settled it from the receipt, seconds later.
-	if err := g.executed(context.WithoutCancel(ctx), req, pres); err != nil {
+	if err := g.led.Executed(context.WithoutCancel(ctx), req, pres); err != nil {
 		return nil, err
 	}
 	g.cfg.Logger.Info("approval", "request", id, "principal", v.Principal, "target", v.Target, "signer", signer.Name,
 		"status", req.Status, "rows", pres.RowsAffected, "code", pres.Code)
-	g.notify(id)
+	g.led.Notify(id)
 	if drifted {
 		// Back in the queue with a fresh preview: the approver is a human
 		// who asked, and is shown what the statement would do now. The old
 		// one goes first, so that no approver is shown it again even if
 		// the fresh one cannot be computed now.
 		ctx := context.WithoutCancel(ctx)
-		if _, err := g.rq.SetPreview(ctx, id, StatusWaiting, "", "", true); err != nil {
+		if _, err := g.led.SetPreview(ctx, id, "", "", true); err != nil {
 			return nil, fmt.Errorf("gateway: %s: preview: %w", id, err)
 		}
 		return g.Preview(ctx, id, false)
@@ -301,7 +301,7 @@ func (g *Gateway) Approve(ctx context.Context, id string, approval, signature []
 }
 
 func (g *Gateway) unclaim(ctx context.Context, id string) {
-	_ = g.rq.Undecide(context.WithoutCancel(ctx), id, StatusRunning, StatusWaiting)
+	_ = g.led.Undecide(context.WithoutCancel(ctx), id, StatusRunning, StatusWaiting)
 }
 
 // Deny closes a waiting request on the strength of a signed denial.
@@ -341,9 +341,9 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 		g.release(ctx, id)
 		return nil, err
 	}
-	reasons, _ := json.Marshal(append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason))
-	denied, err := g.rq.Decide(ctx, id, StatusDeciding, store.Decision{Status: StatusDenied, DecidedBy: signer.Name,
-		Act: string(denial), ActSignature: string(signature), Reasons: string(reasons), UpdatedNS: now.UnixNano()})
+	reasons := append(append([]string{}, v.Reasons...), "denied by "+signer.Name+": "+d.Reason)
+	denied, err := g.led.Decided(ctx, id, StatusDeciding, ledger.Decision{Status: StatusDenied, DecidedBy: signer.Name,
+		Act: string(denial), ActSignature: string(signature), Reasons: reasons, At: now})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: deny: %w", err)
 	}
@@ -352,14 +352,14 @@ func (g *Gateway) Deny(ctx context.Context, id string, denial, signature []byte)
 	}
 	// The reason stays in the logbook and the request; the log has ids only.
 	g.cfg.Logger.Info("denial", "request", id, "principal", v.Principal, "target", v.Target, "signer", signer.Name)
-	g.notify(id)
+	g.led.Notify(id)
 	return g.Request(ctx, id, "")
 }
 
 // expireWaiting closes requests nobody answered within the queue's TTL.
 func (g *Gateway) expireWaiting(ctx context.Context) error {
 	now := g.cfg.Clock()
-	old, err := g.queryRequests(ctx, store.RequestFilter{Status: StatusWaiting, CreatedBefore: now.Add(-g.cfg.QueueTTL).UnixNano()})
+	old, err := g.queryRequests(ctx, ledger.Filter{Status: StatusWaiting, CreatedBefore: now.Add(-g.cfg.QueueTTL)})
 	if err != nil {
 		return err
 	}
@@ -373,10 +373,10 @@ func (g *Gateway) expireWaiting(ctx context.Context) error {
 			g.release(ctx, v.ID)
 			return err
 		}
-		if _, err := g.rq.Move(ctx, v.ID, StatusDeciding, StatusExpired, now.UnixNano()); err != nil {
+		if _, err := g.led.Move(ctx, v.ID, StatusDeciding, StatusExpired, now); err != nil {
 			return err
 		}
-		g.notify(v.ID)
+		g.led.Notify(v.ID)
 	}
 	return nil
 }
@@ -479,7 +479,7 @@ func (g *Gateway) SetSwitch(ctx context.Context, k switches.Key, on bool, by str
 // claim moves a request from one status to another if, and only if, it is
 // still in the first: the store's conditional update is the lock.
 func (g *Gateway) claim(ctx context.Context, id string, from, to Status) error {
-	moved, err := g.rq.Move(ctx, id, from, to, g.cfg.Clock().UnixNano())
+	moved, err := g.led.Move(ctx, id, from, to, g.cfg.Clock())
 	if err != nil {
 		return fmt.Errorf("gateway: claim %s: %w", id, err)
 	}
@@ -492,5 +492,5 @@ func (g *Gateway) claim(ctx context.Context, id string, from, to Status) error {
 // release returns a claimed request to waiting when its act could not be
 // recorded.
 func (g *Gateway) release(ctx context.Context, id string) {
-	_, _ = g.rq.Move(context.WithoutCancel(ctx), id, StatusDeciding, StatusWaiting, 0)
+	_, _ = g.led.Move(context.WithoutCancel(ctx), id, StatusDeciding, StatusWaiting, time.Time{})
 }

@@ -957,7 +957,7 @@ func TestOtherPrincipalsRequestNotAwaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := rq.Decide(ctx, v.ID, gateway.StatusWaiting, store.Decision{Status: gateway.StatusRunning, Path: "approved",
+	if ok, err := rq.Decide(ctx, v.ID, store.RequestStatus(gateway.StatusWaiting), store.Decision{Status: store.RequestStatus(gateway.StatusRunning), Path: "approved",
 		DecidedBy: "bob", Act: "act", ActSignature: "sig", UpdatedNS: time.Now().UnixNano()}); err != nil || !ok {
 		t.Fatalf("claim: %v, %v", ok, err)
 	}

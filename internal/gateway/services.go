@@ -71,10 +71,10 @@ func (g *Gateway) Services() []Service {
 		{Name: "queue-expiry", Every: s.QueueExpiry, Tick: g.expireWaiting},
 		{Name: "delegation-expiry", Every: s.DelegationExpiry, Tick: g.logExpiries},
 		{Name: "reconcile", Every: s.Reconcile, Tick: func(ctx context.Context) error {
-			if _, err := g.reconcileDeciding(ctx, g.cfg.ReconcileAfter); err != nil {
+			if _, err := g.led.ReconcileDeciding(ctx, g.cfg.ReconcileAfter); err != nil {
 				return err
 			}
-			n, err := g.reconcileRunning(ctx, g.cfg.ReconcileAfter)
+			n, err := g.led.ReconcileRunning(ctx, g.cfg.ReconcileAfter)
 			if n > 0 {
 				g.cfg.Logger.Warn("reconciled requests whose outcome was not recorded", "count", n)
 			}

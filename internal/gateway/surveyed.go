@@ -11,6 +11,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/acts"
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
@@ -72,7 +73,7 @@ func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation,
 
 // survey rehearses the statement inside the bound and convenes the panel.
 // It returns the judgment and the rehearsal, or a reason to refer.
-func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
+func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *ledger.Request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
 	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, delegationAuth(d), req.Principal, marque.PathSurveyed)
 	if err != nil {
 		return nil, "", err
@@ -130,7 +131,7 @@ func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *request, d 
 // be in force and unrevoked, and the switches, the rule's enablement and
 // the audit's suspension must still open the path, when its conforms is
 // acted on.
-func (g *Gateway) surveyStillOpen(ctx context.Context, req *request, d *Delegation, dec sqlcheck.Decision) string {
+func (g *Gateway) surveyStillOpen(ctx context.Context, req *ledger.Request, d *Delegation, dec sqlcheck.Decision) string {
 	if !g.reg.IsInForce(d, g.cfg.Clock()) {
 		return "the delegation was revoked or expired while the Surveyor judged the statement, so a human decides"
 	}
@@ -157,7 +158,7 @@ type surveyed struct {
 
 // recordJudgment writes the judgment to the logbook (before the decision
 // that rests on it) and the store.
-func (g *Gateway) recordJudgment(ctx context.Context, req *request, d *Delegation, rule int, s *surveyed) error {
+func (g *Gateway) recordJudgment(ctx context.Context, req *ledger.Request, d *Delegation, rule int, s *surveyed) error {
 	j := s.judgment
 	if _, err := g.append(ctx, logbook.Record{Kind: logbook.KindJudgment,
 		Subjects: map[string]string{"judgment": s.id, "request": req.ID, "delegation": d.ID, "surveyor": j.Surveyor},
@@ -181,7 +182,7 @@ func (g *Gateway) recordJudgment(ctx context.Context, req *request, d *Delegatio
 }
 
 // sampleAudit queues a surveyed conforms for review when sampled.
-func (g *Gateway) sampleAudit(ctx context.Context, req *request, d *Delegation, s *surveyed) {
+func (g *Gateway) sampleAudit(ctx context.Context, req *ledger.Request, d *Delegation, s *surveyed) {
 	if g.cfg.Auditor == nil {
 		return
 	}

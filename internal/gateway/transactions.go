@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
@@ -32,16 +31,7 @@ import (
 const (
 	ReasonSurveyedInTx = "only a rule with a residual clause covers this statement, which the Surveyor judges only when it is sent on its own, not inside a transaction, so a human decides"
 	ReasonReferredInTx = "it was sent inside a transaction, which a referral aborts: if a human approves it, it runs on its own, outside that transaction"
-	reasonRolledBack   = "the transaction it ran in was rolled back: nothing of it remains"
 )
-
-// StatusRolledBack is a statement that ran inside a client transaction
-// that rolled back (or was rolled back to a savepoint before it): nothing
-// of it remains.
-const StatusRolledBack Status = "rolled_back"
-
-// OutcomeRolledBack is the outcome of such a statement.
-const OutcomeRolledBack = "rolled_back"
 
 // ErrTooManyTransactions: the target has as many client transactions open
 // as Config.MaxTransactions allows.
@@ -70,7 +60,7 @@ type Tx struct {
 }
 
 type ranInTx struct {
-	req *request
+	req *ledger.Request
 	res *pilot.Result
 }
 
@@ -166,8 +156,8 @@ func (tx *Tx) session() pilot.TxSession {
 
 // executedIn notes a statement that executed in the transaction; it stays
 // in flight (and its request running) until the transaction ends.
-func (tx *Tx) executedIn(req *request, res *pilot.Result) {
-	tx.g.flying(req.ID)
+func (tx *Tx) executedIn(req *ledger.Request, res *pilot.Result) {
+	tx.g.led.Flying(req.ID)
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	tx.ran = append(tx.ran, ranInTx{req, res})
@@ -268,11 +258,8 @@ func (tx *Tx) Commit(ctx context.Context) error {
 		var wg sync.WaitGroup
 		for i, r := range ran {
 			wg.Go(func() {
-				defer tx.g.landed(r.req.ID)
-				r.req.applyResult(r.res)
-				p := executedPayload(r.req, r.res)
-				p["transaction"] = map[string]any{"txid": sess.ID(), "outcome": "committed", "statements": len(ran)}
-				errs[i] = tx.g.settleRunning(ctx, r.req, p)
+				defer tx.g.led.Landed(r.req.ID)
+				errs[i] = tx.g.led.Committed(ctx, r.req, r.res, sess.ID(), len(ran))
 			})
 		}
 		wg.Wait()
@@ -285,7 +272,7 @@ func (tx *Tx) Commit(ctx context.Context) error {
 	case errors.Is(err, pilot.ErrCommitUnknown):
 		tx.g.cfg.Logger.Error("transaction commit outcome unknown", "txid", sess.ID(), "err", err)
 		for _, r := range ran {
-			tx.g.landed(r.req.ID)
+			tx.g.led.Landed(r.req.ID)
 		}
 		return err
 	}
@@ -321,30 +308,10 @@ func (g *Gateway) rolledBack(ctx context.Context, ran []ranInTx, txid, why strin
 	var wg sync.WaitGroup
 	for i, r := range ran {
 		wg.Go(func() {
-			req := r.req
-			defer g.landed(req.ID)
-			req.Outcome, req.Status, req.RowsAffected = OutcomeRolledBack, StatusRolledBack, 0
-			req.Reasons, req.TxID = []string{reasonRolledBack}, txid
-			errs[i] = g.settleRunning(ctx, req, map[string]any{"request_id": req.ID, "marque_id": req.MarqueID,
-				"outcome": OutcomeRolledBack, "txid": txid,
-				"transaction": map[string]any{"txid": txid, "outcome": "rolled_back", "by": why}})
+			defer g.led.Landed(r.req.ID)
+			errs[i] = g.led.RolledBack(ctx, r.req, txid, why)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// settleRunning records a transaction's statement's outcome while its
-// request is still running under its marque: a reconciler (another
-// node's, once this one looked gone) that settled it first keeps its
-// answer.
-func (g *Gateway) settleRunning(ctx context.Context, req *request, payload map[string]any) error {
-	marque := req.MarqueID
-	still := func(ctx context.Context, stx *sql.Tx) (bool, error) {
-		return g.rq.MoveIfMarque(ctx, stx, req.ID, marque, StatusRunning, req.Status, g.cfg.Clock().UnixNano())
-	}
-	if err := g.settle(ctx, req, payload, still); err != nil && !errors.Is(err, logbook.ErrNotApplied) {
-		return err
-	}
-	return nil
 }

@@ -43,6 +43,10 @@ var rules = []rule{
 		"the registry holds the delegations in force and nothing else: it verifies no act, writes no logbook, executes nothing and knows no front"},
 	{"internal/gateway", []string{"internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/cli", "internal/node"}, "the statement path knows no front"},
 	{"internal/node", []string{"internal/cli"}, "a node is wired without the commands"},
+	{"internal/ledger", []string{"internal/gateway", "internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/console",
+		"internal/cli", "internal/node", "internal/route", "internal/surveyor", "internal/audit", "internal/llm", "internal/switches",
+		"internal/quota", "internal/leadsman"},
+		"the ledger is the requests' lifecycle below the statement path: it knows no route, no panel, no front"},
 	{"internal/buildinfo", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/httpapi", "internal/node", "internal/cli"},
 		"what the binary is built from is read, not served"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
@@ -98,7 +102,26 @@ var importOnly = map[string][]string{
 	// The agents' scope is built from the gateway's delegations, the
 	// bounds and the catalogs: nothing else.
 	"internal/scope": {"internal/gateway", "internal/bound", "internal/sqlcheck"},
+	// The requests' lifecycle: their rows, the logbook entries that record
+	// them, the marque's statement hash and the Pilot's result and
+	// receipts.
+	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot"},
 }
+
+// sqlImporters are the only packages that may import database/sql: the
+// store (every table), the ledger (the request rows it writes inside
+// logbook entries' transactions), the logbook (which runs those
+// transactions) and the Pilot (the target's connection, not the control
+// store's). The statement path holds no store transaction.
+var sqlImporters = []string{"internal/store", "internal/ledger", "internal/logbook", "internal/pilot"}
+
+// requestRepository matches a use of the store's requests repository.
+var requestRepository = regexp.MustCompile(`\bstore\.(NewRequests|Requests|Request|RequestFilter|RequestOutcome|RequestStatus|Decision)\b`)
+
+// requestReaders may reach the requests repository besides the ledger
+// and the store: the Leadsman reads waiting requests' rows, and writes
+// none.
+var requestReaders = []string{"internal/store", "internal/ledger", "internal/leadsman"}
 
 func under(pkg, prefix string) bool {
 	return pkg == prefix || strings.HasPrefix(pkg, strings.TrimSuffix(prefix, "/")+"/")
@@ -250,6 +273,55 @@ func TestLeadsmanIsReadOnlyByTheFronts(t *testing.T) {
 	}
 	if noteRepository.FindString("store.Notebook, store.NewRequests, harbormaster_leadsman_notes_total") != "" {
 		t.Error("the notes check matches what is not the notes repository")
+	}
+}
+
+// TestRequestRowsAreTheLedgers: only sqlImporters import database/sql,
+// and only the ledger (with the store, and the Leadsman's reads) reaches
+// the requests repository: the gateway changes a request only through
+// the ledger.
+func TestRequestRowsAreTheLedgers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} | {{join .Imports " "}} | {{join .GoFiles " "}}`,
+		"github.com/harbormaster-dev/harbormaster/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sawGateway, sawLedger := false, false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.Split(line, " | ")
+		head := strings.Fields(parts[0])
+		pkg, dir := strings.TrimPrefix(head[0], mod), head[1]
+		sawGateway = sawGateway || pkg == "internal/gateway"
+		test := strings.HasSuffix(pkg, "test")
+		if slices.Contains(strings.Fields(parts[1]), "database/sql") {
+			sawLedger = sawLedger || pkg == "internal/ledger"
+			if !test && !slices.ContainsFunc(sqlImporters, func(p string) bool { return under(pkg, p) }) {
+				t.Errorf("%s imports database/sql: only %v may", pkg, sqlImporters)
+			}
+		}
+		if test || slices.ContainsFunc(requestReaders, func(p string) bool { return under(pkg, p) }) {
+			continue
+		}
+		for _, name := range strings.Fields(parts[2]) {
+			src, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := requestRepository.FindString(string(src)); m != "" {
+				t.Errorf("%s/%s uses %s: a request's row is the ledger's", pkg, name, m)
+			}
+		}
+	}
+	if !sawGateway || !sawLedger {
+		t.Fatal("go list shows no gateway, or no ledger importing database/sql: the check read nothing")
+	}
+	for _, bad := range []string{"rq, err := store.NewRequests(ctx, st)", "f := store.RequestFilter{}", "var s store.RequestStatus"} {
+		if requestRepository.FindString(bad) == "" {
+			t.Errorf("the requests check misses %q", bad)
+		}
+	}
+	if requestRepository.FindString("store.Store, store.Requestsx, ledger.Request") != "" {
+		t.Error("the requests check matches what is not the requests repository")
 	}
 }
 

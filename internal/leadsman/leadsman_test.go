@@ -332,7 +332,7 @@ func normalize(v *gateway.RequestView, id string) *gateway.RequestView {
 // TestWaitingIsTheGateways: the Leadsman, which does not link the
 // gateway, looks for the gateway's waiting status.
 func TestWaitingIsTheGateways(t *testing.T) {
-	if leadsman.Waiting != gateway.StatusWaiting {
+	if string(leadsman.Waiting) != string(gateway.StatusWaiting) {
 		t.Fatalf("the Leadsman looks for %q, the gateway queues %q", leadsman.Waiting, gateway.StatusWaiting)
 	}
 	for id, ok := range map[string]bool{"leadsman:default": true, "leadsman:a-1_b": true, "leadsman:": false, "agent:x": false, "leadsman:A": false} {

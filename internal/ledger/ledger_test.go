@@ -1,0 +1,305 @@
+package ledger
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+)
+
+// move is one transition.
+type move struct{ from, to Status }
+
+// performed is every move the code makes, and where.
+var performed = []move{
+	{StatusNew, StatusRejected},       // Decide: did not parse, or no human could approve it
+	{StatusNew, StatusRefused},        // Decide: a referral flood
+	{StatusNew, StatusWaiting},        // Decide: referred; reconcileOrphans
+	{StatusNew, StatusRunning},        // Decide: the compiled or surveyed path
+	{StatusWaiting, StatusRunning},    // Decided: an approval's claim
+	{StatusWaiting, StatusDeciding},   // Move: a denial's or an expiry's claim
+	{StatusRunning, StatusExecuted},   // Executed, RecordLater, Committed, ReconcileRunning
+	{StatusRunning, StatusFailed},     // Executed: an approved statement the Pilot refused
+	{StatusRunning, StatusRolledBack}, // RolledBack
+	{StatusRunning, StatusWaiting},    // Failed, Executed (referred by the Pilot), Undecide, ReconcileRunning
+	{StatusDeciding, StatusDenied},    // Decided: a denial
+	{StatusDeciding, StatusExpired},   // Move: an expiry
+	{StatusDeciding, StatusWaiting},   // Move: an act not recorded; ReconcileDeciding
+}
+
+var statuses = []Status{StatusNew, StatusRejected, StatusWaiting, StatusRunning, StatusExecuted, StatusFailed,
+	StatusDenied, StatusExpired, StatusDeciding, StatusRefused, StatusRolledBack}
+
+// TestTransitionTable: the table allows exactly the moves the code makes,
+// and no other pair of statuses.
+func TestTransitionTable(t *testing.T) {
+	for _, from := range statuses {
+		for _, to := range statuses {
+			want := slices.Contains(performed, move{from, to})
+			if got := Allowed(from, to); got != want {
+				t.Errorf("Allowed(%q, %q) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	for from, tos := range transitions {
+		if !slices.Contains(statuses, from) {
+			t.Errorf("the table moves from an unknown status %q", from)
+		}
+		for _, to := range tos {
+			if !slices.Contains(statuses, to) {
+				t.Errorf("the table moves to an unknown status %q", to)
+			}
+		}
+	}
+	for _, s := range []Status{StatusRejected, StatusRefused, StatusExecuted, StatusFailed, StatusDenied, StatusExpired, StatusRolledBack} {
+		if !Final(s) {
+			t.Errorf("%s is not final", s)
+		}
+	}
+}
+
+type fixture struct {
+	l  *Ledger
+	lb *logbook.Logbook
+
+	mu   sync.Mutex
+	seen map[move]int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := logbook.NewCheckpointSigner("ledger-test", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := logbook.New(st, signer, time.Now, nil, logbook.Config{Origin: "ledger-test/logbook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- lb.Run(rctx) }()
+	l, err := New(ctx, Config{}, st, lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Drain()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("logbook run: %v", err)
+		}
+		st.Close()
+	})
+	f := &fixture{l: l, lb: lb, seen: map[move]int{}}
+	l.seen = func(from, to Status) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.seen[move{from, to}]++
+	}
+	return f
+}
+
+var n int
+
+// decide records a new request with outcome (or on path, to run).
+func (f *fixture) decide(t *testing.T, outcome Outcome, path string) *Request {
+	t.Helper()
+	n++
+	req := &Request{ID: fmt.Sprintf("req_%d", n), Principal: "agent", Target: "shop", SQL: "SELECT 1", Canonical: "SELECT 1",
+		Outcome: outcome, Path: path, Reasons: []string{"because"}, Created: time.Now()}
+	if path != "" {
+		req.MarqueID = fmt.Sprintf("mq_%d", n)
+	}
+	if err := f.l.Decide(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func (f *fixture) status(t *testing.T, id string) Status {
+	t.Helper()
+	r, err := f.l.Get(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status
+}
+
+func (f *fixture) want(t *testing.T, id string, want Status) {
+	t.Helper()
+	if got := f.status(t, id); got != want {
+		t.Fatalf("%s is %s, want %s", id, got, want)
+	}
+}
+
+// TestEveryMoveIsInTheTable drives the ledger through every move the
+// code makes against a real store and logbook: each is seen, and each
+// row ends where the move says.
+func TestEveryMoveIsInTheTable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	executed := &pilot.Result{Outcome: pilot.Executed, RowsAffected: 1}
+	refused := &pilot.Result{Outcome: pilot.Refused, Reasons: []string{"a guard failed"}}
+
+	f.want(t, f.decide(t, OutcomeRejected, "").ID, StatusRejected)
+	f.want(t, f.decide(t, OutcomeRefused, "").ID, StatusRefused)
+	f.want(t, f.decide(t, OutcomeReferred, "").ID, StatusWaiting)
+
+	r := f.decide(t, OutcomeReferred, "compiled")
+	f.want(t, r.ID, StatusRunning)
+	r.ApplyResult(executed)
+	if err := f.l.Executed(ctx, r, executed); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, r.ID, StatusExecuted)
+
+	r = f.decide(t, OutcomeReferred, "compiled")
+	r.ApplyResult(executed)
+	f.l.RecordLater(ctx, r, executed)
+	f.want(t, r.ID, StatusExecuted) // Get waits for the entry
+
+	r = f.decide(t, OutcomeReferred, "compiled")
+	r.ApplyResult(refused) // referred by the Pilot: back to waiting
+	if err := f.l.Executed(ctx, r, refused); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, r.ID, StatusWaiting)
+
+	r = f.decide(t, OutcomeReferred, "compiled")
+	if err := f.l.Failed(ctx, r, errors.New("the target went away"), "it did not run"); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, r.ID, StatusWaiting)
+
+	r = f.decide(t, OutcomeReferred, "compiled")
+	if err := f.l.RolledBack(ctx, r, "42", "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, r.ID, StatusRolledBack)
+
+	r = f.decide(t, OutcomeReferred, "compiled")
+	if err := f.l.Committed(ctx, r, executed, "43", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, r.ID, StatusExecuted)
+
+	// An approval claims a waiting request, takes the claim back, claims
+	// it again and records its marque; the Pilot refuses it for good.
+	w := f.decide(t, OutcomeReferred, "")
+	approve := Decision{Status: StatusRunning, Path: "approved", DecidedBy: "bob", Act: "act", ActSignature: "sig", At: time.Now()}
+	if ok, err := f.l.Decided(ctx, w.ID, StatusWaiting, approve); err != nil || !ok {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
+	if err := f.l.Undecide(ctx, w.ID, StatusRunning, StatusWaiting); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, w.ID, StatusWaiting)
+	if ok, err := f.l.Decided(ctx, w.ID, StatusWaiting, approve); err != nil || !ok {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
+	w.MarqueID = "mq_approved"
+	if err := f.l.Executing(ctx, w, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.ApplyResult(refused)
+	w.Status = StatusFailed
+	if err := f.l.Executed(ctx, w, refused); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, w.ID, StatusFailed)
+
+	// A denial, an expiry, and an act that could not be recorded.
+	for _, end := range []Status{StatusDenied, StatusExpired, StatusWaiting} {
+		w := f.decide(t, OutcomeReferred, "")
+		if ok, err := f.l.Move(ctx, w.ID, StatusWaiting, StatusDeciding, time.Now()); err != nil || !ok {
+			t.Fatalf("claim: %v, %v", ok, err)
+		}
+		var ok bool
+		var err error
+		if end == StatusDenied {
+			ok, err = f.l.Decided(ctx, w.ID, StatusDeciding, Decision{Status: end, DecidedBy: "bob", Reasons: []string{"no"}, At: time.Now()})
+		} else {
+			ok, err = f.l.Move(ctx, w.ID, StatusDeciding, end, time.Time{})
+		}
+		if err != nil || !ok {
+			t.Fatalf("%s: %v, %v", end, ok, err)
+		}
+		f.want(t, w.ID, end)
+	}
+
+	for _, m := range performed {
+		if f.seen[m] == 0 {
+			t.Errorf("the ledger never made the move %q -> %q", m.from, m.to)
+		}
+	}
+	for m := range f.seen {
+		if !slices.Contains(performed, m) {
+			t.Errorf("the ledger made the move %q -> %q, which performed does not list", m.from, m.to)
+		}
+	}
+}
+
+// TestForbiddenMovesAreRefused: a move the table does not list is refused
+// before anything is written, the row and the logbook unchanged.
+func TestForbiddenMovesAreRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	r := f.decide(t, OutcomeReferred, "compiled")
+	executed := &pilot.Result{Outcome: pilot.Executed, RowsAffected: 1}
+	r.ApplyResult(executed)
+	if err := f.l.Executed(ctx, r, executed); err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := f.lb.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Executed is final: back to waiting, and a second outcome, are refused.
+	if ok, err := f.l.Move(ctx, r.ID, StatusExecuted, StatusWaiting, time.Now()); !errors.Is(err, ErrForbidden) || ok {
+		t.Errorf("executed -> waiting: %v, %v", ok, err)
+	}
+	r.Status = StatusDenied // a human's act is no outcome of the Pilot's
+	if err := f.l.Executed(ctx, r, executed); !errors.Is(err, ErrForbidden) {
+		t.Errorf("running -> denied: %v", err)
+	}
+	w := f.decide(t, OutcomeReferred, "")
+	// A waiting request is not denied without being claimed first.
+	if ok, err := f.l.Decided(ctx, w.ID, StatusWaiting, Decision{Status: StatusDenied, At: time.Now()}); !errors.Is(err, ErrForbidden) || ok {
+		t.Errorf("waiting -> denied: %v, %v", ok, err)
+	}
+	// Nor does a decision record a request as executed already.
+	x := &Request{ID: "req_x", Principal: "agent", Target: "shop", Outcome: OutcomeExecuted, Created: time.Now()}
+	x.Status = StatusExecuted
+	if err := f.l.transit(StatusNew, x.Status); !errors.Is(err, ErrForbidden) {
+		t.Errorf("new -> executed: %v", err)
+	}
+	f.want(t, r.ID, StatusExecuted)
+	f.want(t, w.ID, StatusWaiting)
+	after, _, err := f.lb.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != head+1 { // w's decision only
+		t.Errorf("the logbook went from %d to %d entries: a refused move wrote one", head, after)
+	}
+}
