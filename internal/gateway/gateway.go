@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
 		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckCache(cfg.Limits)}
-	receipts := map[string]ledger.Receipts{}
+	receipts := map[string]pilot.Settler{}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
 			return nil, fmt.Errorf("gateway: target %s configured twice", p.Target())
@@ -248,8 +248,10 @@ func (g *Gateway) Targets() []string {
 	return out
 }
 
-// Pilot returns the Pilot of a target.
-func (g *Gateway) Pilot(target string) (pilot.Executor, bool) {
+// Pilot returns the Pilot of a target, as its catalog: what the fronts
+// and the console need of it (an agent's scope, a bound's compilation).
+// Everything else they ask of a target goes through the gateway.
+func (g *Gateway) Pilot(target string) (pilot.Cataloger, bool) {
 	p, ok := g.targets[target]
 	return p, ok
 }

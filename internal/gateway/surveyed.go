@@ -73,7 +73,7 @@ func (g *Gateway) surveyFacts(ctx context.Context, target string, d *Delegation,
 
 // survey rehearses the statement inside the bound and convenes the panel.
 // It returns the judgment and the rehearsal, or a reason to refer.
-func (g *Gateway) survey(ctx context.Context, p pilot.Executor, req *ledger.Request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
+func (g *Gateway) survey(ctx context.Context, p pilot.Rehearser, req *ledger.Request, d *Delegation, dec sqlcheck.Decision) (*surveyed, string, error) {
 	reh, err := p.Rehearse(ctx, req.Canonical, d.Canonical, delegationAuth(d), req.Principal, marque.PathSurveyed)
 	if err != nil {
 		return nil, "", err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
@@ -26,14 +27,6 @@ var (
 	ErrSettledElsewhere = errors.New("the request was settled while this node was recording its marque; it did not run")
 )
 
-// Receipts is what reconciliation asks of a target's Pilot
-// (pilot.Executor has it): whether a marque's statement committed.
-type Receipts interface {
-	Receipt(ctx context.Context, marqueID string) (bool, int64, error)
-	VoidReceipt(ctx context.Context, marqueID, requestID, principal string) (executed bool, rows int64, err error)
-	XactStatus(ctx context.Context, txid string) (string, error)
-}
-
 // Config configures a ledger.
 type Config struct {
 	// Clock defaults to time.Now.
@@ -44,9 +37,10 @@ type Config struct {
 	// the logbook's Append.
 	Append func(ctx context.Context, rec logbook.Record) (logbook.Entry, error)
 	// Targets are the targets' Pilots, by target name, that reconciliation
-	// reads receipts from. A running request on a target not listed is
-	// left alone.
-	Targets map[string]Receipts
+	// reads receipts from: their settling role alone, so the ledger can
+	// burn a marque but never run a statement. A running request on a
+	// target not listed is left alone.
+	Targets map[string]pilot.Settler
 }
 
 // Ledger is the requests' lifecycle: their rows, each change of status
