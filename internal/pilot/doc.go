@@ -20,6 +20,14 @@
 // recomputed in the statement's own snapshot.
 //
 // catalog.go reads the target's catalog; init.go holds target init, the
-// schema the guards need. Executor (executor.go) is what the control plane
-// calls, in process or through internal/pilot/remote.
+// schema the guards need. executor.go names what the control plane calls,
+// in process or through internal/pilot/remote, as roles, each saying what
+// it may do to the target: Runner writes, on a marque (and Sessions, a
+// client transaction of them); Rehearser runs and rolls back, Describer
+// prepares, Previewer reads in a READ ONLY transaction, all three
+// evidence, never authority; Settler reads receipts and may burn a marque
+// with a void receipt, never running a statement; Cataloger and Pinger do
+// nothing to it. Executor is all of them, for the wiring that holds a
+// target's Pilot; a caller that needs less takes its role (the ledger's
+// reconciliation, Settler; the fronts and the console, Cataloger).
 package pilot
