@@ -29,4 +29,9 @@
 //
 // The route is a pure function: it imports sqlcheck and the standard
 // library only.
+//
+// Callers of a Pilot hold the role they use (pilot's executor.go): the
+// ledger names the settling role alone, and the fronts name none (they
+// reach a target through the gateway, which hands them its catalog)
+// (TestPilotRoles).
 package layers
