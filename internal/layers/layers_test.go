@@ -104,8 +104,8 @@ var importOnly = map[string][]string{
 	"internal/scope": {"internal/gateway", "internal/bound", "internal/sqlcheck"},
 	// The requests' lifecycle: their rows, the logbook entries that record
 	// them, the marque's statement hash and the Pilot's result and
-	// receipts.
-	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot"},
+	// receipts, and a bounded memo (of the executed texts it logged).
+	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot", "internal/memo"},
 }
 
 // sqlImporters are the only packages that may import database/sql: the
