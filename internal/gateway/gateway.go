@@ -460,11 +460,16 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 		}
 	}
 
-	// 7 (alongside 6) mint the marque naming the delegation and its
-	// grantor signature. It is signed while the decision commits, and
-	// leaves this function only once the decision is durable: a decision
-	// that cannot be recorded drops it unsent.
+	// 7 (alongside 6) the authorization naming the delegation and its
+	// grantor signature. A Pilot in this process takes it as a value
+	// (pilot.Authority: no signature the process makes for itself); one
+	// in another process gets a marque, signed while the decision
+	// commits. Either leaves this function only once the decision is
+	// durable: a decision that cannot be recorded drops it unsent.
 	var minted chan mintResult
+	var local *pilot.Authority
+	var granted marque.Claims
+	var grantErr error
 	if req.Path != "" {
 		claims := marque.Claims{
 			RequestID: req.ID, Principal: principal, Target: target,
@@ -472,11 +477,15 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 			Auth:       delegationAuth(chosen),
 			JudgmentID: req.JudgmentID,
 		}
-		minted = make(chan mintResult, 1)
-		go func() {
-			tok, _, err := g.minter.MintID(req.MarqueID, claims)
-			minted <- mintResult{tok, err}
-		}()
+		if local = authorityOf(p); local != nil {
+			granted, grantErr = g.minter.Grant(req.MarqueID, claims)
+		} else {
+			minted = make(chan mintResult, 1)
+			go func() {
+				tok, _, err := g.minter.MintID(req.MarqueID, claims)
+				minted <- mintResult{tok, err}
+			}()
+		}
 	}
 
 	// 6 logbook: the decision is durable before any marque leaves.
@@ -492,14 +501,20 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 		g.referred(req)
 		return resp, nil
 	}
-	m := <-minted
-	if m.err != nil {
-		return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", m.err))
-	}
-	tok := m.token
-
 	// 8 the Pilot verifies everything again and executes under guards.
-	preq := pilot.Request{Marque: tok, SQL: a.Canonical, Bound: chosen.Canonical}
+	preq := pilot.Request{SQL: a.Canonical, Bound: chosen.Canonical}
+	if local != nil {
+		if grantErr != nil {
+			return nil, g.fail(ctx, req, fmt.Errorf("gateway: grant: %w", grantErr))
+		}
+		preq = local.Authorize(preq, granted)
+	} else {
+		m := <-minted
+		if m.err != nil {
+			return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", m.err))
+		}
+		preq.Marque = m.token
+	}
 	if survey != nil {
 		// The statement must reach exactly what the panel was shown.
 		preq.ExpectBefore = survey.rehearsal.Rehearsal.BeforeDigest
@@ -657,6 +672,15 @@ func quotaText(d *Delegation) string {
 }
 
 // mintResult is a marque signed while its decision commits.
+// authorityOf is the in-process authority of p, or nil when p is a
+// Pilot in another process (or a wrapper that does not offer one).
+func authorityOf(p pilot.Executor) *pilot.Authority {
+	if l, ok := p.(interface{ Authority() *pilot.Authority }); ok {
+		return l.Authority()
+	}
+	return nil
+}
+
 type mintResult struct {
 	token string
 	err   error

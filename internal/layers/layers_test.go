@@ -104,8 +104,8 @@ var importOnly = map[string][]string{
 	"internal/scope": {"internal/gateway", "internal/bound", "internal/sqlcheck"},
 	// The requests' lifecycle: their rows, the logbook entries that record
 	// them, the marque's statement hash and the Pilot's result and
-	// receipts.
-	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot"},
+	// receipts, and a bounded memo (of the executed texts it logged).
+	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot", "internal/memo"},
 }
 
 // sqlImporters are the only packages that may import database/sql: the
@@ -438,4 +438,53 @@ func goStrings(src string) []string {
 		}
 	}
 	return out
+}
+
+// authorityUse matches a call that takes or uses a Pilot's in-process
+// authority (pilot.Authority: an authorization passed as a value, with
+// no marque).
+var authorityUse = regexp.MustCompile(`\.Authority\(\)|\bpilot\.Authority\b`)
+
+// TestOnlyTheGatewayAuthorizesInProcess: the in-process authority is the
+// gateway's, for a Pilot in its own process. No other package takes it:
+// in particular not the remote Pilot's server, whose requests come off
+// the network and must carry a signed marque (issue 25).
+func TestOnlyTheGatewayAuthorizesInProcess(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} | {{join .GoFiles " "}}`,
+		"github.com/harbormaster-dev/harbormaster/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	users := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.Split(line, " | ")
+		head := strings.Fields(parts[0])
+		pkg, dir := strings.TrimPrefix(head[0], mod), head[1]
+		if pkg == "internal/pilot" {
+			continue // where it is defined
+		}
+		for _, name := range strings.Fields(parts[1]) {
+			src, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := authorityUse.FindString(string(src)); m != "" {
+				users[pkg] = true
+				if pkg != "internal/gateway" {
+					t.Errorf("%s/%s uses %s: only the gateway authorizes a Pilot in its own process", pkg, name, m)
+				}
+			}
+		}
+	}
+	if authorityUse.FindString("s.Authorize(r, principal); pilot.AuthorizedRequest") != "" {
+		t.Error("the authority check matches what is not the authority")
+	}
+	if !users["internal/gateway"] {
+		t.Fatal("the gateway does not use the in-process authority: the check read nothing")
+	}
+	for _, bad := range []string{"a := p.Authority()", "var a *pilot.Authority", "func f(a *pilot.Authority)"} {
+		if authorityUse.FindString(bad) == "" {
+			t.Errorf("the authority check misses %q", bad)
+		}
+	}
 }

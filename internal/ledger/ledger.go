@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/memo"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -61,9 +62,17 @@ type Ledger struct {
 
 	reconcileMu sync.Mutex
 
+	// executedTexts are the executed texts an execution entry of this
+	// ledger has committed, by SHA-256 (executedOnce).
+	executedTexts memo.Map[[32]byte, struct{}]
+
 	// seen, when set (tests), is told every move the ledger makes.
 	seen func(from, to Status)
 }
+
+// maxExecutedTexts bounds the executed texts a ledger remembers having
+// logged; past it, it forgets them all and logs each once more.
+const maxExecutedTexts = 4096
 
 // New opens the ledger on the store's requests table.
 func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook) (*Ledger, error) {
@@ -80,7 +89,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook) 
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	return &Ledger{cfg: cfg, lb: lb, rq: rq}, nil
+	return &Ledger{cfg: cfg, lb: lb, rq: rq, executedTexts: memo.Map[[32]byte, struct{}]{Max: maxExecutedTexts}}, nil
 }
 
 // List returns the requests f selects, oldest first.

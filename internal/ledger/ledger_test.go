@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -301,5 +304,58 @@ func TestForbiddenMovesAreRefused(t *testing.T) {
 	}
 	if after != head+1 { // w's decision only
 		t.Errorf("the logbook went from %d to %d entries: a refused move wrote one", head, after)
+	}
+}
+
+// TestExecutedTextLoggedOnce: an execution entry names its executed text
+// by SHA-256, and carries the text itself until an entry of this ledger
+// has committed it; an entry that did not commit leaves the text to the
+// next one.
+func TestExecutedTextLoggedOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const text = "UPDATE public.orders SET status = $1 WHERE id = $2::int"
+	sum := sha256.Sum256([]byte(text))
+	entry := func(r *Request) map[string]any {
+		t.Helper()
+		var got map[string]any
+		err := f.lb.Iterate(ctx, logbook.Query{Kind: logbook.KindExecution, SubjectKey: "request", SubjectValue: r.ID}, func(e logbook.Entry) error {
+			return json.Unmarshal(e.Payload, &got)
+		})
+		if err != nil || got == nil {
+			t.Fatalf("%s: no execution entry (%v)", r.ID, err)
+		}
+		return got
+	}
+	run := func(sql string) *Request {
+		r := f.decide(t, OutcomeReferred, "compiled")
+		res := &pilot.Result{Outcome: pilot.Executed, RowsAffected: 1, ExecutedSQL: sql, ExecutedArgs: []any{"retrying", 7}}
+		r.ApplyResult(res)
+		if err := f.l.Executed(ctx, r, res); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// Moved by a reconciler first: the entry is not written, and the text
+	// is not remembered as logged.
+	r := f.decide(t, OutcomeReferred, "compiled")
+	r.MarqueID = "mq_other"
+	res := &pilot.Result{Outcome: pilot.Executed, RowsAffected: 1, ExecutedSQL: text}
+	r.ApplyResult(res)
+	if err := f.l.record(ctx, r, ExecutedPayload(r, res), false, false); !errors.Is(err, logbook.ErrNotApplied) {
+		t.Fatalf("a move under another marque: %v, want ErrNotApplied", err)
+	}
+
+	first, second := entry(run(text)), entry(run(text))
+	if first["executed_sql"] != text || first["executed_sql_sha256"] != hex.EncodeToString(sum[:]) {
+		t.Errorf("first entry: %v", first)
+	}
+	if _, ok := second["executed_sql"]; ok || second["executed_sql_sha256"] != hex.EncodeToString(sum[:]) || second["executed_args"] == nil {
+		t.Errorf("second entry repeats the text or lost its hash or values: %v", second)
+	}
+	other := entry(run("SELECT 1"))
+	if other["executed_sql"] != "SELECT 1" {
+		t.Errorf("another text was not logged: %v", other)
 	}
 }

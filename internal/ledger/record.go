@@ -273,6 +273,7 @@ func (l *Ledger) record(ctx context.Context, req *Request, payload map[string]an
 			return l.rq.MoveIfMarque(ctx, tx, req.ID, marque, store.RequestStatus(StatusRunning), to, l.cfg.Clock().UnixNano())
 		}
 	}
+	logged := l.executedOnce(payload)
 	_, err := l.cfg.Append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy})
 	switch {
 	case errors.Is(err, logbook.ErrNotApplied):
@@ -281,7 +282,31 @@ func (l *Ledger) record(ctx context.Context, req *Request, payload map[string]an
 		// The request stays running; Reconcile resolves it from the receipt.
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
 	}
+	logged()
 	return nil
+}
+
+// executedOnce names an execution entry's executed_sql by its SHA-256
+// (executed_sql_sha256) and drops the text when an entry of this ledger
+// has already committed it: the guarded text of a remembered shape is the
+// same for every statement of that shape (its values are executed_args),
+// and logging kilobytes of it with every execution was most of what the
+// logbook wrote (issue 25). The text is in the logbook, in the first
+// entry of this node that carries that hash, from the first execution of
+// the shape on; logged, called once the entry has committed, remembers it
+// (an entry that did not commit leaves the next one to carry the text).
+func (l *Ledger) executedOnce(payload map[string]any) (logged func()) {
+	text, _ := payload["executed_sql"].(string)
+	if text == "" {
+		return func() {}
+	}
+	sum := sha256.Sum256([]byte(text))
+	payload["executed_sql_sha256"] = hex.EncodeToString(sum[:])
+	if _, ok := l.executedTexts.Get(sum); ok {
+		delete(payload, "executed_sql")
+		return func() {}
+	}
+	return func() { l.executedTexts.Put(sum, struct{}{}) }
 }
 
 // Failed records that a request decided to run did not, with the fixed

@@ -115,6 +115,8 @@ type Pilot struct {
 
 	exprs ExprCache
 
+	authority *Authority // this process's gateway's (authority.go)
+
 	sigMu sync.Mutex
 	sigOK map[[32]byte]sigEntry // verified (bound, signature) pairs
 
@@ -189,6 +191,7 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 		bounds: memo.Map[[32]byte, *parsedBound]{Max: maxMemo}, guards: memo.Map[guardKey, *Guarded]{Max: maxMemo},
 		// Statements of any length: a long one keeps its template.
 		checks: sqlcheck.NewCache[*template](sqlcheck.CacheConfig{Max: maxMemo, MaxSQL: -1})}
+	p.authority = &Authority{p: p}
 	p.initShapes(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -247,6 +250,11 @@ type Request struct {
 	// path runs only if the statement writes exactly the values the panel
 	// was shown.
 	ExpectAfter string
+
+	// grant, set by Authority.Authorize in this process only, stands in
+	// for Marque (authority.go). It is never encoded: a request that
+	// crosses a process boundary carries a token.
+	grant *grant
 }
 
 // Outcome of a Pilot execution.
@@ -339,9 +347,18 @@ func refused(code, format string, args ...any) *Result {
 // principal. Any failure is a refusal.
 func (p *Pilot) authorize(req Request) (*marque.Claims, *parsedBound, *Result) {
 	now := p.cfg.Clock()
-	claims, err := p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
-	if err != nil {
-		return nil, nil, refused(RefusedMarque, "the marque is not valid: %v", err)
+	var claims marque.Claims
+	if req.grant != nil {
+		var why string
+		if claims, why = p.granted(req, now); why != "" {
+			return nil, nil, refused(RefusedMarque, "%s", why)
+		}
+	} else {
+		var err error
+		claims, err = p.verifier.Verify(req.Marque, marque.Expect{Target: p.cfg.Target, StatementHash: marque.StatementHash(req.SQL)})
+		if err != nil {
+			return nil, nil, refused(RefusedMarque, "the marque is not valid: %v", err)
+		}
 	}
 	if claims.Auth.Kind != marque.AuthDelegation {
 		return nil, nil, refused(RefusedMarque, "marques resting on %q are not executed by this Pilot", claims.Auth.Kind)
