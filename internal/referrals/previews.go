@@ -13,7 +13,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
-// Previewer is the Pilot's preview role (pilot.Executor's Preview): it
+// Previewer is the Pilot's preview role (the Executor's Preview): it
 // reads what a statement would reach and write, without running it. It is
 // all of a target this package may call.
 type Previewer interface {
