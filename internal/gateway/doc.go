@@ -19,19 +19,21 @@
 // store transaction, and draws the views it shows from ledger.Request
 // (request.go).
 //
-// A referred statement is only queued (queue.go): nothing of
-// it runs before a human asks, and then only its read-only preview
-// (previews.go, pilot.Pilot.Preview). The humans' signed acts (delegations,
-// approvals, denials, revocations, enablements, reviews) go through one
-// mechanism (acts.go); an approval binds the preview's digest, and
-// the Pilot runs the statement only if it still reaches and writes what
-// the preview showed. The delegations in force, their staleness and
-// refresh, and the clock skew their expiries are decided with are the
-// registry's (internal/registry, Gateway.Registry); adding a delegation
-// (its compilation, signature and logbook entry) is in delegations.go,
-// revoking one and logging expiries in queue.go, flood admission in
-// floods.go, the queue's webhook in queue.go, and the background services
-// (reconciliation, refresh, expiry, the clock) in services.go.
+// A referred statement is only queued: nothing of it runs before a human
+// asks, and then only its read-only preview. Admitting a referral (the
+// flood rules), announcing it (the webhook) and previewing it are the
+// referral service's (internal/referrals; Gateway.Preview forwards to
+// it); the queue of waiting requests is in queue.go. The humans' signed
+// acts (delegations, approvals, denials, revocations, enablements,
+// reviews) go through one mechanism (acts.go); an approval binds the
+// preview's digest, and the Pilot runs the statement only if it still
+// reaches and writes what the preview showed. The delegations in force,
+// their staleness and refresh, and the clock skew their expiries are
+// decided with are the registry's (internal/registry, Gateway.Registry);
+// adding a delegation (its compilation, signature and logbook entry) is
+// in delegations.go, revoking one and logging expiries in queue.go, and
+// the background services (reconciliation, refresh, expiry, the clock)
+// in services.go.
 //
 // What the agent can observe through this package is bounded by
 // invariant 10: a request's preview, detail and digests are shown to

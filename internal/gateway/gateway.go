@@ -19,6 +19,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/metrics"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
+	"github.com/harbormaster-dev/harbormaster/internal/referrals"
 	"github.com/harbormaster-dev/harbormaster/internal/registry"
 	"github.com/harbormaster-dev/harbormaster/internal/route"
 	"github.com/harbormaster-dev/harbormaster/internal/signing"
@@ -55,9 +56,11 @@ type Config struct {
 	// is off everywhere.
 	Switches *switches.Poller
 	// Webhook, when set, receives a Slack-compatible JSON message for every
-	// new referral. Failures never block the statement path.
+	// new referral (internal/referrals). Failures never block the statement
+	// path.
 	Webhook string
-	// HTTPClient sends webhooks. Defaults to a client with a 5s timeout.
+	// HTTPClient sends webhooks. Defaults to a client with a 5s timeout
+	// (referrals.Config).
 	HTTPClient *http.Client
 	// Metrics, when set, records decisions, quota refusals and logbook latency.
 	Metrics *metrics.Metrics
@@ -68,7 +71,8 @@ type Config struct {
 	Auditor *audit.Auditor
 	// ReferralRate is how many statements per principal may be referred
 	// to a human; past it a statement that would be referred is refused
-	// (floods.go). Defaults to 1000/hour; a negative Count turns it off.
+	// (internal/referrals). Defaults to 1000/hour; a negative Count turns
+	// it off.
 	ReferralRate quota.Rate
 	// MaxWaiting caps the requests one principal may have waiting for a
 	// human; past it a statement that would be referred is refused.
@@ -122,15 +126,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ApprovalTTL <= 0 {
 		c.ApprovalTTL = 15 * time.Minute
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 5 * time.Second}
-	}
-	if c.ReferralRate.Count == 0 {
-		c.ReferralRate = quota.Rate{Count: 1000, Per: time.Hour}
-	}
-	if c.MaxWaiting == 0 {
-		c.MaxWaiting = 1000
 	}
 	c.Services = c.Services.WithDefaults()
 	if c.ClockLeeway <= 0 {
@@ -195,8 +190,10 @@ type Gateway struct {
 	txMu   sync.Mutex
 	txOpen map[string]int
 
+	// refs admits, announces and previews referrals (internal/referrals).
+	refs *referrals.Service
+
 	quota        *quota.Limiter
-	http         *http.Client
 	expiryMu     sync.Mutex
 	expiryLogged map[string]bool // delegations whose expiry is in the logbook (under expiryMu)
 }
@@ -210,7 +207,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 		return nil, errors.New("gateway: store, logbook, minter and signers are required")
 	}
 	g := &Gateway{cfg: cfg, st: st, lb: lb, minter: minter, signers: signers, targets: map[string]pilot.Executor{},
-		quota: quota.New(cfg.Clock), http: cfg.HTTPClient, expiryLogged: map[string]bool{}, checks: newCheckCache(cfg.Limits)}
+		quota: quota.New(cfg.Clock), expiryLogged: map[string]bool{}, checks: newCheckCache(cfg.Limits)}
 	receipts := map[string]pilot.Settler{}
 	for _, p := range pilots {
 		if _, dup := g.targets[p.Target()]; dup {
@@ -221,6 +218,19 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook, 
 	}
 	var err error
 	if g.led, err = ledger.New(ctx, ledger.Config{Clock: cfg.Clock, Logger: cfg.Logger, Append: g.append, Targets: receipts}, st, lb); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.refs, err = referrals.New(referrals.Config{ReferralRate: cfg.ReferralRate, MaxWaiting: cfg.MaxWaiting,
+		Webhook: cfg.Webhook, HTTPClient: cfg.HTTPClient, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: cfg.Metrics,
+		Target: func(target string) (referrals.Previewer, error) {
+			// The Pilot's preview role, and nothing else of it.
+			p, ok := g.targets[target]
+			if !ok {
+				return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
+			}
+			return p, nil
+		}}, g.led)
+	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.reg, err = registry.New(ctx, registry.Config{Stale: cfg.Services.DelegationsStale, StoreClock: cfg.StoreClock,
@@ -446,7 +456,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	// A referral is a human's time: past the principal's referral rate or
 	// waiting cap, the statement is refused, recorded and not queued.
 	if req.Path == "" {
-		flood, err := g.admitReferral(ctx, principal)
+		flood, err := g.refs.Admit(ctx, principal)
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +508,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 	if req.Path == "" {
 		resp = response(req)
-		g.referred(req)
+		g.refs.Referred(req)
 		return resp, nil
 	}
 	// 8 the Pilot verifies everything again and executes under guards.
@@ -597,8 +607,8 @@ func (g *Gateway) pilotReferred(ctx context.Context, req *ledger.Request, res *p
 	if err := g.led.Executed(context.WithoutCancel(ctx), req, res); err != nil {
 		return nil, err
 	}
-	g.takeReferral(req.Principal)
-	g.referred(req)
+	g.refs.Take(req.Principal)
+	g.refs.Referred(req)
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	return response(req), nil
 }

@@ -99,8 +99,8 @@ func (g *Gateway) didNotRun(ctx context.Context, req *ledger.Request, err error)
 	if ferr := g.led.Failed(ctx, req, err, reason); ferr != nil {
 		return nil, errors.Join(err, ferr)
 	}
-	g.takeReferral(req.Principal)
-	g.referred(req)
+	g.refs.Take(req.Principal)
+	g.refs.Referred(req)
 	return response(req), nil
 }
 

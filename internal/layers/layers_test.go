@@ -47,6 +47,11 @@ var rules = []rule{
 		"internal/cli", "internal/node", "internal/route", "internal/surveyor", "internal/audit", "internal/llm", "internal/switches",
 		"internal/quota", "internal/leadsman"},
 		"the ledger is the requests' lifecycle below the statement path: it knows no route, no panel, no front"},
+	{"internal/referrals", []string{"internal/gateway", "internal/httpapi", "internal/mcpserver", "internal/pgwire", "internal/console",
+		"internal/cli", "internal/node", "internal/surveyor", "internal/llm", "internal/audit", "internal/switches", "internal/route",
+		"internal/registry", "internal/leadsman", "internal/backtest", "internal/cover", "internal/shadow", "internal/bench", "internal/faults"},
+		"the referral service admits, announces and previews referrals below the statement path: it knows no front, no panel, no model, " +
+			"and it executes nothing; of what executes statements it reaches the Pilot's preview role only (TestReferralsReachOnlyThePreview)"},
 	{"internal/buildinfo", []string{"internal/store", "internal/pilot", "internal/gateway", "internal/logbook", "internal/httpapi", "internal/node", "internal/cli"},
 		"what the binary is built from is read, not served"},
 	{"internal/httpapi", []string{"internal/cli", "internal/mcpserver"}, "a front knows no wiring"},
@@ -106,7 +111,25 @@ var importOnly = map[string][]string{
 	// them, the marque's statement hash and the Pilot's result and
 	// receipts, and a bounded memo (of the executed texts it logged).
 	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot", "internal/memo"},
+	// The referral service: the requests' ledger (waiting counts, the
+	// stored preview), the Pilot's preview role and its types, the check's
+	// reason codes, the rate's buckets, the metrics and the look-alike
+	// marks of the webhook's text.
+	"internal/referrals": {"internal/ledger", "internal/pilot", "internal/sqlcheck", "internal/quota", "internal/metrics", "internal/lookalike"},
 }
+
+// referralsPilotNames are the only names of internal/pilot the referral
+// service may use: the preview role's result and its refusal. Nothing of
+// a referred statement may run until a human asks (DESIGN.md invariant
+// 10), and then only its read-only preview.
+var referralsPilotNames = []string{"Preview", "ErrNotPreviewable"}
+
+// pilotName matches a use of a name of internal/pilot; executing matches
+// a call of a method that runs or holds a statement on a target.
+var (
+	pilotName = regexp.MustCompile(`\bpilot\.([A-Za-z_]\w*)`)
+	executing = regexp.MustCompile(`\.(Execute|ExecuteApproved|Rehearse|Describe|Begin|VoidReceipt|Savepoint|Commit|Exec|Query|QueryRow)\(`)
+)
 
 // sqlImporters are the only packages that may import database/sql: the
 // store (every table), the ledger (the request rows it writes inside
@@ -322,6 +345,50 @@ func TestRequestRowsAreTheLedgers(t *testing.T) {
 	}
 	if requestRepository.FindString("store.Store, store.Requestsx, ledger.Request") != "" {
 		t.Error("the requests check matches what is not the requests repository")
+	}
+}
+
+// TestReferralsReachOnlyThePreview: the referral service depends on the
+// Pilot's package (for its preview role, and through the ledger), so the
+// layer rules cannot keep it from executing; this does. Its source names
+// nothing of internal/pilot but referralsPilotNames and calls no method
+// that runs a statement: the one call that reaches a target is the
+// preview a human asked for.
+func TestReferralsReachOnlyThePreview(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.Dir}} | {{join .GoFiles " "}}`, mod+"internal/referrals").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dir, files, _ := strings.Cut(strings.TrimSpace(string(out)), " | ")
+	previews := 0
+	for _, name := range strings.Fields(files) {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range pilotName.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(referralsPilotNames, m[1]) {
+				t.Errorf("internal/referrals/%s uses %s: of the Pilot it may use %v only", name, m[0], referralsPilotNames)
+			}
+		}
+		if m := executing.FindString(string(src)); m != "" {
+			t.Errorf("internal/referrals/%s calls %s: the referral service executes nothing", name, m)
+		}
+		previews += strings.Count(string(src), ".Preview(ctx, ")
+	}
+	if previews == 0 {
+		t.Fatal("internal/referrals calls no Preview: the check read nothing")
+	}
+	for _, bad := range []string{"res, err := p.Execute(ctx, pilot.Request{})", "p.Rehearse(ctx, sql, b, a, who, path)", "tx, _ := p.Begin(ctx, o)"} {
+		if executing.FindString(bad) == "" {
+			t.Errorf("the execution check misses %q", bad)
+		}
+	}
+	if m := pilotName.FindStringSubmatch("var e pilot.Executor"); m == nil || slices.Contains(referralsPilotNames, m[1]) {
+		t.Errorf("the Pilot names check lets pilot.Executor through")
+	}
+	if executing.FindString("pv, js, err := p.Preview(ctx, r.Canonical)") != "" {
+		t.Error("the execution check matches the preview")
 	}
 }
 
