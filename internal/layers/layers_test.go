@@ -122,7 +122,7 @@ var importOnly = map[string][]string{
 // service may use: the preview role's result and its refusal. Nothing of
 // a referred statement may run until a human asks (DESIGN.md invariant
 // 10), and then only its read-only preview.
-var referralsPilotNames = []string{"Preview", "ErrNotPreviewable"}
+var referralsPilotNames = []string{"Preview", "Previewer", "ErrNotPreviewable"}
 
 // pilotName matches a use of a name of internal/pilot; executing matches
 // a call of a method that runs or holds a statement on a target.

@@ -13,12 +13,10 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
-// Previewer is the Pilot's preview role (the Executor's Preview): it
-// reads what a statement would reach and write, without running it. It is
-// all of a target this package may call.
-type Previewer interface {
-	Preview(ctx context.Context, sql string) (*pilot.Preview, []byte, error)
-}
+// Previewer is the Pilot's preview role: it reads what a statement would
+// reach and write, without running it. It is all of a target this package
+// may call.
+type Previewer = pilot.Previewer
 
 // Preview returns a request as a human sees it, with its preview: when it
 // is waiting and has none (or refresh is set), the Pilot computes one now
