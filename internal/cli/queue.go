@@ -337,6 +337,12 @@ func printRequest(e *env, v *gateway.RequestView) {
 	for _, r := range v.Reasons {
 		fmt.Fprintf(w, "  - %s\n", oneLine(r, 500))
 	}
+	if v.Detail != "" {
+		// For humans only: the target's error text, the jurors' answers
+		// and why a juror failed, which the agent is not told.
+		lookalikes(e, "warning   the detail holds characters that look like others, marked ⟦…⟧ below:", v.Detail)
+		fmt.Fprintf(w, "detail    %s\n", oneLine(v.Detail, 2000))
+	}
 	printPreview(e, v)
 }
 

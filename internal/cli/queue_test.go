@@ -1,14 +1,21 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/harbormaster-dev/harbormaster/internal/gateway"
+	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 // demoInfoOf reads the --info file of a demo startDemo started.
@@ -185,5 +192,40 @@ func TestQueueApproveConfirms(t *testing.T) {
 		if strings.Contains(line, `"level":"INFO"`) && strings.Contains(line, "session") {
 			t.Errorf("an MCP SDK session line at INFO: %s", line)
 		}
+	}
+}
+
+// TestQueueShowPrintsTheDetail: what the reasons' class does not say (the
+// target's own error text, the jurors' answers, why a juror failed) is for
+// humans, and queue show printed it only with --json. It is printed under
+// "detail", and the agent's answer does not hold it.
+func TestQueueShowPrintsTheDetail(t *testing.T) {
+	t.Parallel()
+	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
+	gatewaytest.LoadShop(t, dsn)
+	keys := gatewaytest.NewKeys(t)
+	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
+	sys.AddExamples(t)
+	api := httptest.NewServer(sys.API.Handler())
+	t.Cleanup(api.Close)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "bob")
+	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the read rule; the target refuses it when it runs.
+	resp, err := sys.Gateway.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, "SELECT id FROM orders WHERE id = 1 / (id - id)")
+	if err != nil || resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v, %v", resp, err)
+	}
+	if strings.Contains(strings.Join(resp.Reasons, " "), "division") {
+		t.Fatalf("the agent was told the target's error: %v", resp.Reasons)
+	}
+	out, errOut, code := run(t, dir, nil, "queue", "show", resp.RequestID, "--server", api.URL, "--key", keyFile)
+	if code != 0 {
+		t.Fatalf("queue show: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^detail    .*division by zero`).MatchString(out) {
+		t.Errorf("queue show does not print the detail:\n%s", out)
 	}
 }
