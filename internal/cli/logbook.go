@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -34,7 +35,7 @@ func runLogbookVerify(e *env, args []string) int {
 	storePath := fs.String("store", "", "the control store: a SQLite `PATH` or a postgres:// URL")
 	vkey := fs.String("vkey", "", "the checkpoint verifier `KEY` (name+hash+base64), or @FILE")
 	keyFile := fs.String("key", "", "the control-plane key `FILE` (PEM), instead of --vkey")
-	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else harbormaster")
+	name := fs.String("name", "", "the control plane's `NAME` (the config's name:); defaults to the --vkey's name, else the name in the store's checkpoints, else harbormaster")
 	cps := fs.String("checkpoints", "", "checkpoints exported earlier, JSON lines `FILE`")
 	every := fs.Int64("checkpoint-every", logbook.Config{}.WithDefaults().CheckpointEvery,
 		"the checkpoint interval `N`: the config's logbook.checkpoint_every; a longer unsigned tail fails")
@@ -73,6 +74,15 @@ func runLogbookVerify(e *env, args []string) int {
 		if kerr != nil {
 			e.errorf("%v", kerr)
 			return exitUsage
+		}
+		if !flagSet(fs, "name") {
+			// The key alone does not say whose checkpoints it signs: take
+			// the name the store's checkpoints carry, so a key that does not
+			// sign them fails as such, and a right key with a name left out
+			// does not read as a rewritten log.
+			if n := checkpointName(e.ctx, *storePath); n != "" {
+				*name = n
+			}
 		}
 		v, err = logbook.NewCheckpointVerifier(*name, node.PublicKey(key))
 	}
@@ -184,6 +194,30 @@ func runLogbookExport(e *env, args []string) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// checkpointName is the control plane's name in the newest checkpoint of
+// the store at path (its origin line, "NAME/logbook"), or "" when it has
+// none or cannot be read; verification then says what is wrong.
+func checkpointName(ctx context.Context, path string) string {
+	if _, err := os.Stat(path); err != nil && !store.IsPostgresURL(path) {
+		return ""
+	}
+	st, lb, err := openLogbook(ctx, path, "harbormaster", 0)
+	if err != nil {
+		return ""
+	}
+	defer st.Close()
+	cps, err := lb.Checkpoints(ctx)
+	if err != nil || len(cps) == 0 {
+		return ""
+	}
+	origin, _, _ := strings.Cut(cps[len(cps)-1].Note, "\n")
+	n, ok := strings.CutSuffix(origin, "/logbook")
+	if !ok {
+		return ""
+	}
+	return n
 }
 
 // flagSet reports whether a flag was given on the command line.

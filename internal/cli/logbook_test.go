@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"database/sql"
+	"encoding/pem"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,7 +73,42 @@ func writeLogbook(t *testing.T, entries int, drop string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "control-plane.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return path, vkey
+}
+
+// TestLogbookVerifyKeyWithoutName: verify --key without --name took the
+// name "harbormaster", so the right key over a store of another name
+// failed as a rewritten log would. It takes the name the store's
+// checkpoints carry; a wrong key still fails, and so does a wrong --name.
+func TestLogbookVerifyKeyWithoutName(t *testing.T) {
+	t.Parallel()
+	path, _ := writeLogbook(t, 25, "")
+	key := filepath.Join(filepath.Dir(path), "control-plane.pem")
+	verify := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.Do(append([]string{"logbook", "verify", "--store", path, "--checkpoint-every", "10"}, args...), strings.NewReader(""), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errOut := verify("--key", key); code != 0 || !strings.HasPrefix(out, "ok: 25 entries") {
+		t.Fatalf("the right key without --name: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := verify("--key", key, "--name", "verify-test"); code != 0 {
+		t.Fatalf("the right key and name: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := verify("--key", key, "--name", "harbormaster"); code == 0 {
+		t.Fatalf("a wrong --name verified:\n%s", out)
+	}
+	other, _ := writeLogbook(t, 1, "")
+	if code, out, _ := verify("--key", filepath.Join(filepath.Dir(other), "control-plane.pem")); code == 0 {
+		t.Fatalf("another key verified:\n%s", out)
+	}
 }
 
 // TestLogbookVerifyUnsignedTail: 25 entries signed at 1 (the first batch),
