@@ -76,7 +76,7 @@ type observed struct {
 	Reasons       []string
 	Rows          string
 	RowsAffected  int64
-	Columns       []string
+	Columns       []gateway.Column
 	Truncated     bool
 	Previewed     bool
 	PreviewRows   int64
