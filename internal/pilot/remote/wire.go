@@ -154,10 +154,10 @@ func (w *wireCatalog) catalog() (*sqlcheck.Catalog, error) {
 // omitted, so nil and empty slices stay apart. Columns are objects (name
 // and type) and each row an array of values in their order. Before issue
 // 23, columns were names with "column_types" beside them and each row an
-// object keyed by name; the protocol has no version, so a serve and a
-// pilot process of either side of that change cannot read each other's
-// results: every call with a result fails (Execute's as ErrCommitUnknown,
-// settled from the receipt), none is misread. Upgrade them together.
+// object keyed by name. The protocol has no version: across a serve and
+// a pilot process on either side of that change, a result with columns
+// does not decode and its call fails (Execute's as ErrCommitUnknown,
+// settled from the receipt); none is misread. Upgrade them together.
 type wireResult struct {
 	Outcome      pilot.Outcome    `json:"outcome"`
 	Reasons      []string         `json:"reasons"`
