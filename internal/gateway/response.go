@@ -39,12 +39,8 @@ func objectKeys(cols []Column) []string {
 	return out
 }
 
-// Object is row i as a JSON object: keys (Keys) and values in column
-// order, in JSON's compact form.
-func (r *Response) Object(i int) (json.RawMessage, error) {
-	return rowObject(r.Keys(), r.Rows[i])
-}
-
+// rowObject is a row as a JSON object: keys and values in column order,
+// in JSON's compact form.
 func rowObject(keys []string, row []any) (json.RawMessage, error) {
 	if len(row) != len(keys) {
 		return nil, fmt.Errorf("gateway: a row of %d values for %d columns", len(row), len(keys))
