@@ -39,20 +39,26 @@ func objectKeys(cols []Column) []string {
 	return out
 }
 
-// rowObject is a row as a JSON object: keys and values in column order,
-// in JSON's compact form.
-func rowObject(keys []string, row []any) (json.RawMessage, error) {
-	if len(row) != len(keys) {
-		return nil, fmt.Errorf("gateway: a row of %d values for %d columns", len(row), len(keys))
+// RowObject is a row as the JSON object it marshals to: its keys and
+// values in column order.
+type RowObject struct {
+	keys   []string
+	values []any
+}
+
+// MarshalJSON is the object, in JSON's compact form.
+func (o RowObject) MarshalJSON() ([]byte, error) {
+	if len(o.values) != len(o.keys) {
+		return nil, fmt.Errorf("gateway: a row of %d values for %d columns", len(o.values), len(o.keys))
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, k := range keys {
+	for i, k := range o.keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		kj, _ := json.Marshal(k)
-		vj, err := json.Marshal(row[i])
+		vj, err := json.Marshal(o.values[i])
 		if err != nil {
 			return nil, fmt.Errorf("gateway: column %s: %w", k, err)
 		}
@@ -64,34 +70,36 @@ func rowObject(keys []string, row []any) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// responseJSON is a Response as JSON (docs/api.md): "columns" are Keys,
-// each row an object in column order.
-type responseJSON struct {
-	Outcome      string            `json:"outcome"`
-	RequestID    string            `json:"request_id"`
-	RowsAffected int64             `json:"rows_affected"`
-	Columns      []string          `json:"columns,omitempty"`
-	Rows         []json.RawMessage `json:"rows"`
-	Truncated    bool              `json:"truncated"`
-	Reasons      []string          `json:"reasons"`
-	Path         string            `json:"path,omitempty"`
-	DelegationID string            `json:"delegation_id,omitempty"`
+// ResponseJSON is a Response as the HTTP API and the MCP tool give it
+// (docs/api.md, openapi.json's StatementResponse): "columns" are the
+// Response's Keys, each row an object in column order, "rows" always an
+// array.
+type ResponseJSON struct {
+	Outcome      string      `json:"outcome"`
+	RequestID    string      `json:"request_id"`
+	RowsAffected int64       `json:"rows_affected"`
+	Columns      []string    `json:"columns,omitempty"`
+	Rows         []RowObject `json:"rows"`
+	Truncated    bool        `json:"truncated"`
+	Reasons      []string    `json:"reasons"`
+	Path         string      `json:"path,omitempty"`
+	DelegationID string      `json:"delegation_id,omitempty"`
 }
 
-// MarshalJSON is the answer as the HTTP API and the MCP tool give it.
-// "rows" is always an array.
-func (r Response) MarshalJSON() ([]byte, error) {
-	out := responseJSON{Outcome: r.Outcome, RequestID: r.RequestID, RowsAffected: r.RowsAffected, Columns: r.Keys(),
-		Rows: make([]json.RawMessage, len(r.Rows)), Truncated: r.Truncated, Reasons: r.Reasons, Path: r.Path, DelegationID: r.DelegationID}
-	keys := out.Columns
+// JSON is r as the HTTP API and the MCP tool give it.
+func (r *Response) JSON() *ResponseJSON {
+	out := &ResponseJSON{Outcome: r.Outcome, RequestID: r.RequestID, RowsAffected: r.RowsAffected, Columns: r.Keys(),
+		Rows: make([]RowObject, len(r.Rows)), Truncated: r.Truncated, Reasons: r.Reasons, Path: r.Path, DelegationID: r.DelegationID}
 	for i, row := range r.Rows {
-		o, err := rowObject(keys, row)
-		if err != nil {
-			return nil, err
-		}
-		out.Rows[i] = o
+		out.Rows[i] = RowObject{keys: out.Columns, values: row}
 	}
-	return json.Marshal(out)
+	return out
+}
+
+// MarshalJSON is r.JSON()'s. (A struct that embeds a Response takes its
+// MarshalJSON and UnmarshalJSON for its whole self: name the field.)
+func (r Response) MarshalJSON() ([]byte, error) {
+	return json.Marshal(r.JSON())
 }
 
 // UnmarshalJSON reads an answer MarshalJSON wrote (the MCP stdio server
@@ -100,7 +108,7 @@ func (r Response) MarshalJSON() ([]byte, error) {
 // not the columns' is an error.
 func (r *Response) UnmarshalJSON(b []byte) error {
 	var in struct {
-		responseJSON
+		ResponseJSON
 		Rows []map[string]any `json:"rows"`
 	}
 	if err := json.Unmarshal(b, &in); err != nil {
