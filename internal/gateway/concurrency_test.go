@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,20 +136,22 @@ func TestConcurrentAgents(t *testing.T) {
 					errs = append(errs, fmt.Sprintf("%s %q: %v", s.kind, sql, err))
 					continue
 				}
-				var resp struct {
-					gateway.Response
+				// gateway.Response has its own UnmarshalJSON: the body is
+				// read into it and, apart, into its error.
+				var resp gateway.Response
+				var rej struct {
 					Error struct {
 						Code      string `json:"code"`
 						RequestID string `json:"request_id"`
 					} `json:"error"`
 				}
-				if err := json.Unmarshal(body, &resp); err != nil {
+				if err := errors.Join(json.Unmarshal(body, &resp), json.Unmarshal(body, &rej)); err != nil {
 					errs = append(errs, fmt.Sprintf("%s: %d %s", s.kind, st, body))
 					continue
 				}
 				r := agentResult{kind: s.kind, latency: lat, id: resp.RequestID, outcome: resp.Outcome}
 				if st == http.StatusUnprocessableEntity {
-					r.id, r.outcome = resp.Error.RequestID, gateway.OutcomeRejected
+					r.id, r.outcome = rej.Error.RequestID, gateway.OutcomeRejected
 				} else if st != http.StatusOK {
 					errs = append(errs, fmt.Sprintf("%s %q: HTTP %d %s", s.kind, sql, st, body))
 					continue

@@ -18,7 +18,8 @@ type Description struct {
 	// their context; nil when it could not type them (SELECT $1).
 	ParamTypes []uint32
 	// Columns and ColumnTypes are the columns the statement returns once
-	// its values are inlined: none for a write without RETURNING.
+	// its values are inlined, in order, with the names the target gives
+	// them (two may share one): none for a write without RETURNING.
 	Columns     []string
 	ColumnTypes []uint32
 }
@@ -142,8 +143,12 @@ func (g *Gateway) Describe(ctx context.Context, principal, target, sql string) (
 	default:
 		return nil, errors.New("gateway: describe: the Pilot answered " + string(res.Outcome))
 	}
-	if len(res.Columns) != len(res.ColumnTypes) {
-		return nil, fmt.Errorf("gateway: describe: the Pilot described %d columns with %d types", len(res.Columns), len(res.ColumnTypes))
+	d := &Description{ParamTypes: res.ParamTypes}
+	if res.Columns != nil {
+		d.Columns, d.ColumnTypes = make([]string, len(res.Columns)), make([]uint32, len(res.Columns))
+		for i, c := range res.Columns {
+			d.Columns[i], d.ColumnTypes[i] = c.Name, c.Type
+		}
 	}
-	return &Description{ParamTypes: res.ParamTypes, Columns: res.Columns, ColumnTypes: res.ColumnTypes}, nil
+	return d, nil
 }

@@ -266,21 +266,27 @@ func (g *Gateway) Pilot(target string) (pilot.Cataloger, bool) {
 	return p, ok
 }
 
-// Response is the answer to an agent.
+// Response is the answer to an agent. Its JSON (response.go) is the HTTP
+// API's and the MCP tool's: "columns" and "rows" as objects keyed by
+// column name.
 type Response struct {
-	Outcome      string   `json:"outcome"` // "executed" or "referred"
-	RequestID    string   `json:"request_id"`
-	RowsAffected int64    `json:"rows_affected"`
-	Columns      []string `json:"columns,omitempty"`
-	// ColumnTypes are the type OIDs of Columns, for the wire front; the
-	// HTTP answer does not carry them.
-	ColumnTypes  []uint32         `json:"-"`
-	Rows         []map[string]any `json:"rows"`
-	Truncated    bool             `json:"truncated"`
-	Reasons      []string         `json:"reasons"`
-	Path         string           `json:"path,omitempty"`
-	DelegationID string           `json:"delegation_id,omitempty"`
+	Outcome      string `json:"outcome"` // "executed" or "referred"
+	RequestID    string `json:"request_id"`
+	RowsAffected int64  `json:"rows_affected"`
+	// Columns are the result's columns in the target's order, with the
+	// names it gave them (two may share one) and their type OIDs.
+	Columns []Column `json:"-"`
+	// Rows are the result's rows, each with one value per column, in the
+	// order of Columns.
+	Rows         [][]any  `json:"-"`
+	Truncated    bool     `json:"truncated"`
+	Reasons      []string `json:"reasons"`
+	Path         string   `json:"path,omitempty"`
+	DelegationID string   `json:"delegation_id,omitempty"`
 }
+
+// Column is one column of a Response: its name and type OID.
+type Column = pilot.Column
 
 // idEncoding is base32 over the 32 characters of [a-z2-7] in ASCII order,
 // so an id's text sorts as its bytes do: the ids keep the alphabet and
@@ -546,7 +552,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 			tx.executedIn(req, res)
 			g.cfg.Metrics.FastPath(req.Path, chosen.ID)
 			resp = response(req)
-			resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
+			resp.Columns, resp.Truncated = res.Columns, res.Truncated
 			if res.Rows != nil {
 				resp.Rows = res.Rows
 			}
@@ -587,7 +593,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	// 10 answer the agent.
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	resp = response(req)
-	resp.Columns, resp.ColumnTypes, resp.Truncated = res.Columns, res.ColumnTypes, res.Truncated
+	resp.Columns, resp.Truncated = res.Columns, res.Truncated
 	if res.Rows != nil {
 		// A write without RETURNING has no rows: keep "rows": [].
 		resp.Rows = res.Rows

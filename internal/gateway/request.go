@@ -56,7 +56,7 @@ const (
 // response is the agent's answer drawn from its request.
 func response(r *ledger.Request) *Response {
 	resp := &Response{Outcome: string(r.Outcome), RequestID: r.ID, RowsAffected: r.RowsAffected, Reasons: r.Reasons,
-		Path: r.Path, DelegationID: r.DelegationID, Rows: []map[string]any{}}
+		Path: r.Path, DelegationID: r.DelegationID, Rows: [][]any{}}
 	if resp.Reasons == nil {
 		resp.Reasons = []string{}
 	}

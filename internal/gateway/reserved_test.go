@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestReservedWordColumns(t *testing.T) {
 				if i > 0 {
 					b.WriteString(" ")
 				}
-				fmt.Fprint(&b, r[c])
+				fmt.Fprint(&b, r[slices.Index(resp.Keys(), c)])
 			}
 			b.WriteString(";")
 		}
@@ -92,7 +93,7 @@ func TestReservedWordColumns(t *testing.T) {
 	if resp.Outcome != gateway.OutcomeExecuted {
 		t.Fatalf("the read: %s %q", resp.Outcome, resp.Reasons)
 	}
-	if got, want := strings.Join(resp.Columns, ","), "id,end,order,user"; got != want {
+	if got, want := strings.Join(resp.Keys(), ","), "id,end,order,user"; got != want {
 		t.Errorf("columns %s, want %s", got, want)
 	}
 	if got, want := rows(resp, "id", "order", "user"), "1 1 ann;3 3 ann;"; got != want {

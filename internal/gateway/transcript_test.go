@@ -243,16 +243,19 @@ func (tr *transcript) finish(t *testing.T, sys *gatewaytest.System, b *block, id
 func answerOf(t *testing.T, r *gateway.Response) any {
 	t.Helper()
 	rows := make([][]any, 0, len(r.Rows))
+	var names []string
+	var types []uint32
+	for _, c := range r.Columns {
+		names, types = append(names, c.Name), append(types, c.Type)
+	}
 	for _, row := range r.Rows {
 		var out []any
-		for _, c := range r.Columns {
-			out = append(out, row[c])
-		}
+		out = append(out, row...)
 		rows = append(rows, out)
 	}
 	return generic(t, map[string]any{
 		"outcome": r.Outcome, "path": r.Path, "request_id": r.RequestID, "delegation_id": r.DelegationID,
-		"reasons": r.Reasons, "columns": r.Columns, "column_types": r.ColumnTypes, "rows": rows,
+		"reasons": r.Reasons, "columns": names, "column_types": types, "rows": rows,
 		"rows_affected": r.RowsAffected, "truncated": r.Truncated,
 	})
 }

@@ -31,7 +31,7 @@ var printSkeleton = flag.Bool("openapi.skeleton", false, "print a schema skeleto
 // describes.
 var components = map[string]reflect.Type{
 	"StatementRequest":  reflect.TypeFor[statementBody](),
-	"StatementResponse": reflect.TypeFor[gateway.Response](),
+	"StatementResponse": reflect.TypeFor[gateway.ResponseJSON](),
 	"RequestView":       reflect.TypeFor[gateway.RequestView](),
 	"DelegationsPage":   reflect.TypeFor[DelegationsPage](),
 	"DelegationView":    reflect.TypeFor[scope.DelegationView](),

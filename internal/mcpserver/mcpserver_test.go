@@ -349,7 +349,7 @@ func testTools(t *testing.T, cs *mcp.ClientSession) {
 		if r.isError || r.structured.Outcome != gateway.OutcomeExecuted {
 			t.Fatalf("got %+v: %s", r.structured, r.text)
 		}
-		if len(r.structured.Rows) != 1 || r.structured.Rows[0]["status"] != "pending" || r.structured.Rows[0]["id"] != float64(3) {
+		if len(r.structured.Rows) != 1 || r.structured.Rows[0][1] != "pending" || r.structured.Rows[0][0] != float64(3) {
 			t.Errorf("rows %v", r.structured.Rows)
 		}
 		if _, ok := r.raw["truncated"]; !ok {

@@ -223,12 +223,13 @@ func responseText(r *gateway.Response) string {
 				b.WriteString("; more rows matched, but the rule's max_rows caps what one statement may read, so only these are returned")
 			}
 			b.WriteString(".")
-			if len(r.Columns) > 0 {
-				fmt.Fprintf(&b, "\ncolumns: %s", strings.Join(r.Columns, ", "))
+			keys := r.Keys()
+			if len(keys) > 0 {
+				fmt.Fprintf(&b, "\ncolumns: %s", strings.Join(keys, ", "))
 			}
 			for _, row := range r.Rows {
 				b.WriteString("\n")
-				b.WriteString(rowJSON(r.Columns, row))
+				b.WriteString(rowJSON(keys, row))
 			}
 		} else {
 			fmt.Fprintf(&b, " %d row(s) affected.", r.RowsAffected)
@@ -252,26 +253,27 @@ func responseText(r *gateway.Response) string {
 	return b.String()
 }
 
-// rowJSON renders a row as a JSON object with its keys in column order.
-func rowJSON(cols []string, row map[string]any) string {
-	if len(cols) == 0 {
-		j, _ := json.Marshal(row)
-		return string(j)
-	}
+// rowJSON renders a row as a JSON object with its keys (the answer's
+// column keys, gateway.Response.Keys) in column order.
+func rowJSON(keys []string, row []any) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, c := range cols {
+	for i, k := range keys {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		k, _ := json.Marshal(c)
-		v, err := json.Marshal(row[c])
-		if err != nil {
-			v = []byte(`"?"`)
+		kj, _ := json.Marshal(k)
+		var v any
+		if i < len(row) {
+			v = row[i]
 		}
-		b.Write(k)
+		vj, err := json.Marshal(v)
+		if err != nil {
+			vj = []byte(`"?"`)
+		}
+		b.Write(kj)
 		b.WriteString(": ")
-		b.Write(v)
+		b.Write(vj)
 	}
 	b.WriteByte('}')
 	return b.String()

@@ -338,9 +338,6 @@ func (c *session) describeGoverned(ctx context.Context, st *prepared, tree *pg.P
 	for i, name := range d.Columns {
 		res.cols[i] = column{name: name, oid: columnType(d.ColumnTypes[i])}
 	}
-	if name, ok := duplicateName(d.Columns); ok {
-		return errorf(stateFeature, fmt.Sprintf("two result columns are both named %q, and the answer carries one value for each name: name them apart with AS", name))
-	}
 	c.send(&pgproto3.ParameterDescription{ParameterOIDs: params})
 	if len(res.cols) > 0 || verb == "SELECT" {
 		c.send(c.rowDescription(res, nil))

@@ -362,6 +362,51 @@ func TestDuplicateColumnNames(t *testing.T) {
 	}
 }
 
+// TestColumnsInOrderWithTheirNames: a result's columns reach the client
+// as PostgreSQL sends them, in the statement's order (not alphabetical),
+// each with its own name and type, and two columns of one name stay two
+// columns with their own values: over the simple protocol, the extended
+// protocol with a described statement (pgx's default) and without.
+// Before issue 23 the answer carried rows as maps by column name, and the
+// second x reached the client as x_2.
+func TestColumnsInOrderWithTheirNames(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.connect(t, gatewaytest.Agent, gatewaytest.AgentToken, "disable")
+	const sql = "SELECT status AS x, id AS x, customer_id, id AS a FROM orders WHERE id = $1"
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		rows, err := c.Query(t.Context(), sql, mode, 3)
+		if err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		var got [][]any
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+			got = append(got, vals)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		var names []string
+		var oids []uint32
+		for _, fd := range rows.FieldDescriptions() {
+			names, oids = append(names, fd.Name), append(oids, fd.DataTypeOID)
+		}
+		if want := []string{"x", "x", "customer_id", "a"}; !reflect.DeepEqual(names, want) {
+			t.Errorf("%v: columns %q, want %q", mode, names, want)
+		}
+		if want := []uint32{25, 20, 20, 20}; !reflect.DeepEqual(oids, want) {
+			t.Errorf("%v: column types %v, want %v", mode, oids, want)
+		}
+		if len(got) != 1 || fmt.Sprint(got[0]) != "[pending 3 22 3]" {
+			t.Errorf("%v: rows %v, want [[pending 3 22 3]]", mode, got)
+		}
+	}
+}
+
 // TestBinaryJSONParameterKept: a json or jsonb parameter sent in
 // binary format was decoded into Go values (numbers as float64) and
 // encoded again as the text inlined in the statement: a number past

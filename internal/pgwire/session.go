@@ -598,32 +598,22 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	if resp.Outcome == gateway.OutcomeReferred {
 		return nil, referral(resp)
 	}
-	if name, ok := duplicateName(resp.Columns); ok {
-		// Each row is a map from column name to value: two columns of
-		// one name carry one value, and showing it in both would show
-		// one column's value as the other's.
-		msg := fmt.Sprintf("two result columns are both named %q, and the answer carries one value for each name: name them apart with AS", name)
-		if verb != "SELECT" {
-			msg = fmt.Sprintf("the statement ran (%s), but %s to read its rows", commandTag(verb, resp.RowsAffected), msg)
-		}
-		return nil, errorf(stateFeature, msg)
-	}
+	// Columns and values go out in the target's order, as it named them:
+	// two columns may share a name, as they do from PostgreSQL itself.
 	res := &result{cols: make([]column, len(resp.Columns))}
-	for i, name := range resp.Columns {
-		res.cols[i].name = name
-		res.cols[i].oid = oidText
-		if i < len(resp.ColumnTypes) {
-			res.cols[i].oid = columnType(resp.ColumnTypes[i])
+	for i, col := range resp.Columns {
+		res.cols[i] = column{name: col.Name, oid: oidText}
+		if col.Type != 0 {
+			res.cols[i].oid = columnType(col.Type)
 		}
 	}
 	isSelect := verb == "SELECT"
 	res.hasRows = len(res.cols) > 0 || isSelect
 	for _, row := range resp.Rows {
-		r := make([]any, len(resp.Columns))
-		for i, name := range resp.Columns {
-			r[i] = row[name]
+		if len(row) != len(res.cols) {
+			return nil, errorf(stateInternal, "the answer's rows do not match its columns")
 		}
-		res.rows = append(res.rows, r)
+		res.rows = append(res.rows, row)
 	}
 	n := resp.RowsAffected
 	if isSelect {
@@ -631,18 +621,6 @@ func (c *session) governed(ctx context.Context, sql, verb string) (*result, *wir
 	}
 	res.tag = commandTag(verb, n)
 	return res, nil
-}
-
-// duplicateName is a name two columns share, if any.
-func duplicateName(cols []string) (string, bool) {
-	seen := make(map[string]bool, len(cols))
-	for _, c := range cols {
-		if seen[c] {
-			return c, true
-		}
-		seen[c] = true
-	}
-	return "", false
 }
 
 // referral is a referred statement as an error a program can handle.

@@ -392,7 +392,7 @@ func (p *Pilot) runApproved(ctx context.Context, claims *marque.Claims, g *Guard
 	}
 	res := &Result{Outcome: Executed, ExecutedSQL: g.SQL, MarqueID: claims.ID, TxID: t.id, RowsAffected: out.n}
 	if g.Returning {
-		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	// From here the outcome must not hang on the caller's context.
 	if err := p.commit(context.WithoutCancel(ctx), t, claims.ID, g, out.n); err != nil {

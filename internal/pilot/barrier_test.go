@@ -46,7 +46,7 @@ func TestFenceIsABarrier(t *testing.T) {
 				if res.Outcome != pilot.Executed {
 					t.Fatalf("%s: %s %s %v (%s): a predicate ran on a row outside the fence", sql, res.Outcome, res.Code, res.Reasons, res.Detail)
 				}
-				if len(res.Rows) > 1 || len(res.Rows) == 1 && res.Rows[0]["n"] != nil && res.Rows[0]["n"] != int64(0) {
+				if len(res.Rows) > 1 || len(res.Rows) == 1 && byName(res)[0]["n"] != nil && byName(res)[0]["n"] != int64(0) {
 					t.Fatalf("%s: rows %v", sql, res.Rows)
 				}
 			}

@@ -32,8 +32,8 @@ import (
 // invariant 10): the columns of the guarded text are those the rules
 // list.
 //
-// Its Result is Described, with Columns and ColumnTypes (none for a
-// write without RETURNING) and ParamTypes (nil when the target could not
+// Its Result is Described, with Columns, their names as the target gives
+// them and their types (none for a write without RETURNING) and ParamTypes (nil when the target could not
 // type the placeholders in their context), or Refused.
 func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte, auth marque.Auth, principal, path string) (*Result, error) {
 	pb, res := p.verifyBound(canonicalBound, auth, principal, p.cfg.Clock())
@@ -88,11 +88,10 @@ func (p *Pilot) Describe(ctx context.Context, sql string, canonicalBound []byte,
 		if g.Hidden {
 			n--
 		}
-		res.Columns, res.ColumnTypes = make([]string, n), make([]uint32, n)
+		res.Columns = make([]Column, n)
 		for i := 0; i < n; i++ {
-			res.Columns[i], res.ColumnTypes[i] = sd.Fields[i].Name, sd.Fields[i].DataTypeOID
+			res.Columns[i] = Column{Name: sd.Fields[i].Name, Type: sd.Fields[i].DataTypeOID}
 		}
-		res.Columns = distinctNames(res.Columns)
 	}
 	if withParams != "" {
 		sp, err := pc.Prepare(ctx, "", withParams, nil)

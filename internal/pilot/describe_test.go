@@ -32,9 +32,10 @@ func TestDescribe(t *testing.T) {
 		// A placeholder the target cannot type ($1 IS NULL) leaves the
 		// parameters untyped (nil); the columns are still described.
 		{orders, marque.PathCompiled, "SELECT id FROM orders WHERE id = 1 AND $1 IS NULL", nil, []string{"id"}, []uint32{20}},
-		// Two columns of one name take the names Execute gives them.
+		// Two columns of one name take the names Execute gives them: the
+		// target's, both "id" (issue 23).
 		{orders, marque.PathCompiled, "SELECT o.id, p.id FROM orders o JOIN orders p ON p.id = o.id WHERE o.id = $1",
-			[]uint32{20}, []string{"id", "id_2"}, []uint32{20, 20}},
+			[]uint32{20}, []string{"id", "id"}, []uint32{20, 20}},
 		// A write: no columns; with RETURNING, its columns, not the guard's.
 		{orders, marque.PathCompiled, "UPDATE orders SET status = $1, updated_at = now() WHERE id = $2", []uint32{25, 20}, nil, nil},
 		{orders, marque.PathCompiled, "UPDATE orders SET status = $1 WHERE id = $2 RETURNING id, status",
@@ -49,8 +50,8 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("%s: %s %s %v, want described", c.sql, res.Outcome, res.Code, res.Reasons)
 			continue
 		}
-		if !reflect.DeepEqual(res.ParamTypes, c.params) || !reflect.DeepEqual(res.Columns, c.cols) || !reflect.DeepEqual(res.ColumnTypes, c.types) {
-			t.Errorf("%s: parameters %v columns %v %v, want %v %v %v", c.sql, res.ParamTypes, res.Columns, res.ColumnTypes, c.params, c.cols, c.types)
+		if !reflect.DeepEqual(res.ParamTypes, c.params) || !reflect.DeepEqual(pilot.ColumnNames(res.Columns), c.cols) || !reflect.DeepEqual(columnTypes(res), c.types) {
+			t.Errorf("%s: parameters %v columns %v %v, want %v %v %v", c.sql, res.ParamTypes, pilot.ColumnNames(res.Columns), columnTypes(res), c.params, c.cols, c.types)
 		}
 		if res.Rows != nil || res.RowsAffected != 0 || res.MarqueID != "" {
 			t.Errorf("%s: a description with rows or a marque: %+v", c.sql, res)

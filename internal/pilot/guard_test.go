@@ -127,7 +127,7 @@ func TestSetDefaultThroughTheView(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome == pilot.Executed {
-		if len(res.Rows) != 1 || res.Rows[0]["updated_at"] == nil {
+		if len(res.Rows) != 1 || byName(res)[0]["updated_at"] == nil {
 			t.Errorf("SET updated_at = DEFAULT wrote %v, not the table's default now()", res.Rows)
 		}
 	}
@@ -209,7 +209,7 @@ allow:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(fmt.Sprint(res.Columns, res.Rows), "SECRET-SSN") || slices.Contains(res.Columns, "ssn") {
+		if strings.Contains(fmt.Sprint(res.Columns, res.Rows), "SECRET-SSN") || slices.Contains(pilot.ColumnNames(res.Columns), "ssn") {
 			t.Errorf("%s: the agent reads a column no rule lists: %v %v", sql, res.Columns, res.Rows)
 		}
 	}
@@ -256,7 +256,7 @@ allow:
 		t.Fatal(err)
 	}
 	leaks := func(res *pilot.Result) bool {
-		return strings.Contains(fmt.Sprint(res.Columns, res.Rows), "SECRET-SSN") || slices.Contains(res.Columns, "ssn")
+		return strings.Contains(fmt.Sprint(res.Columns, res.Rows), "SECRET-SSN") || slices.Contains(pilot.ColumnNames(res.Columns), "ssn")
 	}
 	for _, sql := range []string{
 		"UPDATE customers SET name = name WHERE id = 2 RETURNING *",
@@ -277,7 +277,7 @@ allow:
 		if leaks(res) {
 			t.Errorf("%s: the agent reads a column no rule lists: %v %v", sql, res.Columns, res.Rows)
 		}
-		if len(res.Rows) != 1 || !slices.Contains(res.Columns, "region") {
+		if len(res.Rows) != 1 || !slices.Contains(pilot.ColumnNames(res.Columns), "region") {
 			t.Errorf("%s: %v %v, want the row with the catalog's columns", sql, res.Columns, res.Rows)
 		}
 	}
@@ -410,7 +410,7 @@ allow:
 		if len(res.Columns) != len(c.cols) {
 			t.Errorf("%s: columns %v, want %d of them (%v)", c.sql, res.Columns, len(c.cols), c.cols)
 		}
-		for i, col := range res.Columns {
+		for i, col := range pilot.ColumnNames(res.Columns) {
 			if i < len(c.cols) && !strings.HasPrefix(col, c.cols[i]) {
 				t.Errorf("%s: column %d is %s, want %s", c.sql, i, col, c.cols[i])
 			}

@@ -278,17 +278,19 @@ type Result struct {
 	Reasons      []string `json:"reasons,omitempty"`
 	Code         string   `json:"code,omitempty"`
 	RowsAffected int64    `json:"rows_affected"`
-	Columns      []string `json:"columns,omitempty"`
-	// ColumnTypes are the type OIDs of Columns, in the same order (the
-	// wire front describes rows with them).
-	ColumnTypes []uint32 `json:"column_types,omitempty"`
+	// Columns are the result's columns in the order the target returned
+	// them, with the names it gave them: two columns may share a name
+	// (SELECT o.id, c.id ...).
+	Columns []Column `json:"columns,omitempty"`
 	// ParamTypes are the type OIDs the target gives the statement's $1..$n
 	// (Outcome Described only; nil when it could not type them).
-	ParamTypes []uint32         `json:"param_types,omitempty"`
-	Rows       []map[string]any `json:"rows,omitempty"`
-	Truncated  bool             `json:"truncated"`
-	TxID       string           `json:"txid,omitempty"`
-	MarqueID   string           `json:"marque_id,omitempty"`
+	ParamTypes []uint32 `json:"param_types,omitempty"`
+	// Rows are the result's rows, each with one value per column, in the
+	// order of Columns.
+	Rows      [][]any `json:"rows,omitempty"`
+	Truncated bool    `json:"truncated"`
+	TxID      string  `json:"txid,omitempty"`
+	MarqueID  string  `json:"marque_id,omitempty"`
 	// ExecutedSQL is the guarded text that ran: with ExecutedArgs, a
 	// template and the values bound to its $1..$n.
 	ExecutedSQL  string `json:"executed_sql,omitempty"`
@@ -301,6 +303,27 @@ type Result struct {
 	// error text and SQLSTATE, the counts. For humans only (the queue, the
 	// logbook); never shown to the agent.
 	Detail string `json:"detail,omitempty"`
+}
+
+// Column is one column of a result, as the target described it.
+type Column struct {
+	// Name is the column's name as the target gave it, not necessarily
+	// unique within the result.
+	Name string `json:"name"`
+	// Type is the column's type OID.
+	Type uint32 `json:"type"`
+}
+
+// ColumnNames are the names of cols, in order.
+func ColumnNames(cols []Column) []string {
+	if cols == nil {
+		return nil
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Name
+	}
+	return out
 }
 
 // Refusal codes.
@@ -705,7 +728,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 		return r, nil
 	}
 	if g.Returning || g.Kind == sqlcheck.OpSelect {
-		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	if rehearse {
 		reh.RowsReached = n
@@ -808,9 +831,8 @@ func (g *Guarded) text(withImages bool) string {
 // stmtResult is what running the guarded statement returned.
 type stmtResult struct {
 	n         int64
-	cols      []string
-	types     []uint32
-	rows      []map[string]any
+	cols      []Column
+	rows      [][]any
 	truncated bool
 	images    []map[string]any
 }
@@ -830,11 +852,10 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 	if g.Hidden {
 		ncols--
 	}
-	out := stmtResult{cols: make([]string, ncols), types: make([]uint32, ncols)}
+	out := stmtResult{cols: make([]Column, ncols)}
 	for i := 0; i < ncols; i++ {
-		out.cols[i], out.types[i] = fds[i].Name, fds[i].DataTypeOID
+		out.cols[i] = Column{Name: fds[i].Name, Type: fds[i].DataTypeOID}
 	}
-	out.cols = distinctNames(out.cols)
 	collect := g.Returning || g.Kind == sqlcheck.OpSelect
 	var count int64
 	for rows.Next() {
@@ -859,21 +880,22 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 			}
 		}
 		if collect {
-			row := make(map[string]any, ncols)
+			row := make([]any, ncols)
 			var raw [][]byte
 			for i := 0; i < ncols; i++ {
-				if v := vals[i]; v != nil && (out.types[i] == oidJSON || out.types[i] == oidJSONB) {
+				oid := out.cols[i].Type
+				if v := vals[i]; v != nil && (oid == oidJSON || oid == oidJSONB) {
 					// JSON as the target wrote it: decoded, its numbers
 					// would pass through float64 and lose digits.
 					if raw == nil {
 						raw = rows.RawValues()
 					}
-					if j, ok := rawJSON(raw[i], out.types[i], fds[i].Format); ok {
-						row[out.cols[i]] = j
+					if j, ok := rawJSON(raw[i], oid, fds[i].Format); ok {
+						row[i] = j
 						continue
 					}
 				}
-				row[out.cols[i]] = jsonValue(out.types[i], vals[i])
+				row[i] = jsonValue(oid, vals[i])
 			}
 			out.rows = append(out.rows, row)
 		}
@@ -887,34 +909,6 @@ func (p *Pilot) statement(rows pgx.Rows, g *Guarded, withImages bool) (stmtResul
 		out.n = int64(len(out.rows))
 	}
 	return out, nil
-}
-
-// distinctNames gives a result's columns names of their own: each row is
-// a map from column name to value, so two columns of one name (SELECT
-// o.id, c.id ...) would carry one value. A repeated name takes the first
-// free suffix _2, _3, ... (free of every name the result has).
-func distinctNames(cols []string) []string {
-	taken := make(map[string]bool, len(cols))
-	dup := false
-	for _, c := range cols {
-		dup = dup || taken[c]
-		taken[c] = true
-	}
-	if !dup {
-		return cols
-	}
-	out := make([]string, len(cols))
-	seen := make(map[string]bool, len(cols))
-	for i, c := range cols {
-		name := c
-		for n := 2; seen[name]; n++ {
-			if cand := fmt.Sprintf("%s_%d", c, n); !seen[cand] && !taken[cand] {
-				name = cand
-			}
-		}
-		seen[name], out[i] = true, name
-	}
-	return out
 }
 
 // The type OIDs of json and jsonb.

@@ -254,7 +254,7 @@ func TestReadsAreFencedAndCapped(t *testing.T) {
 	if res.Outcome != pilot.Executed || len(res.Rows) != 20 {
 		t.Fatalf("got %s %v, %d rows; want 20 EU rows", res.Outcome, res.Reasons, len(res.Rows))
 	}
-	for _, r := range res.Rows {
+	for _, r := range byName(res) {
 		if r["region"] != "EU" {
 			t.Fatalf("a row outside the read fence came back: %v", r)
 		}
@@ -264,7 +264,7 @@ func TestReadsAreFencedAndCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != pilot.Executed || len(res.Rows) != 1 || res.Rows[0]["n"] != int64(20) {
+	if res.Outcome != pilot.Executed || len(res.Rows) != 1 || byName(res)[0]["n"] != int64(20) {
 		t.Fatalf("got %s %v %v", res.Outcome, res.Reasons, res.Rows)
 	}
 	// The cap: max_rows 500 on orders, 240 rows; the typo select has 200 and 20 rows visible.

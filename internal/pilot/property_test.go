@@ -1113,7 +1113,7 @@ func (p *propRound) checkRead(t *testing.T, s stmt, d sqlcheck.Decision, res *pi
 		fail("a read returned %d rows (reported %d), max_rows %d", len(res.Rows), res.RowsAffected, capRows)
 	}
 	got := map[int64]bool{}
-	for _, row := range res.Rows {
+	for _, row := range byName(res) {
 		for col, tb := range s.idCols {
 			id, ok := row[col].(int64)
 			if !ok {

@@ -64,7 +64,7 @@ allow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != pilot.Executed || len(res.Rows) != 1 || res.Rows[0]["name"] != "Changed" {
+	if res.Outcome != pilot.Executed || len(res.Rows) != 1 || byName(res)[0]["name"] != "Changed" {
 		t.Fatalf("read: %s %v rows %v, want public.customers' row", res.Outcome, res.Reasons, res.Rows)
 	}
 }

@@ -204,7 +204,7 @@ func (s *Session) Execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	res = &Result{Outcome: Executed, ExecutedSQL: g.SQL, MarqueID: claims.ID, TxID: s.t.id, RowsAffected: out.n}
 	if g.Returning || read {
-		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	return res, nil
 }

@@ -263,7 +263,7 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 	}
 	res.RowsAffected = out.n
 	if g.Returning || read {
-		res.Columns, res.ColumnTypes, res.Rows, res.Truncated = out.cols, out.types, out.rows, out.truncated
+		res.Columns, res.Rows, res.Truncated = out.cols, out.rows, out.truncated
 	}
 	return res, true, nil
 }

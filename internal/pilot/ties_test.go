@@ -56,8 +56,8 @@ allow:
 		var out []string
 		for _, r := range res.Rows {
 			var vals []any
-			for _, c := range res.Columns {
-				vals = append(vals, r[c])
+			for i := range res.Columns {
+				vals = append(vals, r[i])
 			}
 			out = append(out, fmt.Sprint(vals...))
 		}

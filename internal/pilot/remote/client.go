@@ -290,7 +290,11 @@ func (c *Client) execute(ctx context.Context, op string, body any) (*pilot.Resul
 	case rep.Result == nil || rep.Result.Outcome != pilot.Executed && rep.Result.Outcome != pilot.Refused:
 		return nil, fmt.Errorf("pilot remote %s: %s: %w: the answer holds no execution result", c.cfg.Target, op, pilot.ErrCommitUnknown)
 	}
-	return rep.Result.result(), nil
+	res, err := rep.Result.result()
+	if err != nil {
+		return nil, fmt.Errorf("pilot remote %s: %s: %w: the answer's result is malformed: %w", c.cfg.Target, op, pilot.ErrCommitUnknown, err)
+	}
+	return res, nil
 }
 
 // Rehearse asks the Pilot to rehearse a statement inside a bound.
@@ -302,7 +306,11 @@ func (c *Client) Rehearse(ctx context.Context, sql string, canonicalBound []byte
 	if rep.Result == nil || rep.Result.Outcome != pilot.Rehearsed && rep.Result.Outcome != pilot.Refused {
 		return nil, fmt.Errorf("pilot remote %s: %s: the answer holds no rehearsal result", c.cfg.Target, opRehearse)
 	}
-	return rep.Result.result(), nil
+	res, err := rep.Result.result()
+	if err != nil {
+		return nil, fmt.Errorf("pilot remote %s: %s: the answer's result is malformed: %w", c.cfg.Target, opRehearse, err)
+	}
+	return res, nil
 }
 
 // Describe asks the Pilot to describe a statement inside a bound.
@@ -314,7 +322,11 @@ func (c *Client) Describe(ctx context.Context, sql string, canonicalBound []byte
 	if rep.Result == nil || rep.Result.Outcome != pilot.Described && rep.Result.Outcome != pilot.Refused {
 		return nil, fmt.Errorf("pilot remote %s: %s: the answer holds no description", c.cfg.Target, opDescribe)
 	}
-	return rep.Result.result(), nil
+	res, err := rep.Result.result()
+	if err != nil {
+		return nil, fmt.Errorf("pilot remote %s: %s: the answer's result is malformed: %w", c.cfg.Target, opDescribe, err)
+	}
+	return res, nil
 }
 
 // Preview asks the Pilot for a referred statement's preview; the bytes

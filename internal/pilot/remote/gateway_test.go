@@ -76,7 +76,7 @@ type observed struct {
 	Reasons       []string
 	Rows          string
 	RowsAffected  int64
-	Columns       []string
+	Columns       []gateway.Column
 	Truncated     bool
 	Previewed     bool
 	PreviewRows   int64
@@ -122,6 +122,7 @@ func TestGatewayThroughRemotePilot(t *testing.T) {
 	statements := []string{
 		"SELECT id, status FROM orders WHERE id < 10 ORDER BY id",
 		"SELECT id, customer_id, status FROM orders WHERE id = 1",
+		"SELECT status AS x, id AS x, customer_id FROM orders WHERE id = 2", // columns of one name, in order
 		"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3",
 		"UPDATE orders SET status = 'failed' WHERE id IN (4, 5) RETURNING id, status",
 		"UPDATE orders SET status = 'failed' WHERE id = 100000",

@@ -273,6 +273,8 @@ func TestResultsRoundTripExactly(t *testing.T) {
 		{"kinds", "SELECT id, j->'a' AS a, n * 2 AS n2, ts + i AS later FROM kinds WHERE id = 1"},
 		{"kinds", "SELECT id FROM kinds WHERE id > 100"},
 		{gatewaytest.Orders, "SELECT id, status FROM orders WHERE id < 30 ORDER BY id"},
+		// Columns of one name, not in alphabetical order (issue 23).
+		{gatewaytest.Orders, "SELECT status AS x, id AS x, customer_id FROM orders WHERE id < 4 ORDER BY id"},
 		{gatewaytest.Customers, "SELECT id, name FROM customers ORDER BY id"},
 		// Refusals, each rolled back: fence, check, max_rows, the Pilot's
 		// own static check.
@@ -308,7 +310,7 @@ func TestResultsRoundTripExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Outcome != pilot.Executed || b.Outcome != pilot.Executed || strings.NewReplacer(`"id":7`, `"id":8`, `"7"]`, `"8"]`).Replace(js(t, a)) != js(t, b) {
+	if a.Outcome != pilot.Executed || b.Outcome != pilot.Executed || strings.NewReplacer(`"rows":[[7,`, `"rows":[[8,`, `"7"]`, `"8"]`).Replace(js(t, a)) != js(t, b) {
 		t.Errorf("executed writes differ:\nremote     %s\nin process %s", js(t, b), js(t, a))
 	}
 	found, rows, err := c.Receipt(ctx, b.MarqueID)

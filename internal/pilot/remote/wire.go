@@ -151,16 +151,21 @@ func (w *wireCatalog) catalog() (*sqlcheck.Catalog, error) {
 }
 
 // wireResult is a pilot.Result as the server sends it: every field, none
-// omitted, so nil and empty slices stay apart.
+// omitted, so nil and empty slices stay apart. Columns are objects (name
+// and type) and each row an array of values in their order. Before issue
+// 23, columns were names with "column_types" beside them and each row an
+// object keyed by name. The protocol has no version: across a serve and
+// a pilot process on either side of that change, a result with columns
+// does not decode and its call fails (Execute's as ErrCommitUnknown,
+// settled from the receipt); none is misread. Upgrade them together.
 type wireResult struct {
 	Outcome      pilot.Outcome    `json:"outcome"`
 	Reasons      []string         `json:"reasons"`
 	Code         string           `json:"code"`
 	RowsAffected int64            `json:"rows_affected"`
-	Columns      []string         `json:"columns"`
-	ColumnTypes  []uint32         `json:"column_types"`
+	Columns      []pilot.Column   `json:"columns"`
 	ParamTypes   []uint32         `json:"param_types"`
-	Rows         []map[string]any `json:"rows"`
+	Rows         [][]any          `json:"rows"`
 	Truncated    bool             `json:"truncated"`
 	TxID         string           `json:"txid"`
 	MarqueID     string           `json:"marque_id"`
@@ -172,21 +177,20 @@ type wireResult struct {
 
 // receivedResult is the same as the client reads it: values stay JSON.
 type receivedResult struct {
-	Outcome      pilot.Outcome                `json:"outcome"`
-	Reasons      []string                     `json:"reasons"`
-	Code         string                       `json:"code"`
-	RowsAffected int64                        `json:"rows_affected"`
-	Columns      []string                     `json:"columns"`
-	ColumnTypes  []uint32                     `json:"column_types"`
-	ParamTypes   []uint32                     `json:"param_types"`
-	Rows         []map[string]json.RawMessage `json:"rows"`
-	Truncated    bool                         `json:"truncated"`
-	TxID         string                       `json:"txid"`
-	MarqueID     string                       `json:"marque_id"`
-	ExecutedSQL  string                       `json:"executed_sql"`
-	ExecutedArgs []json.RawMessage            `json:"executed_args"`
-	Rehearsal    *receivedRehearsal           `json:"rehearsal"`
-	Detail       string                       `json:"detail"`
+	Outcome      pilot.Outcome       `json:"outcome"`
+	Reasons      []string            `json:"reasons"`
+	Code         string              `json:"code"`
+	RowsAffected int64               `json:"rows_affected"`
+	Columns      []pilot.Column      `json:"columns"`
+	ParamTypes   []uint32            `json:"param_types"`
+	Rows         [][]json.RawMessage `json:"rows"`
+	Truncated    bool                `json:"truncated"`
+	TxID         string              `json:"txid"`
+	MarqueID     string              `json:"marque_id"`
+	ExecutedSQL  string              `json:"executed_sql"`
+	ExecutedArgs []json.RawMessage   `json:"executed_args"`
+	Rehearsal    *receivedRehearsal  `json:"rehearsal"`
+	Detail       string              `json:"detail"`
 }
 
 // receivedRehearsal is a pilot.Rehearsal as the client reads it: its row
@@ -212,16 +216,22 @@ func (r *receivedRehearsal) rehearsal() *pilot.Rehearsal {
 
 func encodeResult(r *pilot.Result) *wireResult {
 	return &wireResult{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, ColumnTypes: r.ColumnTypes, ParamTypes: r.ParamTypes, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		Columns: r.Columns, ParamTypes: r.ParamTypes, Rows: r.Rows, Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
 		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: r.ExecutedArgs, Rehearsal: r.Rehearsal, Detail: r.Detail}
 }
 
 // result turns a received result into a pilot.Result whose JSON is the
-// JSON the Pilot's own Result marshals to.
-func (r *receivedResult) result() *pilot.Result {
+// JSON the Pilot's own Result marshals to. A row without exactly one
+// value per column is no result the Pilot sends: an error.
+func (r *receivedResult) result() (*pilot.Result, error) {
+	for i, row := range r.Rows {
+		if len(row) != len(r.Columns) {
+			return nil, fmt.Errorf("row %d has %d values for %d columns", i, len(row), len(r.Columns))
+		}
+	}
 	return &pilot.Result{Outcome: r.Outcome, Reasons: r.Reasons, Code: r.Code, RowsAffected: r.RowsAffected,
-		Columns: r.Columns, ColumnTypes: r.ColumnTypes, ParamTypes: r.ParamTypes, Rows: rawRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
-		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: rawValues(r.ExecutedArgs), Rehearsal: r.Rehearsal.rehearsal(), Detail: r.Detail}
+		Columns: r.Columns, ParamTypes: r.ParamTypes, Rows: rawValueRows(r.Rows), Truncated: r.Truncated, TxID: r.TxID, MarqueID: r.MarqueID,
+		ExecutedSQL: r.ExecutedSQL, ExecutedArgs: rawValues(r.ExecutedArgs), Rehearsal: r.Rehearsal.rehearsal(), Detail: r.Detail}, nil
 }
 
 var jsonNull = []byte("null")
@@ -242,6 +252,21 @@ func rawValues(vs []json.RawMessage) []any {
 	out := make([]any, len(vs))
 	for i, v := range vs {
 		out[i] = rawValue(v)
+	}
+	return out
+}
+
+// rawValueRows are a result's rows, each value kept as its JSON.
+func rawValueRows(rows [][]json.RawMessage) [][]any {
+	if rows == nil {
+		return nil
+	}
+	out := make([][]any, len(rows))
+	for i, row := range rows {
+		out[i] = make([]any, len(row))
+		for j, v := range row {
+			out[i][j] = rawValue(v)
+		}
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,17 +25,21 @@ func TestWireResultIsExact(t *testing.T) {
 	ts := time.Date(2024, 2, 29, 12, 34, 56, 789000000, time.FixedZone("x", 3600))
 	for i, r := range []*pilot.Result{
 		{Outcome: pilot.Executed},
-		{Outcome: pilot.Executed, Rows: []map[string]any{}, Columns: []string{}, Reasons: []string{}, ExecutedArgs: []any{}},
+		{Outcome: pilot.Executed, Rows: [][]any{}, Columns: []pilot.Column{}, Reasons: []string{}, ExecutedArgs: []any{}},
 		{Outcome: pilot.Refused, Code: pilot.RefusedFence, Reasons: []string{pilot.MessageFence}, Detail: `a "quoted" <b>detail</b> & more`},
-		{Outcome: pilot.Executed, RowsAffected: 3, Columns: []string{"a", "b"}, Truncated: true, TxID: "12345", MarqueID: "mrq_x",
+		{Outcome: pilot.Executed, RowsAffected: 3, Columns: []pilot.Column{{Name: "a", Type: 20}, {Name: "b", Type: 25}}, Truncated: true, TxID: "12345", MarqueID: "mrq_x",
 			ExecutedSQL: "SELECT $1", ExecutedArgs: []any{int64(9007199254740993), "s", nil, true, 0.1, json.RawMessage(`12.50`)},
-			Rows: []map[string]any{
-				{"a": int64(-9223372036854775808), "b": nil},
-				{"a": json.RawMessage(`123456789012345678901234567890.000000001`), "b": "\u00e9<&>\u2028"},
-				{"a": ts, "b": []byte{0, 1, 2, 0xff}},
-				{"a": map[string]any{"k": []any{1.5, "x", nil, map[string]any{}}}, "b": []any{}},
-				{"a": float32(0.1), "b": int16(-3)},
+			Rows: [][]any{
+				{int64(-9223372036854775808), nil},
+				{json.RawMessage(`123456789012345678901234567890.000000001`), "\u00e9<&>\u2028"},
+				{ts, []byte{0, 1, 2, 0xff}},
+				{map[string]any{"k": []any{1.5, "x", nil, map[string]any{}}}, []any{}},
+				{float32(0.1), int16(-3)},
 			}},
+		// Columns that share a name, in an order that is not alphabetical:
+		// each keeps its place, its name and its type (issue 23).
+		{Outcome: pilot.Executed, RowsAffected: 2, Columns: []pilot.Column{{Name: "x", Type: 23}, {Name: "b", Type: 25}, {Name: "x", Type: 20}},
+			Rows: [][]any{{int32(1), "one", int64(2)}, {nil, "", int64(-1)}}},
 		{Outcome: pilot.Rehearsed, Rehearsal: &pilot.Rehearsal{Kind: "update", RowsReached: 1, Before: []map[string]any{{"id": 1.0, "name": "x"}},
 			After: []map[string]any{}, ImagesTruncated: true, ExecutedSQL: "UPDATE t SET a = 1", BeforeDigest: "abc"}},
 	} {
@@ -50,14 +55,20 @@ func TestWireResultIsExact(t *testing.T) {
 		if err := json.Unmarshal(wire, &got); err != nil {
 			t.Fatal(err)
 		}
-		back, err := json.Marshal(got.Result.result())
+		res, err := got.Result.result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := json.Marshal(res)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(back) != string(want) {
 			t.Errorf("%d:\nafter  %s\nbefore %s", i, back, want)
 		}
-		res := got.Result.result()
+		if !reflect.DeepEqual(res.Columns, r.Columns) {
+			t.Errorf("%d: columns %v, want %v", i, res.Columns, r.Columns)
+		}
 		if (res.Rows == nil) != (r.Rows == nil) || (res.Reasons == nil) != (r.Reasons == nil) || (res.ExecutedArgs == nil) != (r.ExecutedArgs == nil) {
 			t.Errorf("%d: nil and empty slices were not kept apart", i)
 		}
@@ -66,6 +77,27 @@ func TestWireResultIsExact(t *testing.T) {
 				if v == nil && res.Rows[j][k] != nil {
 					t.Errorf("%d: a NULL came back as %#v", i, res.Rows[j][k])
 				}
+			}
+		}
+	}
+}
+
+// TestWireResultShapeChecked: a result whose rows do not hold one value
+// per column, or in the shape of before issue 23 (rows as objects, column
+// names beside their types), is no result: the client reads an error,
+// never rows in the wrong places.
+func TestWireResultShapeChecked(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"result": {"outcome": "executed", "columns": [{"name": "a", "type": 23}], "rows": [[1, 2]]}}`,
+		`{"result": {"outcome": "executed", "columns": [{"name": "a", "type": 23}, {"name": "b", "type": 23}], "rows": [[1]]}}`,
+		`{"result": {"outcome": "executed", "columns": ["a", "b"], "column_types": [23, 23], "rows": [{"a": 1, "b": 2}]}}`,
+		`{"result": {"outcome": "executed", "columns": [{"name": "a", "type": 23}], "rows": [{"a": 1}]}}`,
+	} {
+		var got received
+		if err := json.Unmarshal([]byte(body), &got); err == nil {
+			if res, err := got.Result.result(); err == nil {
+				t.Errorf("%s: read as %+v", body, res)
 			}
 		}
 	}
