@@ -3,7 +3,8 @@
 // the humans' acts on it.
 //
 // Gateway.Submit takes one statement from an authenticated principal and
-// walks the numbered steps in order: parse with the real PostgreSQL
+// walks the numbered steps in order, one method each (path.go, in the
+// order submit calls them): parse with the real PostgreSQL
 // parser (a statement that does not parse, or that no human could
 // approve, is rejected at once: sqlcheck.Analysis.Rejected); check it
 // against each delegation in force for the principal and target, in the
@@ -11,9 +12,10 @@
 // sqlcheck.Cache, checks.go);
 // route it once (route.Decide, reading its facts through routeFacts: the
 // compiled path, the surveyed path of surveyed.go, or refer); record the
-// decision in the logbook before any marque leaves; mint the marque; have
-// the Pilot verify everything again and execute under guards; record the
-// outcome; answer the agent. The request's lifecycle (its row, its moves
+// decision in the logbook before any authorization leaves; authorize
+// (a value for a Pilot in this process, a signed marque for one in
+// another); have the Pilot verify everything again and execute under
+// guards; record the outcome; answer the agent. The request's lifecycle (its row, its moves
 // along one transition table, its entries, reconciliation after a crash)
 // is internal/ledger's: the gateway calls it at steps 6 and 9, holds no
 // store transaction, and draws the views it shows from ledger.Request

@@ -329,276 +329,57 @@ func (g *Gateway) Submit(ctx context.Context, principal, target, sql string) (re
 // transaction, and its outcome is recorded when tx ends.
 func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx *Tx) (resp *Response, err error) {
 	now := g.cfg.Clock()
-	defer func() {
-		switch {
-		case resp != nil:
-			g.cfg.Metrics.Decision(resp.Path, resp.Outcome, g.cfg.Clock().Sub(now))
-		case err != nil:
-			g.cfg.Metrics.Decision("", OutcomeRejected, g.cfg.Clock().Sub(now))
-		}
-	}()
+	defer func() { g.countDecision(now, resp, err) }()
 	// 1 authenticate: the caller did; principal is who it proved to be.
 	p, ok := g.targets[target]
 	if !ok {
 		return nil, fmt.Errorf("gateway: %w: %q", ErrUnknownTarget, target)
 	}
 	req := &ledger.Request{ID: newID("req_", now), Principal: principal, Target: target, SQL: sql, Created: now}
-
 	delegs := g.reg.InForce(principal, target, now)
 
-	// 2 parse with the real Postgres parser, against the catalog the
-	// delegation's bound sees (bound.Catalog): what the target holds
-	// outside the bound is, to the check and every reason, as if it did
-	// not exist (DESIGN.md invariant 10). The canonical text and whether
-	// the statement is rejected at once do not depend on the catalog.
+	// 2 parse, and answer at once what no human could approve.
 	cat := p.Catalog()
-	var first *Delegation
-	if len(delegs) > 0 {
-		first = delegs[0]
+	a, key := g.parse(req, cat, delegs)
+	if err := g.rejectAtOnce(ctx, req, a); err != nil {
+		return nil, err
 	}
-	a, key := g.analyze(sql, g.scope(cat, first))
-	req.Canonical = a.Canonical
-	// A statement that does not parse, or that no human could approve
-	// (several statements, DDL, a placeholder: known from the text alone),
-	// is answered as an error at once rather than queued for a human who
-	// could only deny it (sqlcheck.Analysis.Rejected, which the backtest
-	// reads too).
-	if r, ok := a.Rejected(); ok {
-		req.Outcome, req.Reasons = ledger.OutcomeRejected, []string{r.String()}
-		if err := g.decide(ctx, req, nil, nil); err != nil {
-			return nil, err
-		}
-		msg := r.Message
-		if !a.Unparseable() {
-			msg += "; it was not queued, since no human could approve it"
-		}
-		return nil, &SQLError{RequestID: req.ID, Code: r.Code, Message: msg}
+	// 3 static check against each delegation in force.
+	in := g.checkEach(req, a, key, cat, delegs)
+	// 4 route, decided once.
+	rt, chosen := g.decideRoute(ctx, in, req, delegs, tx)
+	// 5 the surveyed path: rehearsal inside the bound, then the panel.
+	survey, err := g.follow(ctx, p, req, rt, chosen, tx)
+	if err != nil {
+		return nil, err
 	}
-
-	// 3 static check against each active delegation of (principal, target).
-	// Each delegation's check carries the reasons of its own analysis (its
-	// catalog is its bound's), so none is the statement's as a whole.
-	in := route.Input{Principal: principal, Target: target}
-	for i, d := range delegs {
-		ad, kd := a, key
-		if i > 0 {
-			ad, kd = g.analyze(sql, g.scope(cat, d))
-		}
-		c := g.check(ad, kd, d)
-		in.Checks = append(in.Checks, route.Check{Delegation: d.ID, Decision: c.dec, Reasons: c.reasons, Quota: quotaText(d)})
-	}
-
-	// 4 route: the compiled path, the surveyed path, or refer. The route
-	// is a value (internal/route), decided once; it reads its facts
-	// through routeFacts, each only when it gets that far, for the
-	// delegation it would choose, and a quota's token is taken only for a
-	// path that is otherwise open.
-	in.InTransaction, in.InTransactionText = tx != nil, ReasonSurveyedInTx
-	rt := route.Decide(in, routeFacts{g: g, ctx: ctx, req: req, delegs: delegs, checks: in.Checks})
-	var chosen *Delegation
-	if rt.Chosen >= 0 {
-		chosen = delegs[rt.Chosen]
-		req.DelegationID, req.Rule = rt.Delegation, rt.Rule
-	}
-	var survey *surveyed
-	switch rt.Path {
-	case route.Refer:
-		req.Outcome, req.Reasons = ledger.OutcomeReferred, route.Strings(rt.Reasons)
-	case route.Compiled:
-		req.Path = marque.PathCompiled
-	case route.Surveyed:
-		// 5 the surveyed path: rehearsal inside the bound, then the panel.
-		req.Outcome = ledger.OutcomeReferred
-		sv, why, err := g.survey(ctx, p, req, chosen, rt.Decision)
-		switch {
-		case err != nil:
-			req.Reasons, req.Detail = []string{ReasonNotRehearsed}, err.Error()
-		case why != "":
-			req.Reasons = []string{why}
-		default:
-			survey = sv
-			req.JudgmentID = sv.id
-			if err := g.recordJudgment(ctx, req, chosen, *rt.Rule, sv); err != nil {
-				return nil, err
-			}
-			if sv.judgment.Outcome != surveyor.OutcomeConforms {
-				// Which juror refused, under which framing, and why one
-				// failed (a provider's own error text) are for humans: told
-				// to the agent, they would coach its next attempt past the
-				// framing that caught it.
-				req.Reasons = []string{"the Surveyor referred it (judgment " + sv.id + "): a human decides"}
-				req.Detail = strings.Join(sv.judgment.Reasons, "; ")
-			} else if why := g.surveyStillOpen(ctx, req, chosen, rt.Decision); why != "" {
-				// The panel took its time: what opened the path before it
-				// must still hold when its answer is acted on.
-				req.Reasons = []string{why}
-			} else {
-				req.Path = marque.PathSurveyed
-			}
-		}
-	}
-	evals := rt.Evaluated
-	if tx != nil && req.Path == "" && req.Outcome == ledger.OutcomeReferred {
-		req.Reasons = append(req.Reasons, ReasonReferredInTx)
+	if req.Path == "" {
+		// 6 a referral: admitted, recorded and queued for a human.
+		return g.refer(ctx, req, rt.Evaluated, chosen)
 	}
 	var sess pilot.TxSession
-	if tx != nil && req.Path != "" {
+	if tx != nil {
 		// The decision names the client transaction's target transaction:
 		// a reconciler leaves the request alone while it is in progress.
 		sess = tx.session()
 		req.TxID = sess.ID()
 	}
-
-	// The marque's id is recorded with the decision: a restart settles a
-	// statement whose outcome nobody recorded by a void receipt under it
-	// (Reconcile). No target transaction is open yet; the Pilot opens
-	// its own, so it may run in another process.
-	if req.Path != "" {
-		if req.MarqueID, err = g.minter.NewID(); err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-	}
-
-	// A referral is a human's time: past the principal's referral rate or
-	// waiting cap, the statement is refused, recorded and not queued.
-	if req.Path == "" {
-		flood, err := g.refs.Admit(ctx, principal)
-		if err != nil {
-			return nil, err
-		}
-		if flood != nil {
-			req.Outcome, req.Reasons = ledger.OutcomeRefused, []string{flood.Message}
-			if err := g.decide(ctx, req, evals, chosen); err != nil {
-				return nil, err
-			}
-			flood.RequestID = req.ID
-			return nil, flood
-		}
-	}
-
-	// 7 (alongside 6) the authorization naming the delegation and its
-	// grantor signature. A Pilot in this process takes it as a value
-	// (pilot.Authority: no signature the process makes for itself); one
-	// in another process gets a marque, signed while the decision
-	// commits. Either leaves this function only once the decision is
-	// durable: a decision that cannot be recorded drops it unsent.
-	var minted chan mintResult
-	var local *pilot.Authority
-	var granted marque.Claims
-	var grantErr error
-	if req.Path != "" {
-		claims := marque.Claims{
-			RequestID: req.ID, Principal: principal, Target: target,
-			StatementHash: marque.StatementHash(a.Canonical), Path: req.Path, RuleIndex: rt.Rule,
-			Auth:       delegationAuth(chosen),
-			JudgmentID: req.JudgmentID,
-		}
-		if local = authorityOf(p); local != nil {
-			granted, grantErr = g.minter.Grant(req.MarqueID, claims)
-		} else {
-			minted = make(chan mintResult, 1)
-			go func() {
-				tok, _, err := g.minter.MintID(req.MarqueID, claims)
-				minted <- mintResult{tok, err}
-			}()
-		}
-	}
-
-	// 6 logbook: the decision is durable before any marque leaves.
-	if req.Path != "" {
-		g.led.Flying(req.ID)
-		defer g.led.Landed(req.ID)
-	}
-	if err := g.decide(ctx, req, evals, chosen); err != nil {
+	// 6 logbook, 7 the authorization: the decision is durable before any
+	// authorization leaves.
+	g.led.Flying(req.ID)
+	defer g.led.Landed(req.ID)
+	preq, err := g.authorize(ctx, p, req, rt, chosen, a.Canonical)
+	if err != nil {
 		return nil, err
 	}
-	if req.Path == "" {
-		resp = response(req)
-		g.refs.Referred(req)
-		return resp, nil
-	}
+	survey.expect(&preq)
 	// 8 the Pilot verifies everything again and executes under guards.
-	preq := pilot.Request{SQL: a.Canonical, Bound: chosen.Canonical}
-	if local != nil {
-		if grantErr != nil {
-			return nil, g.fail(ctx, req, fmt.Errorf("gateway: grant: %w", grantErr))
-		}
-		preq = local.Authorize(preq, granted)
-	} else {
-		m := <-minted
-		if m.err != nil {
-			return nil, g.fail(ctx, req, fmt.Errorf("gateway: mint: %w", m.err))
-		}
-		preq.Marque = m.token
-	}
-	if survey != nil {
-		// The statement must reach exactly what the panel was shown.
-		preq.ExpectBefore = survey.rehearsal.Rehearsal.BeforeDigest
-		preq.ExpectAfter = survey.rehearsal.Rehearsal.AfterDigest
-		rows := survey.rehearsal.RowsAffected
-		preq.ExpectRows = &rows
-	}
 	if sess != nil {
-		res, err := sess.Execute(ctx, preq)
-		if err != nil {
-			// The transaction's state on the target is unknown: it is
-			// rolled back, with whatever ran in it.
-			tx.lose(ctx)
-			return g.didNotRun(ctx, req, err)
-		}
-		if res.Outcome == pilot.Executed {
-			// Its outcome is recorded when the transaction ends.
-			req.ApplyResult(res)
-			tx.executedIn(req, res)
-			g.cfg.Metrics.FastPath(req.Path, chosen.ID)
-			resp = response(req)
-			resp.Columns, resp.Truncated = res.Columns, res.Truncated
-			if res.Rows != nil {
-				resp.Rows = res.Rows
-			}
-			return resp, nil
-		}
-		// Referred by the Pilot: recorded and queued as below.
-		return g.pilotReferred(ctx, req, res, true)
+		return g.runInTx(ctx, tx, sess, req, preq, chosen)
 	}
 	res, err := p.Execute(ctx, preq)
-	if errors.Is(err, pilot.ErrCommitUnknown) {
-		// Only the receipt can tell whether it committed: the request
-		// stays running, and Reconcile resolves it.
-		g.cfg.Logger.Error("statement path: commit outcome unknown", "request", req.ID, "err", err)
-		return nil, fmt.Errorf("gateway: request %s: %w", req.ID, err)
-	}
-	if err != nil {
-		return g.didNotRun(ctx, req, err)
-	}
-
-	// 9 logbook: the execution's outcome. A statement executed on the
-	// compiled path is answered while its entry group-commits: the receipt
-	// that committed with it already proves the outcome, and if this
-	// process stops first, Reconcile records it from that receipt. Either
-	// way the outcome is recorded even if the agent has gone away.
-	if res.Outcome != pilot.Executed {
-		return g.pilotReferred(ctx, req, res, false)
-	}
-	req.ApplyResult(res)
-	if survey == nil {
-		g.led.RecordLater(ctx, req, res)
-	} else if err := g.led.Executed(context.WithoutCancel(ctx), req, res); err != nil {
-		return nil, err
-	}
-	g.cfg.Metrics.FastPath(req.Path, chosen.ID)
-	if survey != nil {
-		g.sampleAudit(ctx, req, chosen, survey)
-	}
-	// 10 answer the agent.
-	g.cfg.Metrics.PilotRefusal(res.Code)
-	resp = response(req)
-	resp.Columns, resp.Truncated = res.Columns, res.Truncated
-	if res.Rows != nil {
-		// A write without RETURNING has no rows: keep "rows": [].
-		resp.Rows = res.Rows
-	}
-	return resp, nil
+	// 9 logbook: the execution's outcome, and 10 the answer.
+	return g.executed(ctx, req, res, err, chosen, survey)
 }
 
 // pilotReferred records and answers a statement decided to run, then
