@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/bound"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger/entry"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
@@ -189,17 +190,8 @@ var (
 	ErrBadInput = errors.New("backtest: bad input")
 )
 
-// decision is the part of a decision entry's payload the backtest reads.
-type decision struct {
-	RequestID    string   `json:"request_id"`
-	Principal    string   `json:"principal"`
-	Target       string   `json:"target"`
-	Statement    string   `json:"statement"`
-	Outcome      string   `json:"outcome"`
-	Path         string   `json:"path"`
-	DelegationID string   `json:"delegation_id"`
-	Reasons      []string `json:"reasons"`
-}
+// decision is a decision entry's payload, in the schema the ledger writes.
+type decision = entry.Decision
 
 // Run replays the window. It reads the entries about the grantee (the
 // logbook's subject index serves it) and checks each decision's statement
@@ -240,8 +232,8 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		case logbook.KindExpiry:
 			then[e.Subjects["request"]] = "expired"
 		case logbook.KindDecision:
-			var d decision
-			if err := json.Unmarshal(e.Payload, &d); err != nil {
+			d, err := entry.ReadDecision(e.Payload)
+			if err != nil {
 				return fmt.Errorf("backtest: decision entry %d: %w", e.Seq, err)
 			}
 			if d.Principal != in.Delegation.Grantee || d.Target != in.Delegation.Target {

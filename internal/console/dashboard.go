@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	entries "github.com/harbormaster-dev/harbormaster/internal/ledger/entry"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 )
 
@@ -160,12 +161,6 @@ func (c *Console) getDashboard(w http.ResponseWriter, r *http.Request, s *Sessio
 	c.render(w, r, http.StatusOK, "dashboard", s, page{Title: "Dashboard", Nav: "dashboard", Data: p})
 }
 
-type decisionPayload struct {
-	Outcome    string `json:"outcome"`
-	Path       string `json:"path"`
-	Delegation string `json:"delegation_id"`
-}
-
 // timeline is a chart of entries counted per interval over the span of
 // the entries, in up to 12 intervals; classify names each entry's series
 // (its index in the chart's Series), or -1 to leave it out.
@@ -210,8 +205,7 @@ func outcomesChart(es []logbook.Entry) *chart {
 	ch := &chart{ID: "outcomes", Title: "Decisions by outcome over time", Empty: "No decisions yet.",
 		Series: []series{{"run on the fast path", "s-run"}, {"referred", "s-referred"}, {"rejected or refused", "s-rejected"}}}
 	return timeline(ch, es, func(e logbook.Entry) int {
-		var p decisionPayload
-		_ = json.Unmarshal(e.Payload, &p)
+		p, _ := entries.ReadDecision(e.Payload)
 		switch p.Outcome {
 		case "run":
 			return 0
@@ -231,8 +225,7 @@ func queueChart(es []logbook.Entry) *chart {
 	return timeline(ch, es, func(e logbook.Entry) int {
 		switch e.Kind {
 		case logbook.KindDecision:
-			var p decisionPayload
-			_ = json.Unmarshal(e.Payload, &p)
+			p, _ := entries.ReadDecision(e.Payload)
 			if p.Outcome == "referred" {
 				return 0
 			}
@@ -274,18 +267,17 @@ func fastPathChart(es []logbook.Entry) *chart {
 		Series: []series{{"compiled path", "s-run"}, {"surveyed path", "s-surveyed"}}}
 	by := map[string][]float64{}
 	for _, e := range es {
-		var p decisionPayload
-		_ = json.Unmarshal(e.Payload, &p)
-		if p.Outcome != "run" || p.Delegation == "" {
+		p, _ := entries.ReadDecision(e.Payload)
+		if p.Outcome != "run" || p.DelegationID == "" {
 			continue
 		}
-		if by[p.Delegation] == nil {
-			by[p.Delegation] = make([]float64, 2)
+		if by[p.DelegationID] == nil {
+			by[p.DelegationID] = make([]float64, 2)
 		}
 		if p.Path == "surveyed" {
-			by[p.Delegation][1]++
+			by[p.DelegationID][1]++
 		} else {
-			by[p.Delegation][0]++
+			by[p.DelegationID][0]++
 		}
 	}
 	var ids []string

@@ -89,6 +89,9 @@ var noteRepository = regexp.MustCompile(`\bstore\.(NewNotes|Notes|Note|NoteStatu
 // allowOnly lists packages that may import nothing of the module beyond
 // the listed ones.
 var allowOnly = map[string][]string{
+	// The schema of the ledger's entries, which the backtest (which may
+	// execute nothing) reads as the ledger writes it.
+	"internal/ledger/entry": {},
 	// The static check and its bounded memo (internal/memo imports
 	// nothing of the module).
 	"internal/route": {"internal/sqlcheck", "internal/memo"},
@@ -110,7 +113,7 @@ var importOnly = map[string][]string{
 	// The requests' lifecycle: their rows, the logbook entries that record
 	// them, the marque's statement hash and the Pilot's result and
 	// receipts, and a bounded memo (of the executed texts it logged).
-	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot", "internal/memo"},
+	"internal/ledger": {"internal/store", "internal/logbook", "internal/marque", "internal/pilot", "internal/memo", "internal/ledger/entry"},
 	// The referral service: the requests' ledger (waiting counts, the
 	// stored preview), the Pilot's preview role and its types, the check's
 	// reason codes, the rate's buckets, the metrics and the look-alike

@@ -10,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/ledger/entry"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
@@ -357,5 +360,60 @@ func TestExecutedTextLoggedOnce(t *testing.T) {
 	other := entry(run("SELECT 1"))
 	if other["executed_sql"] != "SELECT 1" {
 		t.Errorf("another text was not logged: %v", other)
+	}
+}
+
+// TestDecisionEntrySchema: every decision entry the ledger writes reads
+// back through entry.Decision, the one schema its readers (reconcile,
+// the backtest, the console) use, with nothing lost or added: a field
+// written but not in the schema, or in the schema under another name,
+// fails here.
+func TestDecisionEntrySchema(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	rule := 2
+	for _, req := range []*Request{
+		{Outcome: OutcomeRejected, Reasons: []string{"does not parse"}},
+		{Outcome: OutcomeReferred, Reasons: []string{"no rule"}, Detail: "for humans"},
+		{Outcome: OutcomeRefused, Reasons: []string{"flood"}},
+		{Path: "compiled", DelegationID: "dlg_1", Rule: &rule, MarqueID: "mq_schema", TxID: "123"},
+		{Path: "surveyed", DelegationID: "dlg_1", Rule: &rule, MarqueID: "mq_schema2", JudgmentID: "jdg_1"},
+		{Outcome: OutcomeReferred, SQL: strings.Repeat("x", maxLoggedStatement+10)},
+	} {
+		n++
+		req.ID, req.Principal, req.Target, req.Created = fmt.Sprintf("req_schema_%d", n), "agent", "shop", time.Now()
+		if req.SQL == "" {
+			req.SQL, req.Canonical = "SELECT 1", "SELECT 1"
+		}
+		evals := []entry.Evaluation{{Delegation: "dlg_1", Decision: "conforms", Rule: &rule}, {Delegation: "dlg_2", Decision: "refer", Reasons: []string{"why"}}}
+		if err := f.l.Decide(ctx, req, evals); err != nil {
+			t.Fatal(err)
+		}
+		var raw []byte
+		err := f.lb.Iterate(ctx, logbook.Query{Kind: logbook.KindDecision, SubjectKey: "request", SubjectValue: req.ID}, func(e logbook.Entry) error {
+			raw = e.Payload
+			return nil
+		})
+		if err != nil || raw == nil {
+			t.Fatalf("%s: no decision entry (%v)", req.ID, err)
+		}
+		d, err := entry.ReadDecision(raw)
+		if err != nil || d.RequestID != req.ID {
+			t.Fatalf("%s: %+v %v", req.ID, d, err)
+		}
+		again, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var written, read map[string]any
+		if err := json.Unmarshal(raw, &written); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(again, &read); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(written, read) {
+			t.Errorf("%s: the entry does not read back through entry.Decision:\nwritten %v\nread    %v", req.ID, written, read)
+		}
 	}
 }

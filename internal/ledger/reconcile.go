@@ -2,11 +2,11 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/ledger/entry"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
@@ -140,23 +140,14 @@ func (l *Ledger) reconcileOrphans(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("gateway: reconcile: %w", err)
 	}
 	for _, e := range orphans {
-		var d struct {
-			RequestID    string   `json:"request_id"`
-			Principal    string   `json:"principal"`
-			Target       string   `json:"target"`
-			Statement    string   `json:"statement"`
-			Canonical    string   `json:"canonical_sql"`
-			Outcome      Outcome  `json:"outcome"`
-			DelegationID string   `json:"delegation_id"`
-			Reasons      []string `json:"reasons"`
-		}
-		if err := json.Unmarshal(e.Payload, &d); err != nil || d.RequestID == "" {
+		d, err := entry.ReadDecision(e.Payload)
+		if err != nil || d.RequestID == "" {
 			continue
 		}
 		req := &Request{ID: d.RequestID, Principal: d.Principal, Target: d.Target, SQL: d.Statement, Canonical: d.Canonical,
 			DelegationID: d.DelegationID, Outcome: OutcomeReferred, Status: StatusWaiting, Created: e.Time, Updated: l.cfg.Clock()}
 		req.Reasons = d.Reasons
-		switch d.Outcome {
+		switch Outcome(d.Outcome) {
 		case OutcomeRejected:
 			req.Outcome, req.Status = OutcomeRejected, StatusRejected
 		case OutcomeRefused:
@@ -165,7 +156,7 @@ func (l *Ledger) reconcileOrphans(ctx context.Context) (int, error) {
 		if err := l.transit(StatusNew, req.Status); err != nil {
 			return 0, err
 		}
-		if d.Outcome == OutcomeRun {
+		if Outcome(d.Outcome) == OutcomeRun {
 			req.Reasons = []string{"the control plane stopped before this statement ran; it did not run"}
 			if _, err := l.cfg.Append(ctx, logbook.Record{Kind: logbook.KindExecution,
 				Subjects: map[string]string{"request": req.ID, "target": req.Target},
