@@ -1,9 +1,6 @@
 package audit_test
 
 import (
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +16,8 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/audit"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook/logbooktest"
 	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
-	"github.com/harbormaster-dev/harbormaster/internal/store"
 	"github.com/harbormaster-dev/harbormaster/internal/store/storetest"
 )
 
@@ -148,34 +145,8 @@ func newLocation(t *testing.T) storetest.Location {
 // auditor over them with cfg (Key and Clock filled in when unset).
 func newFixture(t *testing.T, cfg audit.Config) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	loc := newLocation(t)
-	st, err := store.Open(ctx, loc.Path, loc.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := logbook.NewCheckpointSigner("audit-test", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := logbook.New(st, signer, time.Now, nil, logbook.Config{Origin: "audit-test/logbook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lb.Run(rctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("logbook run: %v", err)
-		}
-		st.Close()
-	})
+	st, lb := logbooktest.Running(t, "audit-test", loc.Path, loc.Options()...)
 	c := &clock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 	if cfg.Key == nil {
 		cfg.Key = keyA

@@ -116,10 +116,27 @@ func TestQueueShowMarksHiddenCharacters(t *testing.T) {
 // a runner of harbormaster queue as bob against that system.
 func referredQueue(t *testing.T, sql string) (string, func(args ...string) (stdout, stderr string, code int)) {
 	t.Helper()
+	sys, queue := queueNode(t, false)
+	resp, err := sys.Gateway.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, sql)
+	if err != nil || resp.Outcome != gateway.OutcomeReferred {
+		t.Fatalf("%+v, %v", resp, err)
+	}
+	sys.Previewed(t, resp.RequestID)
+	return resp.RequestID, queue
+}
+
+// queueNode is a node over a fresh shop target (with the example
+// delegations, if examples) and the queue command against its API, with
+// bob's key.
+func queueNode(t *testing.T, examples bool) (*gatewaytest.System, func(args ...string) (stdout, stderr string, code int)) {
+	t.Helper()
 	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
 	gatewaytest.LoadShop(t, dsn)
 	keys := gatewaytest.NewKeys(t)
 	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
+	if examples {
+		sys.AddExamples(t)
+	}
 	api := httptest.NewServer(sys.API.Handler())
 	t.Cleanup(api.Close)
 	dir := t.TempDir()
@@ -127,12 +144,7 @@ func referredQueue(t *testing.T, sql string) (string, func(args ...string) (stdo
 	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := sys.Gateway.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, sql)
-	if err != nil || resp.Outcome != gateway.OutcomeReferred {
-		t.Fatalf("%+v, %v", resp, err)
-	}
-	sys.Previewed(t, resp.RequestID)
-	return resp.RequestID, func(args ...string) (string, string, int) {
+	return sys, func(args ...string) (string, string, int) {
 		return run(t, dir, nil, append(append([]string{"queue"}, args...), "--server", api.URL, "--key", keyFile)...)
 	}
 }

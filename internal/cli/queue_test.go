@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
-	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 )
 
 // demoInfoOf reads the --info file of a demo startDemo started.
@@ -201,18 +199,7 @@ func TestQueueApproveConfirms(t *testing.T) {
 // "detail", and the agent's answer does not hold it.
 func TestQueueShowPrintsTheDetail(t *testing.T) {
 	t.Parallel()
-	dsn := pgtmptest.NewDatabase(t, pgtmptest.Start(t))
-	gatewaytest.LoadShop(t, dsn)
-	keys := gatewaytest.NewKeys(t)
-	sys := gatewaytest.Start(t, gatewaytest.Options{TargetDSN: dsn, StorePath: filepath.Join(t.TempDir(), "store.db"), Keys: keys})
-	sys.AddExamples(t)
-	api := httptest.NewServer(sys.API.Handler())
-	t.Cleanup(api.Close)
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "bob")
-	if err := os.WriteFile(keyFile, keys.ApproverPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sys, queue := queueNode(t, true)
 	// Inside the read rule; the target refuses it when it runs.
 	resp, err := sys.Gateway.Submit(context.Background(), gatewaytest.Agent, gatewaytest.Target, "SELECT id FROM orders WHERE id = 1 / (id - id)")
 	if err != nil || resp.Outcome != gateway.OutcomeReferred {
@@ -221,7 +208,7 @@ func TestQueueShowPrintsTheDetail(t *testing.T) {
 	if strings.Contains(strings.Join(resp.Reasons, " "), "division") {
 		t.Fatalf("the agent was told the target's error: %v", resp.Reasons)
 	}
-	out, errOut, code := run(t, dir, nil, "queue", "show", resp.RequestID, "--server", api.URL, "--key", keyFile)
+	out, errOut, code := queue("show", resp.RequestID)
 	if code != 0 {
 		t.Fatalf("queue show: exit %d\n%s\n%s", code, out, errOut)
 	}

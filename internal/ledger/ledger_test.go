@@ -2,14 +2,11 @@ package ledger
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,8 +16,8 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/ledger/entry"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook/logbooktest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
-	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // move is one transition.
@@ -84,38 +81,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	st, lb := logbooktest.Running(t, "ledger-test", "")
+	l, err := New(context.Background(), Config{}, st, lb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := logbook.NewCheckpointSigner("ledger-test", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := logbook.New(st, signer, time.Now, nil, logbook.Config{Origin: "ledger-test/logbook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lb.Run(rctx) }()
-	l, err := New(ctx, Config{}, st, lb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Drain()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("logbook run: %v", err)
-		}
-		st.Close()
-	})
+	t.Cleanup(l.Drain)
 	f := &fixture{l: l, lb: lb, seen: map[move]int{}}
 	l.seen = func(from, to Status) {
 		f.mu.Lock()

@@ -144,8 +144,18 @@ func (m *Minter) Mint(c Claims) (string, Claims, error) {
 // running in its own process (the Pilot's Authority). A signature would be the
 // process vouching for itself; a Pilot in another process gets a token.
 func (m *Minter) Grant(id string, c Claims) (Claims, error) {
+	c, err := m.fill(id, c)
+	if err != nil {
+		return Claims{}, fmt.Errorf("marque: grant: %w", err)
+	}
+	return c, nil
+}
+
+// fill sets the claims' id, issuer and lifetime from now, and validates
+// them: what a marque and a grant both carry.
+func (m *Minter) fill(id string, c Claims) (Claims, error) {
 	if id == "" {
-		return Claims{}, fmt.Errorf("marque: grant: %w: empty id", ErrClaims)
+		return Claims{}, fmt.Errorf("%w: empty id", ErrClaims)
 	}
 	now := m.clock()
 	c.ID = id
@@ -154,7 +164,7 @@ func (m *Minter) Grant(id string, c Claims) (Claims, error) {
 	c.NotBefore = c.IssuedAt
 	c.Expiry = c.IssuedAt.Add(m.ttl)
 	if err := c.validate(); err != nil {
-		return Claims{}, fmt.Errorf("marque: grant: %w", err)
+		return Claims{}, err
 	}
 	return c, nil
 }
@@ -162,16 +172,8 @@ func (m *Minter) Grant(id string, c Claims) (Claims, error) {
 // MintID is Mint with an id reserved by NewID. Each id is minted once: the
 // receipt's primary key in the target executes at most one marque per id.
 func (m *Minter) MintID(id string, c Claims) (string, Claims, error) {
-	if id == "" {
-		return "", Claims{}, fmt.Errorf("marque: mint: %w: empty id", ErrClaims)
-	}
-	now := m.clock()
-	c.ID = id
-	c.Issuer = m.issuer
-	c.IssuedAt = time.Unix(now.Unix(), 0).UTC()
-	c.NotBefore = c.IssuedAt
-	c.Expiry = c.IssuedAt.Add(m.ttl)
-	if err := c.validate(); err != nil {
+	c, err := m.fill(id, c)
+	if err != nil {
 		return "", Claims{}, fmt.Errorf("marque: mint: %w", err)
 	}
 	size := payloadSize(&c)

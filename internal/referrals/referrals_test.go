@@ -2,60 +2,30 @@ package referrals
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/ledger"
-	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/logbook/logbooktest"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
-	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // newLedger is a request ledger on a real SQLite store and logbook.
 func newLedger(t *testing.T) *ledger.Ledger {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	st, lb := logbooktest.Running(t, "referrals-test", "")
+	l, err := ledger.New(context.Background(), ledger.Config{}, st, lb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := logbook.NewCheckpointSigner("referrals-test", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := logbook.New(st, signer, time.Now, nil, logbook.Config{Origin: "referrals-test/logbook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lb.Run(rctx) }()
-	l, err := ledger.New(ctx, ledger.Config{}, st, lb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Drain()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("logbook run: %v", err)
-		}
-		st.Close()
-	})
+	t.Cleanup(l.Drain)
 	return l
 }
 
