@@ -69,6 +69,14 @@ type Config struct {
 	// one durable commit a governed statement waits for and a direct one
 	// does not.
 	StoreDir string `json:"store_dir,omitempty"`
+	// Reads, when set, also measures the read workload (ReadForm) the
+	// same way, after the update's: Result.Read.
+	Reads bool `json:"reads,omitempty"`
+	// PgBouncer, when set, is the connection URL of a PgBouncer in front
+	// of the same target: each workload's direct statements are also sent
+	// through it the way they are sent to the target, for a proxy's cost
+	// beside the node's (Result.PgBouncer, Result.Read.PgBouncer).
+	PgBouncer string `json:"pgbouncer,omitempty"`
 	// HTTPClient sends the governed statements. Defaults to a client that
 	// keeps a connection per client alive.
 	HTTPClient *http.Client `json:"-"`
@@ -173,6 +181,17 @@ type Result struct {
 	// Ratio16 is GovernedTPS16 / DirectTPS16.
 	Ratio16 float64 `json:"ratio_16"`
 
+	// ReadAddedP50Ms and ReadRatio16 are Read's AddedP50Ms and Ratio16
+	// (Config.Reads), where a script looks for them.
+	ReadAddedP50Ms float64 `json:"read_added_p50_ms,omitempty"`
+	ReadRatio16    float64 `json:"read_ratio_16,omitempty"`
+	// Read is the read workload's figures (Config.Reads), nil without.
+	Read *Figures `json:"read,omitempty"`
+	// PgBouncer is the update workload sent through PgBouncer
+	// (Config.PgBouncer) as the "governed" side, against the same
+	// direct statements: a proxy's cost, for comparison; nil without.
+	PgBouncer *Figures `json:"pgbouncer,omitempty"`
+
 	// StoreFsync is the store device's fsync latency (Config.StoreDir),
 	// measured before the load; nil without a StoreDir.
 	StoreFsync *Fsync `json:"store_fsync,omitempty"`
@@ -186,6 +205,28 @@ type Result struct {
 		Direct   CPU `json:"direct"`
 		Governed CPU `json:"governed"`
 	} `json:"cpu_us_per_stmt"`
+}
+
+// Figures are one workload's measures, the way Result has the update's:
+// the "governed" side is the node (or PgBouncer, in Result.PgBouncer).
+type Figures struct {
+	Statement     string  `json:"statement"`
+	DirectP50Ms   float64 `json:"direct_p50_ms"`
+	DirectP99Ms   float64 `json:"direct_p99_ms"`
+	GovernedP50Ms float64 `json:"governed_p50_ms"`
+	GovernedP99Ms float64 `json:"governed_p99_ms"`
+	AddedP50Ms    float64 `json:"added_p50_ms"`
+	AddedP99Ms    float64 `json:"added_p99_ms"`
+	DirectTPS16   float64 `json:"direct_tps_16"`
+	GovernedTPS16 float64 `json:"governed_tps_16"`
+	Ratio16       float64 `json:"ratio_16"`
+	CPU           struct {
+		Direct   CPU `json:"direct"`
+		Governed CPU `json:"governed"`
+	} `json:"cpu_us_per_stmt"`
+	// PgBouncer is this workload through PgBouncer, when measured (the
+	// read workload's; the update's is Result.PgBouncer).
+	PgBouncer *Figures `json:"pgbouncer,omitempty"`
 }
 
 // PIDs are the processes of the CPU split.
@@ -304,40 +345,99 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Note = "the node runs in the load generator's process: its CPU time is in clients"
 	}
 	r.meter = m
-	if err := r.oneClient(ctx, res); err != nil {
+	if cfg.PgBouncer != "" {
+		for range cfg.Clients {
+			c, err := pgconn.Connect(ctx, cfg.PgBouncer)
+			if err != nil {
+				return nil, fmt.Errorf("bench: connect to PgBouncer: %w", err)
+			}
+			r.bouncer = append(r.bouncer, c)
+		}
+	}
+	r.stmt, r.read = r.w.Statement, false
+	up, err := r.measure(ctx, r.governed)
+	if err != nil {
 		return nil, err
+	}
+	res.DirectP50Ms, res.DirectP99Ms, res.GovernedP50Ms, res.GovernedP99Ms = up.DirectP50Ms, up.DirectP99Ms, up.GovernedP50Ms, up.GovernedP99Ms
+	res.AddedP50Ms, res.AddedP99Ms = up.AddedP50Ms, up.AddedP99Ms
+	res.DirectStatements16, res.DirectTPS16, res.CPU.Direct = r.last.direct.n, up.DirectTPS16, up.CPU.Direct
+	res.GovernedStatements16, res.GovernedTPS16, res.CPU.Governed = r.last.governed.n, up.GovernedTPS16, up.CPU.Governed
+	res.Ratio16 = up.Ratio16
+	if r.bouncer != nil {
+		pb, err := r.measure(ctx, r.viaBouncer)
+		if err != nil {
+			return nil, err
+		}
+		res.PgBouncer = &pb
+	}
+	if cfg.Reads {
+		r.stmt, r.read = r.w.Read, true
+		rd, err := r.measure(ctx, r.governed)
+		if err != nil {
+			return nil, err
+		}
+		rd.Statement = ReadForm
+		if r.bouncer != nil {
+			pb, err := r.measure(ctx, r.viaBouncer)
+			if err != nil {
+				return nil, err
+			}
+			pb.Statement = ReadForm
+			rd.PgBouncer = &pb
+		}
+		res.Read, res.ReadAddedP50Ms, res.ReadRatio16 = &rd, rd.AddedP50Ms, rd.Ratio16
+	}
+	return res, nil
+}
+
+// measure runs the one-client phase and the two many-client phases of
+// the current workload (r.stmt), gov as the governed side.
+func (r *runner) measure(ctx context.Context, gov stmtFunc) (Figures, error) {
+	f := Figures{Statement: StatementForm}
+	if err := r.oneClient(ctx, gov, &f); err != nil {
+		return f, err
 	}
 	// Every client's connections (the node's to the target too) open
 	// before the measured phases.
-	for _, f := range []stmtFunc{r.direct, r.governed} {
-		if _, err := r.clients(ctx, f, 3, 0); err != nil {
-			return nil, err
+	for _, s := range []stmtFunc{r.direct, gov} {
+		if _, err := r.clients(ctx, s, 3, 0); err != nil {
+			return f, err
 		}
 	}
 	d, err := r.phase(ctx, r.direct)
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	g, err := r.phase(ctx, r.governed)
+	g, err := r.phase(ctx, gov)
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	res.DirectStatements16, res.DirectTPS16, res.CPU.Direct = d.n, d.rate(), d.cpu
-	res.GovernedStatements16, res.GovernedTPS16, res.CPU.Governed = g.n, g.rate(), g.cpu
-	res.Ratio16 = res.GovernedTPS16 / res.DirectTPS16
-	return res, nil
+	r.last.direct, r.last.governed = d, g
+	f.DirectTPS16, f.CPU.Direct = d.rate(), d.cpu
+	f.GovernedTPS16, f.CPU.Governed = g.rate(), g.cpu
+	f.Ratio16 = f.GovernedTPS16 / f.DirectTPS16
+	return f, nil
 }
 
 type runner struct {
-	cfg   Config
-	w     *Workload
-	conns []*pgconn.PgConn // one per client
-	wire  []*pgconn.PgConn // one per client, to the wire front (Config.Wire)
-	meter meter
+	cfg     Config
+	w       *Workload
+	conns   []*pgconn.PgConn // one per client
+	wire    []*pgconn.PgConn // one per client, to the wire front (Config.Wire)
+	bouncer []*pgconn.PgConn // one per client, to PgBouncer (Config.PgBouncer)
+	meter   meter
+
+	// stmt makes the current workload's statements; read is set for the
+	// read workload (whose governed answer counts rows, not rows affected).
+	stmt func(id int64) string
+	read bool
+	// last is measure's last pair of many-client phases.
+	last struct{ direct, governed phaseResult }
 }
 
 func (r *runner) close() {
-	for _, c := range append(r.conns, r.wire...) {
+	for _, c := range append(append(r.conns, r.wire...), r.bouncer...) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = c.Close(ctx)
 		cancel()
@@ -364,12 +464,19 @@ func ExecDirect(ctx context.Context, conn *pgconn.PgConn, sql string) error {
 	return nil
 }
 
+// viaBouncer runs sql through PgBouncer the way the direct run sends it
+// to the target.
+func (r *runner) viaBouncer(ctx context.Context, c int, sql string) error {
+	return ExecDirect(ctx, r.bouncer[c], sql)
+}
+
 // answer is the part of POST /v1/statements' answer the benchmark reads.
 type answer struct {
 	Outcome      string   `json:"outcome"`
 	RequestID    string   `json:"request_id"`
-	RowsAffected int64    `json:"rows_affected"`
-	Reasons      []string `json:"reasons"`
+	RowsAffected int64             `json:"rows_affected"`
+	Rows         []json.RawMessage `json:"rows"`
+	Reasons      []string          `json:"reasons"`
 	Error        *struct {
 		Code      string `json:"code"`
 		Message   string `json:"message"`
@@ -422,7 +529,9 @@ func (r *runner) governed(ctx context.Context, c int, sql string) error {
 			e.RequestID, e.Reasons = a.Error.RequestID, []string{a.Error.Message}
 		}
 		return e
-	case a.Outcome != "executed" || a.RowsAffected != 1:
+	case r.read && (a.Outcome != "executed" || len(a.Rows) != 1):
+		return &NotExecutedError{Governed: true, SQL: sql, Outcome: a.Outcome, RequestID: a.RequestID, Reasons: a.Reasons, Rows: int64(len(a.Rows))}
+	case !r.read && (a.Outcome != "executed" || a.RowsAffected != 1):
 		return &NotExecutedError{Governed: true, SQL: sql, Outcome: a.Outcome, RequestID: a.RequestID, Reasons: a.Reasons, Rows: a.RowsAffected}
 	}
 	return nil
@@ -431,7 +540,7 @@ func (r *runner) governed(ctx context.Context, c int, sql string) error {
 // oneClient runs the interleaved one-client phase: statement i of each
 // kind on the same row, the direct one first for even i, the governed one
 // first for odd i.
-func (r *runner) oneClient(ctx context.Context, res *Result) error {
+func (r *runner) oneClient(ctx context.Context, gov stmtFunc, res *Figures) error {
 	warm := max(r.cfg.Warmup, 0)
 	direct := make([]time.Duration, 0, r.cfg.Statements)
 	governed := make([]time.Duration, 0, r.cfg.Statements)
@@ -442,15 +551,15 @@ func (r *runner) oneClient(ctx context.Context, res *Result) error {
 	}
 	for i := range warm + r.cfg.Statements {
 		id := r.w.AnyRow(i)
-		ds, gs := r.w.Statement(id), r.w.Statement(id)
+		ds, gs := r.stmt(id), r.stmt(id)
 		var dt, gt time.Duration
 		var err error
 		if i%2 == 0 {
 			if dt, err = timed(r.direct, ds); err == nil {
-				gt, err = timed(r.governed, gs)
+				gt, err = timed(gov, gs)
 			}
 		} else {
-			if gt, err = timed(r.governed, gs); err == nil {
+			if gt, err = timed(gov, gs); err == nil {
 				dt, err = timed(r.direct, ds)
 			}
 		}
@@ -514,7 +623,7 @@ func (r *runner) clients(ctx context.Context, f stmtFunc, perClient int, d time.
 				if perClient > 0 && i == perClient || perClient == 0 && !r.cfg.Clock().Before(deadline) {
 					return
 				}
-				if err := f(ctx, c, r.w.Statement(r.w.Row(c, i))); err != nil {
+				if err := f(ctx, c, r.stmt(r.w.Row(c, i))); err != nil {
 					once.Do(func() { firstErr = err; cancel() })
 					return
 				}

@@ -72,6 +72,16 @@ func (w *Workload) Statement(id int64) string {
 	return fmt.Sprintf("UPDATE orders SET updated_at = now() WHERE id = %d AND total_cents <> %d", id, w.base+w.seq.Add(1))
 }
 
+// ReadForm is the read workload, literals named: a single-row read by
+// key, inside the delegation's read rule.
+const ReadForm = "SELECT id, total_cents FROM orders WHERE id = <row> AND total_cents <> <new literal>"
+
+// Read is a new text reading row id: no two calls on a Workload return
+// the same text (nor the text of a Statement).
+func (w *Workload) Read(id int64) string {
+	return fmt.Sprintf("SELECT id, total_cents FROM orders WHERE id = %d AND total_cents <> %d", id, w.base+w.seq.Add(1))
+}
+
 // Delegation is the benchmark's delegation for grantee on target, in the
 // shape of the demo's update rule (a fence, a check, a row cap) over the
 // rows Workload uses by default. The sentence names run (any short text,

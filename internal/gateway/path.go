@@ -188,7 +188,7 @@ func (g *Gateway) authorize(ctx context.Context, p pilot.Executor, req *ledger.R
 		JudgmentID: req.JudgmentID,
 	}
 	var minted chan mintResult
-	var granted marque.Claims
+	var granted marque.Grant
 	var grantErr error
 	local := authorityOf(p)
 	if local != nil {

@@ -513,7 +513,10 @@ func goStrings(src string) []string {
 // authorityUse matches a call that takes or uses a Pilot's in-process
 // authority (pilot.Authority: an authorization passed as a value, with
 // no marque).
-var authorityUse = regexp.MustCompile(`\.Authority\(\)|\bpilot\.Authority\b`)
+// Qualified in any way (a call, a method value or expression, the type
+// under any import name), by reflection, or through a dot import of the
+// Pilot's package.
+var authorityUse = regexp.MustCompile(`\.Authority\b|"Authority"|\. "github\.com/harbormaster-dev/harbormaster/internal/pilot"`)
 
 // TestOnlyTheGatewayAuthorizesInProcess: the in-process authority is the
 // gateway's, for a Pilot in its own process. No other package takes it:
@@ -552,7 +555,9 @@ func TestOnlyTheGatewayAuthorizesInProcess(t *testing.T) {
 	if !users["internal/gateway"] {
 		t.Fatal("the gateway does not use the in-process authority: the check read nothing")
 	}
-	for _, bad := range []string{"a := p.Authority()", "var a *pilot.Authority", "func f(a *pilot.Authority)"} {
+	for _, bad := range []string{"a := p.Authority()", "var a *pilot.Authority", "func f(a *pilot.Authority)",
+		"(*pl.Pilot).Authority(p).Authorize(req, g)", "f := p.Authority", `v.MethodByName("Authority")`,
+		`import . "github.com/harbormaster-dev/harbormaster/internal/pilot"`} {
 		if authorityUse.FindString(bad) == "" {
 			t.Errorf("the authority check misses %q", bad)
 		}

@@ -143,13 +143,26 @@ func (m *Minter) Mint(c Claims) (string, Claims, error) {
 // signing them: the authorization a gateway hands, as a value, to a Pilot
 // running in its own process (the Pilot's Authority). A signature would be the
 // process vouching for itself; a Pilot in another process gets a token.
-func (m *Minter) Grant(id string, c Claims) (Claims, error) {
+func (m *Minter) Grant(id string, c Claims) (Grant, error) {
 	c, err := m.fill(id, c)
 	if err != nil {
-		return Claims{}, fmt.Errorf("marque: grant: %w", err)
+		return Grant{}, fmt.Errorf("marque: grant: %w", err)
 	}
-	return c, nil
+	return Grant{c: c, ok: true}, nil
 }
+
+// Grant is an authorization Minter.Grant made: the claims a marque would
+// carry, unsigned. Only this package makes one, and it is never encoded
+// (its fields are unexported), so it cannot come off a network; the Pilot
+// checks it with Verifier.VerifyGrant exactly as it checks a token's
+// claims once the signature holds.
+type Grant struct {
+	c  Claims
+	ok bool
+}
+
+// Claims are the grant's claims.
+func (g Grant) Claims() Claims { return g.c }
 
 // fill sets the claims' id, issuer and lifetime from now, and validates
 // them: what a marque and a grant both carry.

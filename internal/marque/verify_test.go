@@ -438,3 +438,54 @@ func TestVerifyNeedsExpect(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyGrant: a grant (an authorization passed as a value in one
+// process) passes exactly the checks a token's claims pass once its
+// signature holds, and nothing but a minter's grant is one.
+func TestVerifyGrant(t *testing.T) {
+	t.Parallel()
+	m := newMinter(t, nil)
+	id, err := m.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.Grant(id, baseClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := newVerifier(t, nil).VerifyGrant(g, wantExpect()); err != nil || c.ID != id {
+		t.Fatalf("a minter's grant: %+v %v", c, err)
+	}
+	if _, err := m.Grant(id, Claims{}); !errors.Is(err, ErrClaims) {
+		t.Errorf("a grant of empty claims was made: %v", err)
+	}
+	other := newMinter(t, func(c *MinterConfig) { c.Issuer = "another" })
+	foreign, err := other.Grant(id, baseClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := newMinter(t, func(c *MinterConfig) { c.TTL = time.Hour })
+	longGrant, err := long.Grant(id, baseClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		g      Grant
+		v      func(*VerifierConfig)
+		expect Expect
+		want   error
+	}{
+		{name: "the zero grant", g: Grant{}, expect: wantExpect(), want: ErrClaims},
+		{name: "another issuer", g: foreign, expect: wantExpect(), want: ErrWrongIssuer},
+		{name: "a lifetime past MaxTTL", g: longGrant, expect: wantExpect(), want: ErrClaims},
+		{name: "expired", g: g, v: func(c *VerifierConfig) { c.Clock = fixedClock(t0.Add(time.Hour)) }, expect: wantExpect(), want: ErrExpired},
+		{name: "not yet valid", g: g, v: func(c *VerifierConfig) { c.Clock = fixedClock(t0.Add(-time.Hour)) }, expect: wantExpect(), want: ErrNotYetValid},
+		{name: "another target", g: g, expect: Expect{Target: "billing", StatementHash: wantExpect().StatementHash}, want: ErrWrongTarget},
+		{name: "another statement", g: g, expect: Expect{Target: "shop", StatementHash: StatementHash("SELECT 2")}, want: ErrWrongStatement},
+	} {
+		if _, err := newVerifier(t, c.v).VerifyGrant(c.g, c.expect); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}

@@ -110,6 +110,24 @@ func TestInProcessAuthority(t *testing.T) {
 		t.Fatalf("expired grant: %+v %v", res, err)
 	}
 
+	// A grant is checked as a token's claims are: one made by a minter of
+	// another issuer (no Grant comes from anywhere but a minter), and the
+	// zero Grant, are refused.
+	other2, err := marque.NewMinter(marque.MinterConfig{Issuer: "another-control-plane", Key: key, Clock: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ = other2.NewID()
+	foreign, err := other2.Grant(id, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]marque.Grant{"another issuer's grant": foreign, "the zero grant": {}} {
+		if res, err := f.pilot.Execute(t.Context(), a.Authorize(base, g)); err != nil || res.Outcome != pilot.Refused || res.Code != pilot.RefusedMarque {
+			t.Errorf("%s: %+v %v, want refused", name, res, err)
+		}
+	}
+
 	// A request that crosses a process boundary is encoded: the grant is
 	// not, so what arrives carries no authorization at all.
 	b, err := json.Marshal(f.granted(t, a, f.request(t, "unstick-orders.yaml", stmt), nil))

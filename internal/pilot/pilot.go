@@ -372,9 +372,9 @@ func (p *Pilot) authorize(req Request) (*marque.Claims, *parsedBound, *Result) {
 	now := p.cfg.Clock()
 	var claims marque.Claims
 	if req.grant != nil {
-		var why string
-		if claims, why = p.granted(req, now); why != "" {
-			return nil, nil, refused(RefusedMarque, "%s", why)
+		var err error
+		if claims, err = p.granted(req); err != nil {
+			return nil, nil, refused(RefusedMarque, "the authorization is not valid: %v", err)
 		}
 	} else {
 		var err error
