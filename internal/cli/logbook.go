@@ -82,6 +82,9 @@ func runLogbookVerify(e *env, args []string) int {
 			// does not read as a rewritten log.
 			if n := checkpointName(e.ctx, *storePath); n != "" {
 				*name = n
+				// Said, not silent: with one key signing for several
+				// control planes, another's whole log would verify too.
+				fmt.Fprintf(e.stderr, "harbormaster: note: verifying the checkpoints as %s/logbook, the name they carry (--name to insist on one)\n", n)
 			}
 		}
 		v, err = logbook.NewCheckpointVerifier(*name, node.PublicKey(key))

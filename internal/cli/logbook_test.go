@@ -96,8 +96,9 @@ func TestLogbookVerifyKeyWithoutName(t *testing.T) {
 		code := cli.Do(append([]string{"logbook", "verify", "--store", path, "--checkpoint-every", "10"}, args...), strings.NewReader(""), &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	if code, out, errOut := verify("--key", key); code != 0 || !strings.HasPrefix(out, "ok: 25 entries") {
-		t.Fatalf("the right key without --name: exit %d\n%s%s", code, out, errOut)
+	if code, out, errOut := verify("--key", key); code != 0 || !strings.HasPrefix(out, "ok: 25 entries") ||
+		!strings.Contains(errOut, "verifying the checkpoints as verify-test/logbook, the name they carry") {
+		t.Fatalf("the right key without --name: exit %d, or the name it took not said\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := verify("--key", key, "--name", "verify-test"); code != 0 {
 		t.Fatalf("the right key and name: exit %d\n%s%s", code, out, errOut)
