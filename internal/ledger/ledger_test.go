@@ -332,6 +332,12 @@ func TestExecutedTextLoggedOnce(t *testing.T) {
 	if other["executed_sql"] != "SELECT 1" {
 		t.Errorf("another text was not logged: %v", other)
 	}
+	if got, err := ExecutedText(ctx, f.lb, hex.EncodeToString(sum[:])); err != nil || got != text {
+		t.Errorf("ExecutedText: %q, %v; want the text", got, err)
+	}
+	if got, err := ExecutedText(ctx, f.lb, strings.Repeat("0", 64)); err != nil || got != "" {
+		t.Errorf("ExecutedText of a hash no entry names: %q, %v", got, err)
+	}
 }
 
 // TestDecisionEntrySchema: every decision entry the ledger writes reads

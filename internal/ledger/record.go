@@ -351,3 +351,26 @@ func (l *Ledger) settleRunning(ctx context.Context, req *Request, payload map[st
 	}
 	return nil
 }
+
+// ExecutedText finds the executed text an execution entry names by its
+// SHA-256 (executedOnce): the first execution entry that carries it. ""
+// when no entry does.
+func ExecutedText(ctx context.Context, lb *logbook.Logbook, sum string) (string, error) {
+	var text string
+	errFound := errors.New("found")
+	err := lb.Iterate(ctx, logbook.Query{Kind: logbook.KindExecution}, func(e logbook.Entry) error {
+		var p struct {
+			SQL string `json:"executed_sql"`
+			Sum string `json:"executed_sql_sha256"`
+		}
+		if json.Unmarshal(e.Payload, &p) == nil && p.Sum == sum && p.SQL != "" {
+			text = p.SQL
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return "", err
+	}
+	return text, nil
+}

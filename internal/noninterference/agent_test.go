@@ -21,6 +21,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/mcpserver"
 	"github.com/harbormaster-dev/harbormaster/internal/pgwire"
@@ -420,11 +421,16 @@ func (s *side) humanView(ctx context.Context, id string) (view, executedSQL stri
 		var p struct {
 			Code        string `json:"code"`
 			ExecutedSQL string `json:"executed_sql"`
+			Sum         string `json:"executed_sql_sha256"`
 		}
 		_ = json.Unmarshal(e.Payload, &p)
 		fmt.Fprintf(&b, "; %s", e.Kind)
 		if p.Code != "" {
 			fmt.Fprintf(&b, " code %s", p.Code)
+		}
+		if p.ExecutedSQL == "" && p.Sum != "" {
+			// Logged once, by an earlier execution of the same text.
+			p.ExecutedSQL, _ = ledger.ExecutedText(ctx, s.sys.Logbook, p.Sum)
 		}
 		if p.ExecutedSQL != "" {
 			executedSQL = p.ExecutedSQL
