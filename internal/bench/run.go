@@ -472,8 +472,8 @@ func (r *runner) viaBouncer(ctx context.Context, c int, sql string) error {
 
 // answer is the part of POST /v1/statements' answer the benchmark reads.
 type answer struct {
-	Outcome      string   `json:"outcome"`
-	RequestID    string   `json:"request_id"`
+	Outcome      string            `json:"outcome"`
+	RequestID    string            `json:"request_id"`
 	RowsAffected int64             `json:"rows_affected"`
 	Rows         []json.RawMessage `json:"rows"`
 	Reasons      []string          `json:"reasons"`
