@@ -74,6 +74,8 @@ fi
 need_pkg promtool prometheus
 need_pkg systemd-analyze systemd
 need_pkg zsh zsh
+# PgBouncer: bench --pgbouncer's proxy column (TestBenchThroughPgBouncer).
+need_pkg pgbouncer pgbouncer
 if ! docker compose version >/dev/null 2>&1; then
 	need_pkg docker-compose docker-compose
 fi

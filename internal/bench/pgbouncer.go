@@ -44,9 +44,19 @@ func StartPgBouncer(ctx context.Context, path, dsn string, clients int) (string,
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	// PgBouncer's connection string: key=value, a value with a space or
+	// a quote in quotes; an empty one left out.
+	param := func(k, v string) string {
+		switch {
+		case v == "":
+			return ""
+		case strings.ContainsAny(v, " '\\"):
+			return " " + k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, "\\", "\\\\"), "'", "\\'") + "'"
+		}
+		return " " + k + "=" + v
+	}
 	ini := fmt.Sprintf(`[databases]
-%s = host=%s port=%d dbname=%s user=%s password=%s
+%s =%s%s%s%s%s
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -58,7 +68,8 @@ default_pool_size = %d
 max_client_conn = %d
 logfile = %s
 pidfile = %s
-`, cfg.Database, cfg.Host, cfg.Port, cfg.Database, quote(cfg.User), quote(cfg.Password), port, clients, clients+10,
+`, cfg.Database, param("host", cfg.Host), param("port", strconv.Itoa(int(cfg.Port))), param("dbname", cfg.Database),
+		param("user", cfg.User), param("password", cfg.Password), port, clients, clients+10,
 		filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 	iniPath := filepath.Join(dir, "pgbouncer.ini")
 	if err := os.WriteFile(iniPath, []byte(ini), 0o644); err != nil {

@@ -51,6 +51,8 @@ func runBench(e *env, args []string) (code int) {
 	ids := fs.String("ids", fmt.Sprintf("%d-%d", bench.DefaultFirstID, bench.DefaultLastID), "the orders the statements update, `FROM-TO`, split between the clients")
 	asJSON := fs.Bool("json", false, "print JSON")
 	wire := fs.String("wire", "", "send the governed statements over the PostgreSQL wire front at this connection `URL`\n(with --info, \"demo\" uses its pg_url) instead of POST /v1/statements")
+	reads := fs.Bool("read", true, "also measure the read workload (a single-row SELECT by key, a new literal each), after the update's")
+	pgbouncer := fs.String("pgbouncer", "", "start the PgBouncer binary at `PATH` in front of the same target and send each workload's\ndirect statements through it too: a proxy's cost beside the node's")
 	storeDir := fs.String("store-dir", "", "the node's store `DIR`, on this machine: its device's fsync is measured first\n(with --info of a demo on a store file, its directory)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -120,6 +122,16 @@ func runBench(e *env, args []string) (code int) {
 	}
 	if *statements < 1 || *duration <= 0 || *clients < 1 {
 		return e.usageErr(fs, "--statements and --clients must be at least 1, --duration more than 0")
+	}
+	cfg.Reads = *reads
+	if *pgbouncer != "" {
+		url, stop, err := bench.StartPgBouncer(e.ctx, *pgbouncer, cfg.DSN, cfg.Clients)
+		if err != nil {
+			e.errorf("%v", err)
+			return exitFail
+		}
+		defer stop()
+		cfg.PgBouncer = url
 	}
 	var uploaded string
 	if *grantorKey != "" && !*noDelegation {
@@ -269,6 +281,22 @@ func printBench(w io.Writer, r *bench.Result, d time.Duration) {
 	row(fmt.Sprintf("clients (%d)", r.PIDs.Clients), dc.Clients, gc.Clients)
 	row("machine", dc.Machine, gc.Machine)
 	row("other", dc.Other, gc.Other)
+	if p := r.PgBouncer; p != nil {
+		printProxy(w, "PgBouncer, the same statements", p)
+	}
+	if rd := r.Read; rd != nil {
+		fmt.Fprintf(w, "\nread workload: %s\n", rd.Statement)
+		fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "governed", "added")
+		fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p50 (ms)", rd.DirectP50Ms, rd.GovernedP50Ms, rd.AddedP50Ms)
+		fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p99 (ms)", rd.DirectP99Ms, rd.GovernedP99Ms, rd.AddedP99Ms)
+		fmt.Fprintf(w, "  %-22s %10.0f %10.0f %10.3f\n", fmt.Sprintf("statements/s, %d", r.Clients), rd.DirectTPS16, rd.GovernedTPS16, rd.Ratio16)
+		if v := rd.CPU.Governed.Harbormaster; v != nil {
+			fmt.Fprintf(w, "  %-22s %10s %10.0f\n", "harbormaster CPU µs", "", *v)
+		}
+		if p := rd.PgBouncer; p != nil {
+			printProxy(w, "PgBouncer, the same reads", p)
+		}
+	}
 	if f := r.StoreFsync; f != nil {
 		fmt.Fprintf(w, "\nstore fsync (%s, %d samples): p50 %.0f µs, p90 %.0f µs\n", f.Dir, f.Samples, f.P50Us, f.P90Us)
 		fmt.Fprintf(w, "  each governed statement waits for one durable commit of the store that a direct one does not\n")
@@ -282,4 +310,13 @@ func printBench(w io.Writer, r *bench.Result, d time.Duration) {
 	if r.PIDs.Postgres == 0 {
 		fmt.Fprintf(w, "no local PostgreSQL found (--postgres-pid): its CPU time is in machine\n")
 	}
+}
+
+// printProxy prints a workload sent through a proxy against the same
+// direct statements.
+func printProxy(w io.Writer, title string, p *bench.Figures) {
+	fmt.Fprintf(w, "\n%s\n", title)
+	fmt.Fprintf(w, "  %-22s %10s %10s %10s\n", "", "direct", "proxied", "added/ratio")
+	fmt.Fprintf(w, "  %-22s %10.2f %10.2f %10.2f\n", "p50 (ms)", p.DirectP50Ms, p.GovernedP50Ms, p.AddedP50Ms)
+	fmt.Fprintf(w, "  %-22s %10.0f %10.0f %10.3f\n", "statements/s", p.DirectTPS16, p.GovernedTPS16, p.Ratio16)
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/harbormaster-dev/harbormaster/internal/bench"
 )
 
 // lockedBuffer is a bytes.Buffer a process writes while the test reads.
@@ -127,6 +129,18 @@ func TestBenchAgainstDemo(t *testing.T) {
 	if num("statements_1") != 20 || num("clients") != 4 {
 		t.Errorf("counts: %s", stdout)
 	}
+	// The read workload, measured the same way (every governed read
+	// executed and returned its one row, or the run would have failed).
+	read, _ := m["read"].(map[string]any)
+	if read == nil || read["statement"] != bench.ReadForm {
+		t.Fatalf("bench --json has no read workload: %s", stdout)
+	}
+	if got, want := num("read_added_p50_ms"), read["governed_p50_ms"].(float64)-read["direct_p50_ms"].(float64); math.Abs(got-want) > 1e-9 {
+		t.Errorf("read_added_p50_ms %v, want %v", got, want)
+	}
+	if got, want := num("read_ratio_16"), read["governed_tps_16"].(float64)/read["direct_tps_16"].(float64); !(got > 0) || math.Abs(got-want) > 1e-9*want {
+		t.Errorf("read_ratio_16 %v, want %v", got, want)
+	}
 	// The demo's store is a file: its directory's fsync was measured.
 	var fs struct {
 		Fsync *struct {
@@ -219,6 +233,41 @@ func TestBenchAgainstDemo(t *testing.T) {
 }
 
 // TestBenchUsage: the command's bad usage is exit 2 with a hint.
+// TestBenchThroughPgBouncer: --pgbouncer starts PgBouncer in front of the
+// demo's target and sends each workload's direct statements through it
+// too, beside the node's figures.
+func TestBenchThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	needPostgres(t)
+	path, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		if path, err = exec.LookPath("/usr/sbin/pgbouncer"); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+			}
+			t.Skip("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+		}
+	}
+	info := startDemo(t)
+	dir := t.TempDir()
+	stdout, stderr, code := run(t, dir, nil, "bench", "--json", "--info", info, "--pgbouncer", path, "--statements", "10", "--duration", "200ms", "--clients", "2")
+	if code != 0 {
+		t.Fatalf("bench --pgbouncer: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var res bench.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, stdout)
+	}
+	for name, f := range map[string]*bench.Figures{"update": res.PgBouncer, "read": nil} {
+		if name == "read" && res.Read != nil {
+			f = res.Read.PgBouncer
+		}
+		if f == nil || !(f.GovernedTPS16 > 0) || !(f.DirectTPS16 > 0) || !(f.GovernedP50Ms > 0) {
+			t.Errorf("%s through PgBouncer: %+v\n%s", name, f, stdout)
+		}
+	}
+}
+
 func TestBenchUsage(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
