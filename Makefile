@@ -8,7 +8,7 @@ GO ?= go
 # 1.27), with no crasher and nothing to reproduce. A count has no deadline.
 FUZZTIME ?= 40000x
 
-.PHONY: test deps fmt vet unit unit-postgres fuzz fuzz-wire bench build demo faults-long
+.PHONY: test deps fmt vet unit unit-postgres fuzz fuzz-wire bench bench-go build demo faults-long
 
 test: deps fmt vet unit unit-postgres fuzz
 
@@ -63,7 +63,13 @@ FAULTS_SEED ?= 0
 faults-long:
 	$(GO) test -count=1 -timeout 60m -v ./internal/faults/ -faults.long -faults.seed $(FAULTS_SEED)
 
-bench:
+# pgbench against the demo's target: direct, through PgBouncer and through
+# the wire front, then harbormaster bench (scripts/pgbench.sh; not part of test).
+bench: build
+	./scripts/pgbench.sh
+
+# The Go benchmarks of the check, the logbook and the statement path.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sqlcheck/ ./internal/logbook/ ./internal/gateway/
 
 # One build, to bin/, which demo then runs. -buildvcs=auto records the

@@ -43,6 +43,7 @@ func runBench(e *env, args []string) (code int) {
 	agent := fs.String("agent", "agent:demo", "the token's `PRINCIPAL`, grantee of the benchmark's delegation")
 	grantorKey := fs.String("grantor-key", "", "sign the benchmark's delegation with this grantor's SSH private key `FILE`")
 	noDelegation := fs.Bool("no-delegation", false, "upload no delegation, even with a grantor key: the node's own must cover the workload")
+	delegationOnly := fs.Bool("delegation-only", false, "upload the benchmark's delegation, print its id and stop, leaving it in force\n(for another load generator: make bench's pgbench; revoke it when done)")
 	nodePID := fs.Int("node-pid", 0, "the node's process `ID`, for the CPU split")
 	pgPID := fs.Int("postgres-pid", 0, "the target's postmaster process `ID` (default: found from the direct connection if the server is local)")
 	statements := fs.Int("statements", 1000, "statements of each kind at one client")
@@ -134,6 +135,9 @@ func runBench(e *env, args []string) (code int) {
 		cfg.PgBouncer = url
 	}
 	var uploaded string
+	if *delegationOnly && (*grantorKey == "" || *noDelegation) {
+		return e.usageErr(fs, "--delegation-only needs a grantor key (--grantor-key, or a demo's --info file) and no --no-delegation")
+	}
 	if *grantorKey != "" && !*noDelegation {
 		c, id, err := uploadBenchDelegation(e.ctx, cfg, *agent, *grantorKey)
 		if err != nil {
@@ -141,6 +145,10 @@ func runBench(e *env, args []string) (code int) {
 			return exitFail
 		}
 		uploaded = id
+		if *delegationOnly {
+			fmt.Fprintln(e.stdout, id)
+			return exitOK
+		}
 		defer func() {
 			// The run is over, even if interrupted (the client does not use e.ctx).
 			err := e.postAct(c, "/v1/delegations/"+id+"/revoke", signing.NamespaceRevocation, acts.Revocation{Version: 1,
