@@ -302,12 +302,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := &runner{cfg: cfg, w: w}
 	defer r.close()
-	for range cfg.Clients {
-		c, err := pgconn.Connect(ctx, cfg.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("bench: connect to the target: %w", err)
-		}
-		r.conns = append(r.conns, c)
+	if err := connectEach(ctx, cfg.DSN, cfg.Clients, "the target", &r.conns); err != nil {
+		return nil, err
 	}
 	m := meter{postgres: cfg.PostgresPID, self: os.Getpid()}
 	if cfg.NodePID > 0 {
@@ -328,12 +324,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if cfg.Wire != "" {
-		for range cfg.Clients {
-			c, err := pgconn.Connect(ctx, cfg.Wire)
-			if err != nil {
-				return nil, fmt.Errorf("bench: connect to the wire front: %w", err)
-			}
-			r.wire = append(r.wire, c)
+		if err := connectEach(ctx, cfg.Wire, cfg.Clients, "the wire front", &r.wire); err != nil {
+			return nil, err
 		}
 	}
 	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
@@ -346,12 +338,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.meter = m
 	if cfg.PgBouncer != "" {
-		for range cfg.Clients {
-			c, err := pgconn.Connect(ctx, cfg.PgBouncer)
-			if err != nil {
-				return nil, fmt.Errorf("bench: connect to PgBouncer: %w", err)
-			}
-			r.bouncer = append(r.bouncer, c)
+		if err := connectEach(ctx, cfg.PgBouncer, cfg.Clients, "PgBouncer", &r.bouncer); err != nil {
+			return nil, err
 		}
 	}
 	r.stmt, r.read = r.w.Statement, false
@@ -389,6 +377,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Read, res.ReadAddedP50Ms, res.ReadRatio16 = &rd, rd.AddedP50Ms, rd.Ratio16
 	}
 	return res, nil
+}
+
+// connectEach opens n connections to url (what names it in an error),
+// appending each to into as it opens, so that the runner closes those
+// opened before a failure.
+func connectEach(ctx context.Context, url string, n int, what string, into *[]*pgconn.PgConn) error {
+	for range n {
+		c, err := pgconn.Connect(ctx, url)
+		if err != nil {
+			return fmt.Errorf("bench: connect to %s: %w", what, err)
+		}
+		*into = append(*into, c)
+	}
+	return nil
 }
 
 // measure runs the one-client phase and the two many-client phases of
