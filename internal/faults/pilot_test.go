@@ -110,7 +110,7 @@ func TestKillPilot(t *testing.T) {
 		// through the restarted Pilot.
 		select {
 		case id := <-referred:
-			v, err := d.Approve(ctx, client, srv.Addr, id)
+			v, err := approveFresh(ctx, d, client, srv.Addr, id)
 			var he *servetest.HTTPError
 			switch {
 			case errors.As(err, &he) && he.Status == http.StatusConflict:
