@@ -153,33 +153,18 @@ func (c Config) validate() error {
 // Result is one run's figures. Latencies are in milliseconds; the _16
 // figures are at Clients clients (16 by default).
 type Result struct {
-	// Statement is the workload's form.
-	Statement string `json:"statement"`
+	// Figures are the update workload's (StatementForm); PgBouncer among
+	// them, the same statements through PgBouncer.
+	Figures
 	// DirectMode is how the direct run sends it.
 	DirectMode string `json:"direct_mode"`
 	// Statements is how many of each kind the one-client phase measured.
 	Statements int `json:"statements_1"`
-
-	DirectP50Ms   float64 `json:"direct_p50_ms"`
-	DirectP99Ms   float64 `json:"direct_p99_ms"`
-	GovernedP50Ms float64 `json:"governed_p50_ms"`
-	GovernedP99Ms float64 `json:"governed_p99_ms"`
-	// AddedP50Ms and AddedP99Ms are the governed percentile less the direct
-	// one.
-	AddedP50Ms float64 `json:"added_p50_ms"`
-	AddedP99Ms float64 `json:"added_p99_ms"`
-
 	// Clients is the many-client phases' client count.
 	Clients int `json:"clients"`
 	// PhaseSeconds is the length asked of each many-client phase; the rates
 	// divide by each phase's measured length.
-	PhaseSeconds         float64 `json:"phase_s"`
-	DirectStatements16   int64   `json:"direct_statements_16"`
-	GovernedStatements16 int64   `json:"governed_statements_16"`
-	DirectTPS16          float64 `json:"direct_tps_16"`
-	GovernedTPS16        float64 `json:"governed_tps_16"`
-	// Ratio16 is GovernedTPS16 / DirectTPS16.
-	Ratio16 float64 `json:"ratio_16"`
+	PhaseSeconds float64 `json:"phase_s"`
 
 	// ReadAddedP50Ms and ReadRatio16 are Read's AddedP50Ms and Ratio16
 	// (Config.Reads), where a script looks for them.
@@ -187,10 +172,6 @@ type Result struct {
 	ReadRatio16    float64 `json:"read_ratio_16,omitempty"`
 	// Read is the read workload's figures (Config.Reads), nil without.
 	Read *Figures `json:"read,omitempty"`
-	// PgBouncer is the update workload sent through PgBouncer
-	// (Config.PgBouncer) as the "governed" side, against the same
-	// direct statements: a proxy's cost, for comparison; nil without.
-	PgBouncer *Figures `json:"pgbouncer,omitempty"`
 
 	// StoreFsync is the store device's fsync latency (Config.StoreDir),
 	// measured before the load; nil without a StoreDir.
@@ -200,32 +181,36 @@ type Result struct {
 	Note string `json:"note,omitempty"`
 	// PIDs are the processes the CPU split reads; 0 is one not known.
 	PIDs PIDs `json:"pids"`
-	// CPU is the CPU time per statement in each many-client phase.
-	CPU struct {
-		Direct   CPU `json:"direct"`
-		Governed CPU `json:"governed"`
-	} `json:"cpu_us_per_stmt"`
 }
 
-// Figures are one workload's measures, the way Result has the update's:
-// the "governed" side is the node (or PgBouncer, in Result.PgBouncer).
+// Figures are one workload's measures: at one client, direct and
+// governed interleaved; at Clients clients, each for the phase's length.
+// The "governed" side is the node (or PgBouncer, in PgBouncer).
 type Figures struct {
+	// Statement is the workload's form.
 	Statement     string  `json:"statement"`
 	DirectP50Ms   float64 `json:"direct_p50_ms"`
 	DirectP99Ms   float64 `json:"direct_p99_ms"`
 	GovernedP50Ms float64 `json:"governed_p50_ms"`
 	GovernedP99Ms float64 `json:"governed_p99_ms"`
-	AddedP50Ms    float64 `json:"added_p50_ms"`
-	AddedP99Ms    float64 `json:"added_p99_ms"`
-	DirectTPS16   float64 `json:"direct_tps_16"`
-	GovernedTPS16 float64 `json:"governed_tps_16"`
-	Ratio16       float64 `json:"ratio_16"`
-	CPU           struct {
+	// AddedP50Ms and AddedP99Ms are the governed percentile less the direct
+	// one.
+	AddedP50Ms           float64 `json:"added_p50_ms"`
+	AddedP99Ms           float64 `json:"added_p99_ms"`
+	DirectStatements16   int64   `json:"direct_statements_16"`
+	GovernedStatements16 int64   `json:"governed_statements_16"`
+	DirectTPS16          float64 `json:"direct_tps_16"`
+	GovernedTPS16        float64 `json:"governed_tps_16"`
+	// Ratio16 is GovernedTPS16 / DirectTPS16.
+	Ratio16 float64 `json:"ratio_16"`
+	// CPU is the CPU time per statement in each many-client phase.
+	CPU struct {
 		Direct   CPU `json:"direct"`
 		Governed CPU `json:"governed"`
 	} `json:"cpu_us_per_stmt"`
-	// PgBouncer is this workload through PgBouncer, when measured (the
-	// read workload's; the update's is Result.PgBouncer).
+	// PgBouncer is this workload's direct statements sent through
+	// PgBouncer (Config.PgBouncer) as the "governed" side: a proxy's cost,
+	// for comparison; nil without.
 	PgBouncer *Figures `json:"pgbouncer,omitempty"`
 }
 
@@ -328,7 +313,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
-	res := &Result{Statement: StatementForm, DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
+	res := &Result{DirectMode: DirectMode, Statements: cfg.Statements, Clients: cfg.Clients,
 		PhaseSeconds: cfg.Duration.Seconds(), PIDs: PIDs{Postgres: m.postgres, Harbormaster: cfg.NodePID, Others: cfg.OtherPIDs, Clients: m.self},
 		StoreFsync: fsync}
 	if slices.Contains(m.node, m.self) {
@@ -342,41 +327,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
-	r.stmt, r.read = r.w.Statement, false
-	up, err := r.measure(ctx, r.governed)
-	if err != nil {
+	if res.Figures, err = r.workload(ctx, StatementForm, r.w.Statement, false); err != nil {
 		return nil, err
 	}
-	res.DirectP50Ms, res.DirectP99Ms, res.GovernedP50Ms, res.GovernedP99Ms = up.DirectP50Ms, up.DirectP99Ms, up.GovernedP50Ms, up.GovernedP99Ms
-	res.AddedP50Ms, res.AddedP99Ms = up.AddedP50Ms, up.AddedP99Ms
-	res.DirectStatements16, res.DirectTPS16, res.CPU.Direct = r.last.direct.n, up.DirectTPS16, up.CPU.Direct
-	res.GovernedStatements16, res.GovernedTPS16, res.CPU.Governed = r.last.governed.n, up.GovernedTPS16, up.CPU.Governed
-	res.Ratio16 = up.Ratio16
-	if r.bouncer != nil {
-		pb, err := r.measure(ctx, r.viaBouncer)
-		if err != nil {
-			return nil, err
-		}
-		res.PgBouncer = &pb
-	}
 	if cfg.Reads {
-		r.stmt, r.read = r.w.Read, true
-		rd, err := r.measure(ctx, r.governed)
+		rd, err := r.workload(ctx, ReadForm, r.w.Read, true)
 		if err != nil {
 			return nil, err
-		}
-		rd.Statement = ReadForm
-		if r.bouncer != nil {
-			pb, err := r.measure(ctx, r.viaBouncer)
-			if err != nil {
-				return nil, err
-			}
-			pb.Statement = ReadForm
-			rd.PgBouncer = &pb
 		}
 		res.Read, res.ReadAddedP50Ms, res.ReadRatio16 = &rd, rd.AddedP50Ms, rd.Ratio16
 	}
 	return res, nil
+}
+
+// workload measures the workload whose statements stmt makes (form names
+// it; read: its governed answer counts rows, not rows affected) against
+// the node, and through PgBouncer when there is one.
+func (r *runner) workload(ctx context.Context, form string, stmt func(int64) string, read bool) (Figures, error) {
+	r.stmt, r.read = stmt, read
+	f, err := r.measure(ctx, r.governed)
+	if err != nil || r.bouncer == nil {
+		f.Statement = form
+		return f, err
+	}
+	pb, err := r.measure(ctx, r.viaBouncer)
+	pb.Statement, f.Statement, f.PgBouncer = form, form, &pb
+	return f, err
 }
 
 // connectEach opens n connections to url (what names it in an error),
@@ -396,7 +372,7 @@ func connectEach(ctx context.Context, url string, n int, what string, into *[]*p
 // measure runs the one-client phase and the two many-client phases of
 // the current workload (r.stmt), gov as the governed side.
 func (r *runner) measure(ctx context.Context, gov stmtFunc) (Figures, error) {
-	f := Figures{Statement: StatementForm}
+	var f Figures
 	if err := r.oneClient(ctx, gov, &f); err != nil {
 		return f, err
 	}
@@ -415,9 +391,8 @@ func (r *runner) measure(ctx context.Context, gov stmtFunc) (Figures, error) {
 	if err != nil {
 		return f, err
 	}
-	r.last.direct, r.last.governed = d, g
-	f.DirectTPS16, f.CPU.Direct = d.rate(), d.cpu
-	f.GovernedTPS16, f.CPU.Governed = g.rate(), g.cpu
+	f.DirectStatements16, f.DirectTPS16, f.CPU.Direct = d.n, d.rate(), d.cpu
+	f.GovernedStatements16, f.GovernedTPS16, f.CPU.Governed = g.n, g.rate(), g.cpu
 	f.Ratio16 = f.GovernedTPS16 / f.DirectTPS16
 	return f, nil
 }
@@ -434,8 +409,6 @@ type runner struct {
 	// read workload (whose governed answer counts rows, not rows affected).
 	stmt func(id int64) string
 	read bool
-	// last is measure's last pair of many-client phases.
-	last struct{ direct, governed phaseResult }
 }
 
 func (r *runner) close() {
