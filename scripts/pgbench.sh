@@ -22,11 +22,10 @@ pgbouncer=$(command -v pgbouncer || true)
 [[ -z $pgbouncer && -x /usr/sbin/pgbouncer ]] && pgbouncer=/usr/sbin/pgbouncer
 
 work=$(mktemp -d)
-chmod 755 "$work"
 demo_pid=
 bouncer_pid=
 cleanup() {
-	[[ -n $bouncer_pid ]] && kill "$bouncer_pid" 2>/dev/null || true
+	[[ -n $bouncer_pid ]] && kill "$bouncer_pid" 2>/dev/null && wait "$bouncer_pid" 2>/dev/null || true
 	[[ -n $demo_pid ]] && kill "$demo_pid" 2>/dev/null && wait "$demo_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -48,35 +47,17 @@ wire=$(info pg_url)
 
 targets=("direct=$direct" "wire=$wire")
 if [[ -n $pgbouncer ]]; then
-	url=$(python3 - "$direct" <<'PY'
-import sys, urllib.parse as u
-p = u.urlparse(sys.argv[1])
-print(p.hostname, p.port or 5432, p.path.lstrip('/'), u.unquote(p.username or ''), u.unquote(p.password or ''))
-PY
-)
-	read -r host port db user pass <<<"$url"
-	bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	cat >"$work/pgbouncer.ini" <<INI
-[databases]
-$db = host=$host port=$port dbname=$db user=$user${pass:+ password=$pass}
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bport
-unix_socket_dir =
-auth_type = any
-pool_mode = transaction
-default_pool_size = $CLIENTS
-max_client_conn = $((CLIENTS + 10))
-logfile = $work/pgbouncer.log
-pidfile = $work/pgbouncer.pid
-INI
-	chmod 644 "$work/pgbouncer.ini"
-	as=()
-	[[ $(id -u) -eq 0 ]] && as=(-u nobody) && chmod 777 "$work"
-	"$pgbouncer" "${as[@]}" "$work/pgbouncer.ini" >/dev/null 2>&1 &
+	# PgBouncer as harbormaster bench --pgbouncer starts it (bench.StartPgBouncer).
+	"$HM" bench --info "$work/info.json" --pgbouncer "$pgbouncer" --pgbouncer-only --clients "$CLIENTS" >"$work/bouncer.url" 2>"$work/bouncer.log" &
 	bouncer_pid=$!
-	sleep 1
-	targets=("direct=$direct" "pgbouncer=postgresql://$user@127.0.0.1:$bport/$db?sslmode=disable" "wire=$wire")
+	for _ in $(seq 1 100); do
+		[[ -s $work/bouncer.url ]] && break
+		kill -0 "$bouncer_pid" 2>/dev/null || { cat "$work/bouncer.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	bouncer=$(cat "$work/bouncer.url")
+	[[ -n $bouncer ]] || { echo "make bench: PgBouncer did not start" >&2; exit 1; }
+	targets=("direct=$direct" "pgbouncer=$bouncer" "wire=$wire")
 else
 	echo "make bench: pgbouncer is not installed (Debian: apt-get install pgbouncer); its column is left out" >&2
 fi

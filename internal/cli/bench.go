@@ -54,6 +54,7 @@ func runBench(e *env, args []string) (code int) {
 	wire := fs.String("wire", "", "send the governed statements over the PostgreSQL wire front at this connection `URL`\n(with --info, \"demo\" uses its pg_url) instead of POST /v1/statements")
 	reads := fs.Bool("read", true, "also measure the read workload (a single-row SELECT by key, a new literal each), after the update's")
 	pgbouncer := fs.String("pgbouncer", "", "start the PgBouncer binary at `PATH` in front of the same target and send each workload's\ndirect statements through it too: a proxy's cost beside the node's")
+	bouncerOnly := fs.Bool("pgbouncer-only", false, "start PgBouncer (--pgbouncer) in front of the target, print its connection URL and keep it\nrunning until interrupted, for another load generator (make bench's pgbench)")
 	storeDir := fs.String("store-dir", "", "the node's store `DIR`, on this machine: its device's fsync is measured first\n(with --info of a demo on a store file, its directory)")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -133,6 +134,13 @@ func runBench(e *env, args []string) (code int) {
 		}
 		defer stop()
 		cfg.PgBouncer = url
+		if *bouncerOnly {
+			fmt.Fprintln(e.stdout, url)
+			<-e.ctx.Done()
+			return exitOK
+		}
+	} else if *bouncerOnly {
+		return e.usageErr(fs, "--pgbouncer-only needs --pgbouncer PATH")
 	}
 	var uploaded string
 	if *delegationOnly && (*grantorKey == "" || *noDelegation) {

@@ -277,6 +277,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--api", "http://127.0.0.1:1", "--token", "x", "--dsn", "postgres://x", "--ids", "9-3"},
 		{"bench", "--api", "http://127.0.0.1:1", "--token", "x", "--dsn", "postgres://x", "--clients", "0"},
 		{"bench", "extra"},
+		{"bench", "--api", "http://127.0.0.1:1", "--token", "x", "--dsn", "postgres://x", "--pgbouncer-only"},
+		{"bench", "--api", "http://127.0.0.1:1", "--token", "x", "--dsn", "postgres://x", "--delegation-only"},
 	} {
 		_, stderr, code := run(t, dir, nil, args...)
 		if code != 2 || !strings.Contains(stderr, "harbormaster: error: harbormaster bench:") || !strings.Contains(stderr, "hint:") {
