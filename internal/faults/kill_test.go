@@ -111,10 +111,15 @@ func startLoad(d *servetest.Deployment, addr string, seed uint64, agents int, mu
 // approveFresh approves request id; when its run finds that the rows
 // changed since the preview its approval signed (the load wrote them
 // meanwhile), the request is back in the queue for a fresh preview, as a
-// human would find it, and is approved once more against that one.
+// human would find it, and is approved once more against that one. The
+// second approval waits for the next second: a signed request is good
+// once (the same request signed by the same key in the same second is a
+// replay), as it is for a human's CLI.
 func approveFresh(ctx context.Context, d *servetest.Deployment, client *http.Client, addr, id string) (*gateway.RequestView, error) {
 	v, err := d.Approve(ctx, client, addr, id)
 	if err == nil && v.Status == gateway.StatusWaiting && slices.Contains(v.Reasons, pilot.MessageApprovalDrift) {
+		now := time.Now()
+		time.Sleep(now.Truncate(time.Second).Add(time.Second).Sub(now))
 		return d.Approve(ctx, client, addr, id)
 	}
 	return v, err

@@ -108,8 +108,9 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 	if t, ok := p.checks.Value(r.Key, pb.id); ok {
 		return t, s, nil
 	}
-	if r.Template == nil {
-		// No template: the literal path, unless the check refuses.
+	if r.Template == nil || len(r.Reasons) > 0 {
+		// No template, or reasons: the literal path, unless the check
+		// refuses.
 		_, res := p.check(r.Analysis, pb, path)
 		return nil, nil, res
 	}

@@ -31,11 +31,14 @@ import (
 // decision is never reused for another bound, another catalog or another
 // baked value. A caller's value must be a function of exactly the
 // analysis and the bound the id names (their signed bytes' hash), never
-// of the statement's parameters' values. Only successes are remembered as
-// shapes: a statement whose analysis has a reason, or whose template
-// does not rebuild its canonical text exactly, is remembered by its
-// text. Each map holds at most Config.Max entries and is cleared when
-// full (bounded).
+// of the statement's parameters' values. A statement is remembered by its
+// shape whether its analysis succeeds or has reasons (the walker reads no
+// parameter's value, so a reason is as much a function of the shape as a
+// success is: TestRememberedShapeEqualsFreshCheck holds both to a fresh
+// parse); one without a single parsed statement, or whose template does
+// not rebuild its canonical text exactly, is remembered by its text.
+// Each map holds at most Config.Max entries and is cleared when full
+// (bounded).
 type Cache[V any] struct {
 	cfg CacheConfig
 
@@ -102,11 +105,19 @@ type valueKey struct {
 	bound string
 }
 
-// shaped is a remembered shape: what the check reads, and the template
-// that rebuilds a statement's canonical text.
+// shaped is a remembered shape: what the check reads (the facts and the
+// analysis's own reasons), and the template that rebuilds a statement's
+// canonical text.
 type shaped struct {
-	facts *Facts
-	tpl   *Template
+	facts         *Facts
+	reasons       []Reason
+	notApprovable *Reason
+	tpl           *Template
+}
+
+// analysis is the remembered analysis of the statement of shape s.
+func (r shaped) analysis(s *Shape) *Analysis {
+	return &Analysis{Facts: r.facts, Reasons: r.reasons, NotApprovable: r.notApprovable, Canonical: r.tpl.Canonical(s)}
 }
 
 func keyOf(cat *Catalog, kind, s string) Key {
@@ -146,12 +157,18 @@ func (c *Cache[V]) Analyze(sql string, cat *Catalog) Analyzed {
 	if s, ok := ShapeOf(sql, c.cfg.Limits); ok {
 		return c.AnalyzeShape(sql, s, cat)
 	}
-	k := keyOf(cat, "text", sql)
-	if a, ok := c.texts.Get(k); ok {
-		return Analyzed{Analysis: a, Key: k}
+	if r, ok := c.byText(sql, cat); ok {
+		return r
 	}
 	a := Analyze(sql, cat, c.cfg.Limits)
 	return Analyzed{Analysis: a, Key: c.rememberText(sql, cat, a), Fresh: true}
+}
+
+// byText is the analysis remembered for the text sql.
+func (c *Cache[V]) byText(sql string, cat *Catalog) (Analyzed, bool) {
+	k := keyOf(cat, "text", sql)
+	a, ok := c.texts.Get(k)
+	return Analyzed{Analysis: a, Key: k}, ok
 }
 
 // AnalyzeShape is Analyze for a statement whose shape, s, the caller
@@ -161,20 +178,23 @@ func (c *Cache[V]) AnalyzeShape(sql string, s *Shape, cat *Catalog) Analyzed {
 		return Analyzed{Analysis: Analyze(sql, cat, c.cfg.Limits), Shape: s, Fresh: true}
 	}
 	sk := keyOf(cat, "shape", s.Key())
-	if baked, ok := c.baked.Get(sk); ok {
+	baked, ok := c.baked.Get(sk)
+	if ok {
 		k := keyOf(cat, "template", BakedKey(s, baked))
 		if r, ok := c.shapes.Get(k); ok {
-			return Analyzed{Analysis: &Analysis{Facts: r.facts, Canonical: r.tpl.Canonical(s)}, Key: k, Shape: s, Template: r.tpl}
+			return Analyzed{Analysis: r.analysis(s), Key: k, Shape: s, Template: r.tpl}
 		}
+	} else if r, ok := c.byText(sql, cat); ok {
+		// A shape without a template is remembered by its text.
+		r.Shape = s
+		return r
 	}
 	a := Analyze(sql, cat, c.cfg.Limits)
-	if a.Facts != nil && len(a.Reasons) == 0 {
-		if tpl, err := NewTemplate(a, s); err == nil {
-			k := keyOf(cat, "template", BakedKey(s, tpl.Baked()))
-			c.baked.Put(sk, tpl.Baked())
-			c.shapes.Put(k, shaped{facts: a.Facts, tpl: tpl})
-			return Analyzed{Analysis: a, Key: k, Shape: s, Template: tpl, Fresh: true}
-		}
+	if tpl, err := NewTemplate(a, s); err == nil {
+		k := keyOf(cat, "template", BakedKey(s, tpl.Baked()))
+		c.baked.Put(sk, tpl.Baked())
+		c.shapes.Put(k, shaped{facts: a.Facts, reasons: a.Reasons, notApprovable: a.NotApprovable, tpl: tpl})
+		return Analyzed{Analysis: a, Key: k, Shape: s, Template: tpl, Fresh: true}
 	}
 	return Analyzed{Analysis: a, Key: c.rememberText(sql, cat, a), Shape: s, Fresh: true}
 }

@@ -46,14 +46,27 @@ func TestCacheRemembersTheAnalysis(t *testing.T) {
 			t.Fatalf("%q: the value remembered for its bound is %q, %v", sql, v, ok)
 		}
 	}
-	// Without a template (a reason: no such column), by text.
+	// A statement with a reason (no such column) is remembered by its
+	// shape too, reasons and all.
 	const odd = "UPDATE orders SET nope = 1 WHERE id = 3"
 	a := c.Analyze(odd, cat)
-	if a.Template != nil || len(a.Reasons) == 0 || !a.Key.Remembered() || a.Key == first.Key {
+	if a.Template == nil || len(a.Reasons) == 0 || !a.Key.Remembered() || a.Key == first.Key {
 		t.Fatalf("%q: template %v, reasons %v, key %v", odd, a.Template != nil, a.Reasons, a.Key)
 	}
-	if b := c.Analyze("UPDATE orders SET nope = 2 WHERE id = 3", cat); b.Key == a.Key {
+	b := c.Analyze("UPDATE orders SET nope = 2 WHERE id = 4", cat)
+	if b.Fresh || b.Key != a.Key || len(b.Reasons) != 1 || b.Reasons[0] != a.Reasons[0] {
+		t.Fatalf("a statement of a remembered shape with a reason: fresh %v, same key %v, reasons %v", b.Fresh, b.Key == a.Key, b.Reasons)
+	}
+	// Without a template (two statements), by text.
+	const two = "SELECT 1; SELECT 2"
+	m := c.Analyze(two, cat)
+	if m.Template != nil || m.NotApprovable == nil || !m.Key.Remembered() {
+		t.Fatalf("%q: template %v, not approvable %v, remembered %v", two, m.Template != nil, m.NotApprovable, m.Key.Remembered())
+	}
+	if n := c.Analyze("SELECT 1; SELECT 3", cat); n.Key == m.Key {
 		t.Fatal("two texts without a template share a key")
+	} else if again := c.Analyze(two, cat); again.Fresh || again.Key != m.Key || again.NotApprovable == nil {
+		t.Fatalf("%q was not remembered by its text", two)
 	}
 }
 

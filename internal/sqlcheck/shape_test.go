@@ -65,16 +65,38 @@ func decisionOf(d sqlcheck.Decision) string {
 	return fmt.Sprintf("%s rule=%d reasons=%q uses=%v", d.Outcome, rule, d.ReasonStrings(), d.Uses)
 }
 
+// analysisOf is what the gateway reads of an analysis: its reasons,
+// whether it is rejected at once and why, and its canonical text.
+func analysisOf(a *sqlcheck.Analysis) string {
+	r, rejected := a.Rejected()
+	na := ""
+	if a.NotApprovable != nil {
+		na = a.NotApprovable.String()
+	}
+	return fmt.Sprintf("reasons=%q rejected=%v %q not-approvable=%q canonical=%q facts=%v", reasonStrings(a.Reasons), rejected, r.String(), na, a.Canonical, a.Facts != nil)
+}
+
+func reasonStrings(rs []sqlcheck.Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
+}
+
 // TestRememberedShapeEqualsFreshCheck is the property behind remembered
 // shapes: over the adversarial corpus and random new literals in every
 // statement, a statement whose shape has a template is decided exactly as
-// a fresh parse and check decides it, and its canonical text, rebuilt from
-// the template and its own constants, is exactly the fresh canonical text.
+// a fresh parse and check decides it, whether it conforms or has reasons,
+// and its canonical text, rebuilt from the template and its own
+// constants, is exactly the fresh canonical text. The cache (which
+// remembers both) answers each variant as a fresh analysis does.
 func TestRememberedShapeEqualsFreshCheck(t *testing.T) {
 	c := loadCorpus(t)
 	cat := c.Checker.Catalog
+	cache := sqlcheck.NewCache[string](sqlcheck.CacheConfig{})
 	r := rand.New(rand.NewPCG(10, 10))
-	var shaped, templated, sameKey, cases int
+	var shaped, templated, sameKey, cases, failures, remembered int
 	for _, cc := range c.allCases() {
 		cases++
 		rules := c.Rules[cc.Delegation]
@@ -85,9 +107,13 @@ func TestRememberedShapeEqualsFreshCheck(t *testing.T) {
 		shaped++
 		a := sqlcheck.Analyze(cc.SQL, cat, sqlcheck.Limits{})
 		want := decisionOf(sqlcheck.Check(a, rules))
+		cache.Analyze(cc.SQL, cat)
 		tpl, err := sqlcheck.NewTemplate(a, s)
 		if err != nil {
 			continue
+		}
+		if len(a.Reasons) > 0 {
+			failures++
 		}
 		templated++
 		key := sqlcheck.BakedKey(s, tpl.Baked())
@@ -114,6 +140,11 @@ func TestRememberedShapeEqualsFreshCheck(t *testing.T) {
 			if got := decisionOf(sqlcheck.Check(fresh, rules)); got != want {
 				t.Fatalf("%s: variant %q: fresh decision %s, remembered %s", cc.Name, v, got, want)
 			}
+			if got := cache.Analyze(v, cat); analysisOf(got.Analysis) != analysisOf(fresh) || decisionOf(sqlcheck.Check(got.Analysis, rules)) != want {
+				t.Fatalf("%s: variant %q: the cache's analysis\n%s\nfresh\n%s", cc.Name, v, analysisOf(got.Analysis), analysisOf(fresh))
+			} else if !got.Fresh {
+				remembered++
+			}
 			// The values bound are the fresh parse's constants.
 			ft, err := sqlcheck.NewTemplate(fresh, vs)
 			if err != nil {
@@ -124,9 +155,9 @@ func TestRememberedShapeEqualsFreshCheck(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases: %d with a shape, %d with a template, %d variants on the same entry", cases, shaped, templated, sameKey)
-	if templated < cases/2 || sameKey < templated {
-		t.Fatalf("too few cases exercised: %d of %d templated, %d variants", templated, cases, sameKey)
+	t.Logf("%d cases: %d with a shape, %d with a template (%d with reasons), %d variants on the same entry, %d answered from the cache", cases, shaped, templated, failures, sameKey, remembered)
+	if templated < cases/2 || sameKey < templated || failures < templated/4 || remembered < sameKey/2 {
+		t.Fatalf("too few cases exercised: %d of %d templated, %d with reasons, %d variants, %d remembered", templated, cases, failures, sameKey, remembered)
 	}
 }
 
