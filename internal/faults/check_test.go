@@ -35,7 +35,7 @@ func TestCheckCatches(t *testing.T) {
 	}
 	ran := submit(incr(1), gateway.OutcomeExecuted)
 	waiting := submit(noted(2), gateway.OutcomeReferred)
-	submit(read(3), gateway.OutcomeExecuted)
+	readResp := submit(read(3), gateway.OutcomeExecuted)
 	sys.Gateway.Drain()
 
 	answered := map[string]string{ran.RequestID: ran.Outcome, waiting.RequestID: waiting.Outcome}
@@ -96,6 +96,16 @@ func TestCheckCatches(t *testing.T) {
 				}
 				exec("UPDATE harbormaster.receipts SET marque_id = $1 WHERE request_id = $2", m, ran.RequestID)
 			}},
+		{"a receipt under a read that says it wrote none", "is executed without a receipt, per its execution entry",
+			func() {
+				var m string
+				if err := sys.Store.ReadDB().QueryRowContext(ctx, "SELECT marque_id FROM requests WHERE id = ?", readResp.RequestID).Scan(&m); err != nil {
+					t.Fatal(err)
+				}
+				exec(`INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
+					VALUES ($1, $2, 'agent:demo', 'shop', 'x', 'compiled')`, m, readResp.RequestID)
+			},
+			func() { exec("DELETE FROM harbormaster.receipts WHERE request_id = $1", readResp.RequestID) }},
 		{"a request left running", "still running",
 			func() { storeExec("UPDATE requests SET status = 'running' WHERE id = ?", waiting.RequestID) },
 			func() { storeExec("UPDATE requests SET status = 'waiting' WHERE id = ?", waiting.RequestID) }},

@@ -88,7 +88,9 @@ type receipt struct {
 //   - what the logbook says ran, ran: a request is executed in the store
 //     exactly when an execution entry says so;
 //   - no false "executed": every request an agent was told executed is
-//     executed, with its receipt;
+//     executed, with its receipt, or, a read run in the node's process,
+//     with an execution entry that says it has none, committed with its
+//     decision right before it;
 //   - a decision with no request row (orphan) has nothing after it and no
 //     receipt.
 //
@@ -134,6 +136,10 @@ func (c Check) Run(ctx context.Context) (*Report, error) {
 		kind string
 		at   time.Time
 		out  string // an execution entry's outcome
+		// receiptless: an execution entry that says no receipt proves it
+		// (a read run in the node's process, recorded with its decision:
+		// ledger.DecideExecuted).
+		receiptless bool
 	}
 	entries := map[string][]mark{}
 	err = lb.Iterate(ctx, logbook.Query{}, func(e logbook.Entry) error {
@@ -145,11 +151,13 @@ func (c Check) Run(ctx context.Context) (*Report, error) {
 		if e.Kind == "execution" {
 			var p struct {
 				Outcome string `json:"outcome"`
+				Receipt *bool  `json:"receipt"`
 			}
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				return fmt.Errorf("entry %d: %w", e.Seq, err)
 			}
 			m.out = p.Outcome
+			m.receiptless = p.Receipt != nil && !*p.Receipt
 		}
 		entries[id] = append(entries[id], m)
 		return nil
@@ -286,12 +294,33 @@ func (c Check) Run(ctx context.Context) (*Report, error) {
 			rep.violate("request %s ran %d times (receipts)", id, n)
 		}
 	}
+	// receiptless reports a request executed as a read with no receipt:
+	// its execution entry says so and is the entry right after its
+	// decision (they committed together, before any row left).
+	receiptless := func(id string) bool {
+		es := entries[id]
+		for i, m := range es {
+			if m.kind == "execution" && m.receiptless {
+				if i != 1 || es[0].kind != "decision" || es[0].seq != m.seq-1 {
+					rep.violate("request %s: its receiptless execution entry %d is not the one right after its decision", id, m.seq)
+				}
+				return true
+			}
+		}
+		return false
+	}
 	for _, id := range ids {
 		r := reqs[id]
 		if r.status != "executed" {
 			continue
 		}
-		if rc, ok := byMarque[r.marque]; !ok || rc.void || rc.request != id {
+		rc, ok := byMarque[r.marque]
+		switch {
+		case receiptless(id):
+			if ok {
+				rep.violate("request %s is executed without a receipt, per its execution entry, but the target has one under its marque %q", id, r.marque)
+			}
+		case !ok || rc.void || rc.request != id:
 			rep.violate("request %s is executed under marque %q but the target has no receipt for it", id, r.marque)
 		}
 	}

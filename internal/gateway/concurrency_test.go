@@ -231,7 +231,7 @@ func TestConcurrentAgents(t *testing.T) {
 	if want := executed + 3; len(execs) != want { // 3 warm-up statements executed
 		t.Fatalf("%d execution entries, want %d", len(execs), want)
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != executed+3 {
+	if n := f.ran(t); n != executed+3 {
 		t.Fatalf("%d receipts for %d executed statements", n, executed+3)
 	}
 	rep := f.sys.Verify(t)

@@ -368,7 +368,8 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	// authorization leaves.
 	g.led.Flying(req.ID)
 	defer g.led.Landed(req.ID)
-	preq, err := g.authorize(ctx, p, req, rt, chosen, a.Canonical)
+	readFirst := readsFirst(p, req, a, tx)
+	preq, err := g.authorize(ctx, p, req, rt, chosen, a.Canonical, readFirst)
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +380,9 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	}
 	res, err := p.Execute(ctx, preq)
 	// 9 logbook: the execution's outcome, and 10 the answer.
+	if readFirst {
+		return g.recordRead(ctx, req, rt, chosen, res, err)
+	}
 	return g.executed(ctx, req, res, err, chosen, survey)
 }
 

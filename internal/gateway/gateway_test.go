@@ -241,8 +241,17 @@ func TestDecisionBeforeExecution(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !found || rows != view.RowsAffected && !strings.HasPrefix(view.CanonicalSQL, "SELECT") {
+			if read := strings.HasPrefix(view.CanonicalSQL, "SELECT"); read {
+				// A read runs while its decision is made, and is recorded with
+				// its outcome in one commit, right after it, before any row
+				// leaves; it writes no receipt, and its entry says so.
+				if found || x["receipt"] != false || execs[0].Seq != ds[0].Seq+1 {
+					t.Errorf("%s: a read: receipt %v, execution entry %d (receipt %v) after decision %d; want no receipt, the entry right after, saying so", id, found, execs[0].Seq, x["receipt"], ds[0].Seq)
+				}
+			} else if !found || rows != view.RowsAffected {
 				t.Errorf("%s: receipt found=%v rows=%d, request rows %d", id, found, rows, view.RowsAffected)
+			} else if _, ok := x["receipt"]; ok {
+				t.Errorf("%s: a write's execution entry says receipt %v", id, x["receipt"])
 			}
 			executedReceipts++
 		case "refused":
@@ -264,8 +273,8 @@ func TestDecisionBeforeExecution(t *testing.T) {
 			}
 		}
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != executedReceipts {
-		t.Fatalf("%d receipts in the target, %d executed requests", n, executedReceipts)
+	if n := f.ran(t); n != executedReceipts {
+		t.Fatalf("%d receipts in the target and receiptless reads, %d executed requests", n, executedReceipts)
 	}
 	rep := f.sys.Verify(t)
 	if rep.Checkpoints == 0 || rep.SignedThrough != rep.HeadSeq {
@@ -275,7 +284,9 @@ func TestDecisionBeforeExecution(t *testing.T) {
 
 // TestNothingExecutesWithoutTheLogbook: once the logbook cannot be
 // written, every statement fails with ErrLogUnavailable before anything
-// runs in the target or is stored.
+// changes in the target or is stored. A read runs while its decision is
+// being made, so it ran; none of its rows leave (no answer but the
+// error).
 func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -294,14 +305,14 @@ func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
 		"SELEC 1",
 	} {
 		resp, err := f.sys.Gateway.Submit(ctx, gatewaytest.Agent, gatewaytest.Target, sql)
-		if !errors.Is(err, gateway.ErrLogUnavailable) {
-			t.Fatalf("%q with the logbook down: %+v, %v; want ErrLogUnavailable", sql, resp, err)
+		if !errors.Is(err, gateway.ErrLogUnavailable) || resp != nil {
+			t.Fatalf("%q with the logbook down: %+v, %v; want ErrLogUnavailable and no answer", sql, resp, err)
 		}
 	}
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != orders || gatewaytest.Snapshot(t, f.dsn, "customers") != customers {
 		t.Fatal("the target changed while the logbook could not be written")
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != 0 {
+	if n := f.ran(t); n != 0 {
 		t.Fatalf("%d receipts: a marque reached the Pilot without a durable decision", n)
 	}
 	if ids := storedRequestIDs(t, f.sys); len(ids) != 0 {
@@ -454,7 +465,7 @@ func TestCrashBeforeExecution(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("the statement committed")
 	}
 	v, err := f.sys.Gateway.Request(ctx, id, "")
@@ -477,7 +488,7 @@ func TestCrashBeforeExecution(t *testing.T) {
 	if v.Status != gateway.StatusWaiting || v.Outcome != gateway.OutcomeReferred || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
 		t.Fatalf("reconciled as %+v, want referred: did not run", v)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("reconciliation ran the statement")
 	}
 	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 0 {
@@ -530,7 +541,7 @@ func TestCrashAfterCommit(t *testing.T) {
 		t.Fatalf("Submit: %+v, %v; want executed (it committed)", res.resp, res.err)
 	}
 	after := gatewaytest.Snapshot(t, f.dsn, "orders")
-	if after == before || gatewaytest.Receipts(t, f.dsn) != 1 {
+	if after == before || f.ran(t) != 1 {
 		t.Fatal("the statement did not commit")
 	}
 	v, err := f.sys.Gateway.Request(ctx, id, "")
@@ -553,7 +564,7 @@ func TestCrashAfterCommit(t *testing.T) {
 	if v.Status != gateway.StatusExecuted || v.Outcome != gateway.OutcomeExecuted || v.RowsAffected != 1 {
 		t.Fatalf("reconciled as %+v, want executed, 1 row", v)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != after || gatewaytest.Receipts(t, f.dsn) != 1 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != after || f.ran(t) != 1 {
 		t.Fatal("reconciliation ran the statement again")
 	}
 	if n, err := f.sys.Gateway.Reconcile(ctx, 0); err != nil || n != 0 {
@@ -589,7 +600,7 @@ func TestCrashDuringCommit(t *testing.T) {
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
 		t.Fatal(err)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("a transaction killed at COMMIT changed the target")
 	}
 	var marqueID string
@@ -609,7 +620,7 @@ func TestCrashDuringCommit(t *testing.T) {
 	if v.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
 		t.Fatalf("reconciled as %+v, want referred: did not run", v)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("reconciliation ran the statement")
 	}
 	checkReconciled(t, f, id, "not_executed")
@@ -717,7 +728,7 @@ func TestUnknownCommitReconciledWhileRunning(t *testing.T) {
 	if v.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(v.Reasons, " "), "did not run") {
 		t.Fatalf("reconciled as %+v, want referred: did not run", v)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("the statement ran")
 	}
 	checkReconciled(t, f, id, "not_executed")
@@ -755,4 +766,11 @@ func TestOversizeStatementIsRecorded(t *testing.T) {
 	if err != nil || !found {
 		t.Fatalf("the decision entry of %s: %v (found %v)", se.RequestID, err, found)
 	}
+}
+
+// ran counts the statements that ran against the target: receipts, and
+// the reads run in process, which write none (gatewaytest.Ran).
+func (f *fixture) ran(t *testing.T) int {
+	t.Helper()
+	return gatewaytest.Ran(t, f.dsn, f.sys.Logbook)
 }

@@ -167,6 +167,18 @@ func (g *Gateway) refer(ctx context.Context, req *ledger.Request, evals []route.
 	return resp, nil
 }
 
+// readsFirst reports whether the statement is a read that runs while its
+// decision is made and is recorded with its outcome (recordRead): a read
+// on the compiled path, outside a client transaction, for a Pilot in this
+// process, which then writes no receipt (pilot.Authority.AuthorizeRead).
+// A read changes nothing, so invariant 7 asks only that its decision be
+// durable before any of its rows leave; a write, a surveyed statement, a
+// statement in a transaction or one for a Pilot in another process has
+// its decision recorded first, as before.
+func readsFirst(p pilot.Executor, req *ledger.Request, a *sqlcheck.Analysis, tx *Tx) bool {
+	return tx == nil && req.Path == marque.PathCompiled && a.Facts != nil && a.Facts.Kind == sqlcheck.OpSelect && authorityOf(p) != nil
+}
+
 // authorize records the decision (6) and returns the Pilot's request with
 // the statement's authorization (7), naming the delegation and its
 // grantor signature. The marque's id is recorded with the decision: a
@@ -175,8 +187,10 @@ func (g *Gateway) refer(ctx context.Context, req *ledger.Request, evals []route.
 // authorization as a value (pilot.Authority: no signature the process
 // makes for itself); one in another process gets a marque, signed while
 // the decision commits. Either leaves only once the decision is durable:
-// a decision that cannot be recorded drops it unsent.
-func (g *Gateway) authorize(ctx context.Context, p pilot.Executor, req *ledger.Request, rt route.Route, chosen *Delegation, canonical string) (pilot.Request, error) {
+// a decision that cannot be recorded drops it unsent. A read that runs
+// first (readsFirst) is the exception: its decision is recorded with its
+// outcome (recordRead), and its authorization asks for no receipt.
+func (g *Gateway) authorize(ctx context.Context, p pilot.Executor, req *ledger.Request, rt route.Route, chosen *Delegation, canonical string, readFirst bool) (pilot.Request, error) {
 	var err error
 	if req.MarqueID, err = g.minter.NewID(); err != nil {
 		return pilot.Request{}, fmt.Errorf("gateway: %w", err)
@@ -200,10 +214,13 @@ func (g *Gateway) authorize(ctx context.Context, p pilot.Executor, req *ledger.R
 			minted <- mintResult{tok, err}
 		}()
 	}
+	preq := pilot.Request{SQL: canonical, Bound: chosen.Canonical}
+	if readFirst && grantErr == nil {
+		return local.AuthorizeRead(preq, granted), nil
+	}
 	if err := g.decide(ctx, req, rt.Evaluated, chosen); err != nil {
 		return pilot.Request{}, err
 	}
-	preq := pilot.Request{SQL: canonical, Bound: chosen.Canonical}
 	if local != nil {
 		if grantErr != nil {
 			return pilot.Request{}, g.fail(ctx, req, fmt.Errorf("gateway: grant: %w", grantErr))
@@ -281,6 +298,32 @@ func (g *Gateway) executed(ctx context.Context, req *ledger.Request, res *pilot.
 	}
 	g.cfg.Metrics.PilotRefusal(res.Code)
 	return answer(req, res), nil
+}
+
+// recordRead records (6, 9) a read that ran while its decision was made
+// (readsFirst) and answers it (10): the decision and the read's outcome in
+// one commit (ledger.DecideExecuted) before any of its rows leave; if
+// they cannot be recorded, the rows are dropped and the agent gets the
+// error. A read the Pilot refused, or could not run, has its decision
+// recorded as any statement's, then its outcome: it did not run (a read
+// without a receipt commits nothing, so an unknown commit is no
+// different).
+func (g *Gateway) recordRead(ctx context.Context, req *ledger.Request, rt route.Route, chosen *Delegation, res *pilot.Result, err error) (*Response, error) {
+	if err == nil && res.Outcome == pilot.Executed {
+		if err := g.led.DecideExecuted(context.WithoutCancel(ctx), req, evaluated(req, rt.Evaluated, chosen), res); err != nil {
+			return nil, err
+		}
+		g.cfg.Metrics.FastPath(req.Path, chosen.ID)
+		g.cfg.Metrics.PilotRefusal(res.Code)
+		return answer(req, res), nil
+	}
+	if derr := g.decide(ctx, req, rt.Evaluated, chosen); derr != nil {
+		return nil, errors.Join(derr, err)
+	}
+	if err != nil {
+		return g.didNotRun(ctx, req, err)
+	}
+	return g.executed(ctx, req, res, nil, chosen, nil)
 }
 
 // answer is the agent's answer to a statement that executed: its

@@ -288,7 +288,7 @@ func TestApproveEndToEnd(t *testing.T) {
 			t.Fatalf("%s: the request is now %+v, want still waiting", a.name, now)
 		}
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "customers") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "customers") != before || f.ran(t) != 0 {
 		t.Fatal("a refused approval changed the target")
 	}
 	if n := f.count(t, "approval"); n != 0 {
@@ -313,7 +313,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if err != nil || !found || rows != 1 {
 		t.Fatalf("receipt: %v %d %v", found, rows, err)
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != 1 {
+	if n := f.ran(t); n != 1 {
 		t.Fatalf("%d receipts, want 1", n)
 	}
 
@@ -340,7 +340,7 @@ func TestApproveEndToEnd(t *testing.T) {
 	if _, err := gw.Approve(ctx, "req_doesnotexistatall", act, sig); !errors.Is(err, gateway.ErrNotFound) {
 		t.Fatalf("approval of an unknown request: %v, want ErrNotFound", err)
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != 1 || gatewaytest.Snapshot(t, f.dsn, "customers") != after {
+	if n := f.ran(t); n != 1 || gatewaytest.Snapshot(t, f.dsn, "customers") != after {
 		t.Fatal("approving twice ran the statement twice")
 	}
 	// The other request is untouched and still approvable.
@@ -428,7 +428,7 @@ func TestDenial(t *testing.T) {
 	if _, err := gw.Deny(ctx, v.ID, deny(good), sig); !errors.Is(err, gateway.ErrNotWaiting) {
 		t.Fatalf("denying twice: %v, want ErrNotWaiting", err)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("a denied request ran")
 	}
 	if q, err := gw.Queue(ctx, nil); err != nil || len(q) != 0 {
@@ -473,7 +473,7 @@ func TestApprovalGoesBackOnDrift(t *testing.T) {
 	if got.Status != gateway.StatusWaiting || got.RowsAffected != 0 || !strings.Contains(strings.Join(got.Reasons, " "), "preview") {
 		t.Fatalf("approved beyond the preview: %+v, want back in the queue", got)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("the Pilot ran an approval over more rows than the preview counted")
 	}
 	if pv := previewOf(t, got); pv.Rows != n+1 || got.PreviewSHA256 == v.PreviewSHA256 {
@@ -533,7 +533,7 @@ func TestApprovalBaitAndSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != gateway.StatusWaiting || gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if got.Status != gateway.StatusWaiting || gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatalf("the approval of a preview of order %v ran on other rows: %+v", shown, got)
 	}
 	if now := previewOf(t, got); len(now.Before) != 1 || now.Before[0]["id"] == shown {
@@ -656,7 +656,7 @@ func TestQueueExpiry(t *testing.T) {
 	if n, age, err := gw.QueueStats(ctx); err != nil || n != 1 || age != 2*time.Second {
 		t.Fatalf("queue stats %d %s %v, want 1 request 2s old", n, age, err)
 	}
-	if gatewaytest.Receipts(t, f.dsn) != 0 {
+	if f.ran(t) != 0 {
 		t.Fatal("an expired request ran")
 	}
 	f.sys.Verify(t)
@@ -714,12 +714,12 @@ func TestRevocationTakesEffectAtOnce(t *testing.T) {
 	if d.Revoked == nil || d.Active(time.Now()) {
 		t.Fatalf("revoked delegation %+v", d)
 	}
-	receipts := gatewaytest.Receipts(t, f.dsn)
+	receipts := f.ran(t)
 	r := f.submit(t, gatewaytest.Agent, sel) // the very next statement
 	if r.Outcome != gateway.OutcomeReferred || r.DelegationID != "" {
 		t.Fatalf("right after the revocation: %+v, want referred", r)
 	}
-	if gatewaytest.Receipts(t, f.dsn) != receipts {
+	if f.ran(t) != receipts {
 		t.Fatal("a statement under a revoked delegation ran")
 	}
 	if _, err := f.sys.Gateway.Revoke(ctx, act, sig); !errors.Is(err, gateway.ErrAlreadyRevoked) {
@@ -756,7 +756,7 @@ func TestRevocationTakesEffectAtOnce(t *testing.T) {
 	if _, err := f.sys.Gateway.Revoke(ctx, act, sig); !errors.Is(err, gateway.ErrAlreadyRevoked) {
 		t.Fatalf("revoking again after a restart: %v", err)
 	}
-	if gatewaytest.Receipts(t, f.dsn) != receipts+1 {
+	if f.ran(t) != receipts+1 {
 		t.Fatal("statements ran under revoked delegations")
 	}
 	f.sys.Verify(t)
@@ -797,7 +797,7 @@ func TestDelegationExpiry(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0].Subjects["delegation"] != d.ID {
 		t.Fatalf("expiry entries %v, %v", es, err)
 	}
-	if gatewaytest.Receipts(t, f.dsn) != 1 {
+	if f.ran(t) != 1 {
 		t.Fatal("a statement ran under an expired delegation")
 	}
 	f.sys.Verify(t)
@@ -855,7 +855,7 @@ func TestApprovalWithUnknownCommitStaysRunning(t *testing.T) {
 	if got := f.view(t, v.ID); got.Status != gateway.StatusWaiting || !strings.Contains(strings.Join(got.Reasons, " "), "did not run") {
 		t.Fatalf("reconciled as %+v, want waiting: did not run", got)
 	}
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || f.ran(t) != 0 {
 		t.Fatal("the statement ran")
 	}
 	f.sys.Verify(t)

@@ -57,14 +57,14 @@ func TestDelegationQuota(t *testing.T) {
 		}
 		f.submit(t, gatewaytest.Agent, "DELETE FROM orders WHERE id = 1") // referred
 	}
-	receipts := gatewaytest.Receipts(t, f.dsn)
+	receipts := f.ran(t)
 	r := f.submit(t, gatewaytest.Agent, "SELECT id, status FROM orders WHERE id = 4")
 	want := fmt.Sprintf("the fast-path quota of delegation %s (3/minute) is used up", d.ID)
 	if r.Outcome != gateway.OutcomeReferred || len(r.Reasons) != 1 || !strings.HasPrefix(r.Reasons[0], want) {
 		t.Fatalf("the fourth statement: %+v, want referred: %s", r, want)
 	}
 	checkNothingRan(t, f, r.RequestID)
-	if gatewaytest.Receipts(t, f.dsn) != receipts {
+	if f.ran(t) != receipts {
 		t.Fatal("a statement over quota ran")
 	}
 	// The quota refusal is a referral a human can approve: it previews.
@@ -81,7 +81,7 @@ func TestDelegationQuota(t *testing.T) {
 	if r := f.submit(t, gatewaytest.Agent, "SELECT id, status FROM orders WHERE id = 5"); r.Outcome != gateway.OutcomeExecuted {
 		t.Fatalf("21s later: %+v, want executed", r)
 	}
-	if gatewaytest.Receipts(t, f.dsn) != receipts+1 {
+	if f.ran(t) != receipts+1 {
 		t.Fatal("receipts do not match the statements that ran")
 	}
 	f.sys.Verify(t)
@@ -122,7 +122,7 @@ func TestPrincipalQuota(t *testing.T) {
 	if r := f.submit(t, gatewaytest.Agent, "SELECT id, status FROM orders WHERE id = 3"); r.Outcome != gateway.OutcomeExecuted {
 		t.Fatalf("30s later: %+v", r)
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != 8 {
+	if n := f.ran(t); n != 8 {
 		t.Fatalf("%d receipts, want 8", n)
 	}
 }

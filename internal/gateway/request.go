@@ -67,10 +67,16 @@ func response(r *ledger.Request) *Response {
 // runs records why the other delegations did not cover it by their
 // outcomes only: every reason would be in every entry.
 func (g *Gateway) decide(ctx context.Context, req *ledger.Request, evals []route.Evaluation, chosen *Delegation) error {
+	return g.led.Decide(ctx, req, evaluated(req, evals, chosen))
+}
+
+// evaluated is what a decision entry says of the delegations the route
+// evaluated: on a path, only the chosen one's in full (route.Lean).
+func evaluated(req *ledger.Request, evals []route.Evaluation, chosen *Delegation) []route.Evaluation {
 	if req.Path != "" && chosen != nil {
-		evals = route.Lean(evals, chosen.ID)
+		return route.Lean(evals, chosen.ID)
 	}
-	return g.led.Decide(ctx, req, evals)
+	return evals
 }
 
 // errSettledElsewhere: an approved request was settled by a

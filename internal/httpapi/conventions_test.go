@@ -218,7 +218,7 @@ func TestIdempotentStatements(t *testing.T) {
 			"Content-Type": "application/json", httpapi.IdempotencyKeyHeader: key}, body)
 	}
 	update := `{"target":"shop","sql":"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3 RETURNING id, status"}`
-	receipts := gatewaytest.Receipts(t, f.dsn)
+	receipts := gatewaytest.Ran(t, f.dsn, f.sys.Logbook)
 	resp1, first := post(gatewaytest.AgentToken, "k-1", update)
 	if resp1.StatusCode != 200 || !strings.Contains(string(first), `"outcome":"executed"`) {
 		t.Fatalf("first: %d %s", resp1.StatusCode, first)
@@ -227,7 +227,7 @@ func TestIdempotentStatements(t *testing.T) {
 	if resp2.StatusCode != 200 || !bytes.Equal(first, again) || resp2.Header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("retry: %d %s (first %s)", resp2.StatusCode, again, first)
 	}
-	if n := gatewaytest.Receipts(t, f.dsn); n != receipts+1 {
+	if n := gatewaytest.Ran(t, f.dsn, f.sys.Logbook); n != receipts+1 {
 		t.Fatalf("%d receipts after a retry, want %d: it ran twice", n, receipts+1)
 	}
 	resp3, body := post(gatewaytest.AgentToken, "k-1", strings.Replace(update, "id = 3", "id = 4", 1))

@@ -285,7 +285,7 @@ func TestStatementsEndToEnd(t *testing.T) {
 
 	// The requests match the target: exactly the two executed statements
 	// left receipts.
-	if n := gatewaytest.Receipts(t, f.dsn); n != 2 {
+	if n := gatewaytest.Ran(t, f.dsn, f.sys.Logbook); n != 2 {
 		t.Errorf("%d receipts, want 2 (the select and the update)", n)
 	}
 	f.sys.Verify(t)
@@ -320,14 +320,14 @@ func TestStatementErrors(t *testing.T) {
 		{"unknown endpoint without a token", "POST", "/admin", "", nil, 404, "not_found"},
 		{"wrong method", "DELETE", "/v1/statements", tok, nil, 405, "method_not_allowed"},
 	}
-	receipts := gatewaytest.Receipts(t, f.dsn)
+	receipts := gatewaytest.Ran(t, f.dsn, f.sys.Logbook)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st, body := f.do(t, c.method, c.path, c.token, c.body)
 			apiError(t, st, body, c.status, c.code)
 		})
 	}
-	if gatewaytest.Receipts(t, f.dsn) != receipts {
+	if gatewaytest.Ran(t, f.dsn, f.sys.Logbook) != receipts {
 		t.Fatal("a refused HTTP request executed something")
 	}
 }
@@ -479,7 +479,7 @@ func TestLogbookDownIsServiceUnavailable(t *testing.T) {
 	st, body := f.do(t, http.MethodPost, "/v1/statements", gatewaytest.AgentToken,
 		map[string]string{"target": "shop", "sql": "UPDATE orders SET status = 'retrying' WHERE id = 3"})
 	apiError(t, st, body, http.StatusServiceUnavailable, "logbook_unavailable")
-	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Receipts(t, f.dsn) != 0 {
+	if gatewaytest.Snapshot(t, f.dsn, "orders") != before || gatewaytest.Ran(t, f.dsn, f.sys.Logbook) != 0 {
 		t.Fatal("a statement ran while the logbook could not be written")
 	}
 	y, sig := f.sys.SignedExample(t, gatewaytest.Orders)

@@ -432,7 +432,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 	// Approving again: 409.
 	st, body = approve([]byte(prop.Approval), sig)
 	apiError(t, st, body, http.StatusConflict, "conflict")
-	if n := gatewaytest.Receipts(t, f.dsn); n != 1 {
+	if n := gatewaytest.Ran(t, f.dsn, f.sys.Logbook); n != 1 {
 		t.Fatalf("%d receipts, want 1", n)
 	}
 

@@ -23,6 +23,56 @@ import (
 // agent reads. evaluated is what the entry says of the delegations the
 // route evaluated.
 func (l *Ledger) Decide(ctx context.Context, req *Request, evaluated any) error {
+	rec, agentOutcome, err := l.decision(req, evaluated)
+	if err != nil {
+		return err
+	}
+	if _, err := l.cfg.Append(ctx, rec); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	req.Outcome = agentOutcome
+	return nil
+}
+
+// DecideExecuted records the decision on a read that ran while it was
+// being made (authorized in process for a read: no receipt) and the read's
+// outcome, res, in one commit: the decision entry and right after it the
+// execution entry (logbook.Record.Then), with the request row, executed.
+// It is called before any of the read's rows leave (DESIGN.md invariant
+// 7); if it fails, neither entry exists and the rows must be dropped. No
+// crash leaves such a read running for reconciliation to guess at: the
+// read changed nothing, and either both entries are durable or neither.
+func (l *Ledger) DecideExecuted(ctx context.Context, req *Request, evaluated any, res *pilot.Result) error {
+	if res.Outcome != pilot.Executed {
+		return fmt.Errorf("gateway: request %s: DecideExecuted with outcome %q", req.ID, res.Outcome)
+	}
+	rec, _, err := l.decision(req, evaluated)
+	if err != nil {
+		return err
+	}
+	if req.Status != StatusRunning {
+		return fmt.Errorf("gateway: request %s: DecideExecuted on a decision that is %s, not running: %w", req.ID, req.Status, ErrForbidden)
+	}
+	req.ApplyResult(res)
+	payload := ExecutedPayload(req, res)
+	// No receipt in the target proves it ran: this entry, committed with
+	// its decision, is the record (faults.Check reads it so).
+	payload["receipt"] = false
+	exec, logged, err := l.execution(req, payload, false, true)
+	if err != nil {
+		return err
+	}
+	rec.Then = &exec
+	if _, err := l.cfg.Append(ctx, rec); err != nil {
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	logged()
+	return nil
+}
+
+// decision is the decision entry of req, with its request row, and the
+// outcome the agent reads once it is recorded; it sets req's status.
+func (l *Ledger) decision(req *Request, evaluated any) (logbook.Record, Outcome, error) {
 	to := StatusWaiting
 	switch {
 	case req.Outcome == OutcomeRejected:
@@ -33,7 +83,7 @@ func (l *Ledger) Decide(ctx context.Context, req *Request, evaluated any) error 
 		to, req.Outcome = StatusRunning, OutcomeRun
 	}
 	if err := l.transit(StatusNew, to); err != nil {
-		return err
+		return logbook.Record{}, "", err
 	}
 	req.Status = to
 	subjects := map[string]string{"request": req.ID, "principal": req.Principal, "target": req.Target}
@@ -79,11 +129,7 @@ func (l *Ledger) Decide(ctx context.Context, req *Request, evaluated any) error 
 	row := req.row(agentOutcome)
 	// The request row commits with its decision entry, in one group commit.
 	insert := func(ctx context.Context, tx *sql.Tx) error { return l.rq.Insert(ctx, tx, row) }
-	if _, err := l.cfg.Append(ctx, logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload, With: insert}); err != nil {
-		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
-	}
-	req.Outcome = agentOutcome
-	return nil
+	return logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload, With: insert}, agentOutcome, nil
 }
 
 // maxLoggedStatement is the most of a statement's text a decision entry
@@ -249,8 +295,27 @@ func ExecutedPayload(req *Request, res *pilot.Result) map[string]any {
 // holds (a reconciler that settled it first keeps its answer), and
 // logbook.ErrNotApplied says they were not.
 func (l *Ledger) record(ctx context.Context, req *Request, payload map[string]any, lazy, unconditional bool) error {
-	if err := l.transit(StatusRunning, req.Status); err != nil {
+	rec, logged, err := l.execution(req, payload, lazy, unconditional)
+	if err != nil {
 		return err
+	}
+	_, err = l.cfg.Append(ctx, rec)
+	switch {
+	case errors.Is(err, logbook.ErrNotApplied):
+		return logbook.ErrNotApplied
+	case err != nil:
+		// The request stays running; Reconcile resolves it from the receipt.
+		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
+	}
+	logged()
+	return nil
+}
+
+// execution is record's entry, with the request row's move from running;
+// logged is called once it has committed (executedOnce).
+func (l *Ledger) execution(req *Request, payload map[string]any, lazy, unconditional bool) (rec logbook.Record, logged func(), err error) {
+	if err := l.transit(StatusRunning, req.Status); err != nil {
+		return logbook.Record{}, nil, err
 	}
 	subjects := map[string]string{"request": req.ID, "target": req.Target}
 	if req.MarqueID != "" {
@@ -273,17 +338,8 @@ func (l *Ledger) record(ctx context.Context, req *Request, payload map[string]an
 			return l.rq.MoveIfMarque(ctx, tx, req.ID, marque, store.RequestStatus(StatusRunning), to, l.cfg.Clock().UnixNano())
 		}
 	}
-	logged := l.executedOnce(payload)
-	_, err := l.cfg.Append(ctx, logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy})
-	switch {
-	case errors.Is(err, logbook.ErrNotApplied):
-		return logbook.ErrNotApplied
-	case err != nil:
-		// The request stays running; Reconcile resolves it from the receipt.
-		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)
-	}
-	logged()
-	return nil
+	logged = l.executedOnce(payload)
+	return logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy}, logged, nil
 }
 
 // executedOnce names an execution entry's executed_sql by its SHA-256

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,5 +86,89 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	if rep := f.verify(); !rep.OK {
 		t.Fatalf("verify: %+v", rep)
+	}
+}
+
+// TestThenRecords: a record's Then is appended right after it, in the same
+// transaction, under several concurrent appends: the two entries are
+// consecutive, in order, their Withs run in order, both are indexed by
+// their subjects, and the chain verifies. A record whose If says no
+// leaves both out; a Then with an If, Lazy or Then of its own is refused.
+func TestThenRecords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []string
+	with := func(name string) func(context.Context, *sql.Tx) error {
+		return func(context.Context, *sql.Tx) error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, name)
+			return nil
+		}
+	}
+	pair := func(id string, cond bool) Record {
+		return Record{Kind: "decision", Subjects: map[string]string{"request": id}, Payload: id, With: with(id + "/decision"),
+			If:   func(context.Context, *sql.Tx) (bool, error) { return cond, nil },
+			Then: &Record{Kind: "execution", Subjects: map[string]string{"request": id}, Payload: id, With: with(id + "/execution")}}
+	}
+	var wg sync.WaitGroup
+	entries := make([]Entry, 8)
+	errs := make([]error, 8)
+	for i := range entries {
+		wg.Go(func() {
+			entries[i], errs[i] = f.lb.Append(ctx, pair(string(rune('a'+i)), i != 3))
+		})
+		if i%2 == 0 {
+			wg.Go(func() { f.append(Record{Kind: "other", Payload: i}) })
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		id := string(rune('a' + i))
+		if i == 3 {
+			if !errors.Is(err, ErrNotApplied) {
+				t.Fatalf("%s: %v, want ErrNotApplied", id, err)
+			}
+			if es, err := f.lb.Find(ctx, Query{SubjectKey: "request", SubjectValue: id}); err != nil || len(es) != 0 {
+				t.Fatalf("%s: %d entries, %v: its If said no, so neither record exists", id, len(es), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if err := f.lb.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		es, err := f.lb.Find(ctx, Query{SubjectKey: "request", SubjectValue: id})
+		if err != nil || len(es) != 2 {
+			t.Fatalf("%s: %d entries, %v; want its decision and its execution", id, len(es), err)
+		}
+		if es[0].Seq != entries[i].Seq || es[0].Kind != "decision" || es[1].Kind != "execution" || es[1].Seq != es[0].Seq+1 || es[1].PrevHash != es[0].Hash {
+			t.Fatalf("%s: entries %d %s and %d %s (Append said %d): want the decision, then its execution right after it", id, es[0].Seq, es[0].Kind, es[1].Seq, es[1].Kind, entries[i].Seq)
+		}
+	}
+	for i, name := range order {
+		if id, kind, _ := strings.Cut(name, "/"); kind == "decision" && (i+1 >= len(order) || order[i+1] != id+"/execution") {
+			t.Fatalf("With calls %v: %s's execution With does not follow its decision's", order, id)
+		}
+	}
+	if len(order) != 14 {
+		t.Fatalf("With ran %d times, want 14 (7 pairs): %v", len(order), order)
+	}
+	if rep := f.verify(); !rep.OK {
+		t.Fatalf("verify: %+v", rep)
+	}
+	for _, bad := range []Record{
+		{Kind: "decision", Then: &Record{Kind: "execution", Lazy: true}},
+		{Kind: "decision", Then: &Record{Kind: "execution", If: func(context.Context, *sql.Tx) (bool, error) { return true, nil }}},
+		{Kind: "decision", Then: &Record{Kind: "execution", Then: &Record{Kind: "x"}}},
+		{Kind: "decision", Then: &Record{Kind: "Not A Kind"}},
+	} {
+		if _, err := f.lb.Append(ctx, bad); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("a Then of its own kind: %v, want ErrInvalidRecord", err)
+		}
 	}
 }

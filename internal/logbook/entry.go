@@ -80,6 +80,14 @@ type Record struct {
 	// execution, whose receipt committed in the target) and that no caller
 	// is waiting on.
 	Lazy bool
+	// Then, when set, is a second record appended right after this one,
+	// in the same transaction: both entries exist, consecutive in the
+	// chain, or neither does (Append returns this record's entry). Its
+	// own If and Lazy are not allowed (an If of this record decides for
+	// both); its With runs after this record's. It is for a decision and
+	// its outcome known together: a read that ran while its decision was
+	// being made, recorded before any of its rows leave.
+	Then *Record
 }
 
 // Entry is one record in the logbook, as stored and as exported (one JSON
@@ -121,6 +129,8 @@ type prepared struct {
 	with     func(ctx context.Context, tx *sql.Tx) error
 	after    func(ctx context.Context, tx *sql.Tx) error
 	lazy     bool
+	// then is Record.Then, prepared.
+	then *prepared
 }
 
 func prepare(r Record, maxPayload int) (prepared, error) {
@@ -151,7 +161,26 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	return prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, cond: r.If, with: r.With, after: r.After, lazy: r.Lazy}, nil
+	p := prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, cond: r.If, with: r.With, after: r.After, lazy: r.Lazy}
+	if r.Then != nil {
+		if r.Then.If != nil || r.Then.Lazy || r.Then.Then != nil {
+			return prepared{}, fmt.Errorf("%w: a record's Then has its own If, Lazy or Then", ErrInvalidRecord)
+		}
+		then, err := prepare(*r.Then, maxPayload)
+		if err != nil {
+			return prepared{}, fmt.Errorf("%w (its Then)", err)
+		}
+		p.then = &then
+	}
+	return p, nil
+}
+
+// records are the records r appends: itself, and its Then.
+func (r *prepared) records() []*prepared {
+	if r.then == nil {
+		return []*prepared{r}
+	}
+	return []*prepared{r, r.then}
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

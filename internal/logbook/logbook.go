@@ -792,27 +792,35 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	ns := now.UnixNano()
 	var hexBuf [64]byte
 	entryArgs := w.args[:0]
-	hashes := make([]byte, 64*len(reqs)) // every entry's prev and hash, for the INSERT
+	n := 0
+	for _, r := range reqs {
+		n += len(r.rec.records())
+	}
+	hashes := make([]byte, 0, 64*n) // every entry's prev and hash, for the INSERT
 	firstSeq := headSeq + 1
 	for i, r := range reqs {
 		if r.kind != reqEntry || skip(i) {
 			continue
 		}
-		seq := headSeq + 1
-		sum := w.h.sum(seq, ns, []byte(r.rec.kind), r.rec.subjJSON, r.rec.payload, &headHash)
-		prevRaw, hashRaw := hashes[64*i:64*i+32:64*i+32], hashes[64*i+32:64*i+64:64*i+64]
-		copy(prevRaw, headHash[:])
-		copy(hashRaw, sum[:])
-		hex.Encode(hexBuf[:], headHash[:])
-		prev := string(hexBuf[:])
-		hex.Encode(hexBuf[:], sum[:])
-		hash := string(hexBuf[:])
-		entryArgs = append(entryArgs, seq, ns, r.rec.kind, string(r.rec.subjJSON), string(r.rec.payload), prevRaw, hashRaw)
-		out.entries[i] = Entry{
-			Seq: seq, Time: now, Kind: r.rec.kind, Subjects: r.rec.subjects,
-			Payload: r.rec.payload, PrevHash: prev, Hash: hash,
+		for j, rec := range r.rec.records() {
+			seq := headSeq + 1
+			sum := w.h.sum(seq, ns, []byte(rec.kind), rec.subjJSON, rec.payload, &headHash)
+			at := len(hashes)
+			hashes = append(append(hashes, headHash[:]...), sum[:]...)
+			prevRaw, hashRaw := hashes[at:at+32:at+32], hashes[at+32:at+64:at+64]
+			hex.Encode(hexBuf[:], headHash[:])
+			prev := string(hexBuf[:])
+			hex.Encode(hexBuf[:], sum[:])
+			hash := string(hexBuf[:])
+			entryArgs = append(entryArgs, seq, ns, rec.kind, string(rec.subjJSON), string(rec.payload), prevRaw, hashRaw)
+			if j == 0 {
+				out.entries[i] = Entry{
+					Seq: seq, Time: now, Kind: rec.kind, Subjects: rec.subjects,
+					Payload: rec.payload, PrevHash: prev, Hash: hash,
+				}
+			}
+			headSeq, headHash = seq, sum
 		}
-		headSeq, headHash = seq, sum
 	}
 	err = w.insert(ctx, tx, w.insEntry, 7, entryArgs)
 	clear(entryArgs) // keep the buffer, not the batch's payloads
@@ -821,8 +829,14 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		return out, fmt.Errorf("%w: insert entries: %w", ErrUnavailable, err)
 	}
 	for i, r := range reqs {
-		if r.rec.with != nil && !skip(i) {
-			if err := r.rec.with(ctx, tx); err != nil {
+		if r.kind != reqEntry || skip(i) {
+			continue
+		}
+		for _, rec := range r.rec.records() {
+			if rec.with == nil {
+				continue
+			}
+			if err := rec.with(ctx, tx); err != nil {
 				return out, fmt.Errorf("%w: a record's own statements failed: %w", ErrUnavailable, err)
 			}
 		}
@@ -869,13 +883,15 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		if r.kind != reqEntry || skip(i) {
 			continue
 		}
-		d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: r.rec.after}
-		for k, v := range r.rec.subjects {
-			w.deferredSub = append(w.deferredSub, k, v, firstSeq)
+		for _, rec := range r.rec.records() {
+			d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: rec.after}
+			for k, v := range rec.subjects {
+				w.deferredSub = append(w.deferredSub, k, v, firstSeq)
+			}
+			d.end = len(w.deferredSub)
+			w.deferred = append(w.deferred, d)
+			firstSeq++
 		}
-		d.end = len(w.deferredSub)
-		w.deferred = append(w.deferred, d)
-		firstSeq++
 	}
 	return out, nil
 }

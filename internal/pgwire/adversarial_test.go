@@ -94,7 +94,7 @@ func TestAdversarialWire(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	receipts := gatewaytest.Receipts(t, f.dsn)
+	receipts := gatewaytest.Ran(t, f.dsn, f.sys.Logbook)
 	orders := gatewaytest.Snapshot(t, f.dsn, "orders")
 	var reads atomic.Int32 // the reads that check a session goes on
 
@@ -259,7 +259,7 @@ func TestAdversarialWire(t *testing.T) {
 	})
 
 	// Every receipt is one of the reads above.
-	if n := gatewaytest.Receipts(t, f.dsn); n != receipts+int(reads.Load()) {
+	if n := gatewaytest.Ran(t, f.dsn, f.sys.Logbook); n != receipts+int(reads.Load()) {
 		t.Errorf("%d receipts, want %d: an adversarial message ran a statement", n, receipts+int(reads.Load()))
 	}
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != orders {

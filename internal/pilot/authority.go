@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
 )
 
 // Authority is how the gateway of this process hands a statement's
@@ -13,7 +14,8 @@ import (
 // as for a token: the claims (marque.Verifier.VerifyGrant: form, issuer,
 // lifetime, target, the statement's hash), the human signature over the
 // bound and the bound itself, the static check and the guards; the
-// receipt under the claims' id still makes the authorization single-use.
+// receipt under the claims' id still makes the authorization single-use,
+// except for a read authorized by AuthorizeRead, which writes none.
 //
 // A Pilot in another process (pilot/remote) never has one: its requests
 // come off the network, so they carry a signed marque, and the remote
@@ -27,6 +29,8 @@ type Authority struct {
 type grant struct {
 	by *Authority
 	g  marque.Grant
+	// read is set by AuthorizeRead.
+	read bool
 }
 
 // Authority returns the Pilot's in-process authority.
@@ -39,6 +43,26 @@ func (a *Authority) Authorize(req Request, g marque.Grant) Request {
 	req.Marque = ""
 	req.grant = &grant{by: a, g: g}
 	return req
+}
+
+// AuthorizeRead is Authorize for a read whose caller records its
+// decision and its outcome together once it has run, before any of its
+// rows leave the process (DESIGN.md invariant 7): such a read writes no
+// receipt. A read changes nothing, so there is no commit for a receipt to
+// prove, and the authorization is a value that never leaves this
+// process, so it cannot be replayed. A statement that is not a read
+// writes its receipt whatever it was authorized by; only Execute (a
+// statement in a transaction of its own) honours it.
+func (a *Authority) AuthorizeRead(req Request, g marque.Grant) Request {
+	req = a.Authorize(req, g)
+	req.grant.read = true
+	return req
+}
+
+// receiptless reports whether a statement of kind authorized by req
+// writes no receipt (AuthorizeRead).
+func (req Request) receiptless(kind sqlcheck.Op) bool {
+	return req.grant != nil && req.grant.read && kind == sqlcheck.OpSelect
 }
 
 // granted checks an in-process authorization: given by this Pilot's

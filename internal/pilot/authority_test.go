@@ -16,6 +16,18 @@ import (
 // token carries, unsigned: marque.Minter.Grant).
 func (f *fixture) granted(t *testing.T, a *pilot.Authority, req pilot.Request, edit func(*marque.Claims)) pilot.Request {
 	t.Helper()
+	return a.Authorize(req, f.grant(t, req, edit))
+}
+
+// grantedRead is granted, authorized by AuthorizeRead.
+func (f *fixture) grantedRead(t *testing.T, a *pilot.Authority, req pilot.Request) pilot.Request {
+	t.Helper()
+	return a.AuthorizeRead(req, f.grant(t, req, nil))
+}
+
+// grant is the grant of the claims req's marque carries, edited.
+func (f *fixture) grant(t *testing.T, req pilot.Request, edit func(*marque.Claims)) marque.Grant {
+	t.Helper()
 	c, err := f.pilotVerifier.Verify(req.Marque, marque.Expect{Target: "shop", StatementHash: marque.StatementHash(req.SQL)})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +43,7 @@ func (f *fixture) granted(t *testing.T, a *pilot.Authority, req pilot.Request, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Authorize(req, g)
+	return g
 }
 
 // TestInProcessAuthority: a statement authorized as a value by this
@@ -140,5 +152,51 @@ func TestInProcessAuthority(t *testing.T) {
 	}
 	if res, err := f.pilot.Execute(t.Context(), crossed); err != nil || res.Outcome != pilot.Refused || res.Code != pilot.RefusedMarque {
 		t.Fatalf("an encoded grant: %+v %v", res, err)
+	}
+}
+
+// TestAuthorizeReadWritesNoReceipt: a read authorized by AuthorizeRead
+// runs, through its shape's template and on the literal path, with its
+// rows and no receipt; a read authorized by Authorize or by a marque
+// writes one; a write authorized by AuthorizeRead writes its receipt
+// all the same (the flag is for reads alone), and is single-use.
+func TestAuthorizeReadWritesNoReceipt(t *testing.T) {
+	f := newFixture(t)
+	a := f.pilot.Authority()
+	ctx := t.Context()
+	for i, sql := range []string{
+		"SELECT id, status FROM orders WHERE id = 3",          // the first of its shape
+		"SELECT id, status FROM orders WHERE id = 4",          // its template
+		"SELECT id, status FROM orders WHERE id IN (5, 6, 7)", // another shape
+	} {
+		before := f.receipts(t)
+		res, err := f.pilot.Execute(ctx, f.grantedRead(t, a, f.request(t, "unstick-orders.yaml", sql)))
+		if err != nil || res.Outcome != pilot.Executed || len(res.Rows) == 0 {
+			t.Fatalf("%d %q: %+v %v", i, sql, res, err)
+		}
+		if f.receipts(t) != before {
+			t.Fatalf("%q: a read authorized by AuthorizeRead wrote a receipt", sql)
+		}
+	}
+	const read = "SELECT id, status FROM orders WHERE id = 8"
+	for name, req := range map[string]pilot.Request{
+		"Authorize": f.granted(t, a, f.request(t, "unstick-orders.yaml", read), nil),
+		"a marque":  f.request(t, "unstick-orders.yaml", read),
+	} {
+		before := f.receipts(t)
+		if res, err := f.pilot.Execute(ctx, req); err != nil || res.Outcome != pilot.Executed {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+		if f.receipts(t) != before+1 {
+			t.Fatalf("a read authorized by %s wrote no receipt", name)
+		}
+	}
+	write := f.grantedRead(t, a, f.request(t, "unstick-orders.yaml", "UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 9"))
+	before := f.receipts(t)
+	if res, err := f.pilot.Execute(ctx, write); err != nil || res.Outcome != pilot.Executed || f.receipts(t) != before+1 {
+		t.Fatalf("a write authorized by AuthorizeRead: %+v %v, receipts %d (before %d): want executed with its receipt", res, err, f.receipts(t), before)
+	}
+	if res, err := f.pilot.Execute(ctx, write); err != nil || res.Outcome != pilot.Refused || res.Code != pilot.RefusedReplay {
+		t.Fatalf("the same write twice: %+v %v", res, err)
 	}
 }

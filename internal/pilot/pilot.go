@@ -547,7 +547,7 @@ func (p *Pilot) Execute(ctx context.Context, req Request) (*Result, error) {
 			return res, nil
 		}
 		if t != nil && !t.broken.Load() {
-			if res, ok, err := p.runShaped(ctx, claims, t, s); ok {
+			if res, ok, err := p.runShaped(ctx, claims, t, s, req.receiptless(t.g.Kind)); ok {
 				p.shapes.templated.Add(1)
 				return res, err
 			}
@@ -612,7 +612,8 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 
 	// One round trip: the receipt, the session state, and the statement.
 	b := &pgx.Batch{}
-	if !rehearse {
+	receipt := !rehearse && !req.receiptless(g.Kind)
+	if receipt {
 		// The receipt goes first: a second execution of the same marque
 		// blocks on, then fails at, this primary key before running
 		// anything. Its txid column defaults to this transaction's id.
@@ -639,7 +640,7 @@ func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req 
 	var commitTag pgconn.CommandTag
 	var commitErr error
 	br := t.conn.SendBatch(ctx, b)
-	if !rehearse {
+	if receipt {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			if isUniqueViolation(err) {

@@ -28,7 +28,9 @@ import (
 // from anything the agent sent. A write runs folded (fold.go): the
 // guarded statement, its exact count against max_rows, the check and the
 // receipt's insert in one statement, the one message of its exchange; a
-// read writes its receipt, turns read-only and runs, in one pipeline. Either way the statement and COMMIT are
+// read writes its receipt (unless it was authorized in this process by
+// Authority.AuthorizeRead), turns read-only and runs, in one pipeline.
+// Either way the statement and COMMIT are
 // one round trip: the messages run in one implicit transaction that the
 // closing Sync commits.
 //
@@ -180,7 +182,7 @@ func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template) er
 // runShaped runs a compiled statement through its template in one round
 // trip. ok is false when the template cannot run here (the target would
 // not prepare it): nothing ran, and the caller takes the literal path.
-func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *template, s *sqlcheck.Shape) (res *Result, ok bool, err error) {
+func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *template, s *sqlcheck.Shape, receiptless bool) (res *Result, ok bool, err error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, true, fmt.Errorf("pilot: acquire: %w: %w", ErrUnreachable, err)
@@ -203,7 +205,9 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 	b := &pgx.Batch{}
 	read := g.Kind == sqlcheck.OpSelect
 	if read {
-		b.Queue(stmtReceipt, receipt...)
+		if !receiptless {
+			b.Queue(stmtReceipt, receipt...)
+		}
 		b.Queue(stmtPinRead, p.pins...)
 		if p.cfg.Role != "" {
 			b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -680,6 +681,37 @@ func Receipts(t testing.TB, dsn string) int {
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM harbormaster.receipts WHERE NOT void").Scan(&n); err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// Ran counts the statements that ran against the target: its receipts
+// (Receipts) and the reads run in the node's process, which write none
+// and whose execution entries say so (ledger.DecideExecuted).
+func Ran(t testing.TB, dsn string, lb *logbook.Logbook) int {
+	t.Helper()
+	return Receipts(t, dsn) + Receiptless(t, lb)
+}
+
+// Receiptless counts the executions lb records as reads with no receipt.
+func Receiptless(t testing.TB, lb *logbook.Logbook) int {
+	t.Helper()
+	es, err := lb.Find(context.Background(), logbook.Query{Kind: logbook.KindExecution})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		var p struct {
+			Outcome string `json:"outcome"`
+			Receipt *bool  `json:"receipt"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Outcome == string(pilot.Executed) && p.Receipt != nil && !*p.Receipt {
+			n++
+		}
 	}
 	return n
 }

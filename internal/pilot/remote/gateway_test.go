@@ -108,7 +108,7 @@ func observe(t *testing.T, sys *gatewaytest.System, dsn string, resp *gateway.Re
 			}
 		}
 	}
-	o.Receipts = gatewaytest.Receipts(t, dsn)
+	o.Receipts = gatewaytest.Ran(t, dsn, sys.Logbook)
 	return o
 }
 
@@ -173,7 +173,7 @@ func TestGatewayThroughRemotePilot(t *testing.T) {
 			t.Fatalf("remote %v: approved request %+v, want executed on the approved path", remote, done)
 		}
 		r.seen = append(r.seen, observed{Outcome: done.Outcome, Path: done.Path, Status: done.Status, RowsAffected: done.RowsAffected,
-			Receipts: gatewaytest.Receipts(t, dsn)})
+			Receipts: gatewaytest.Ran(t, dsn, sys.Logbook)})
 		sys.Verify(t)
 		runs[remote] = r
 	}
