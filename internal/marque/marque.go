@@ -265,7 +265,8 @@ func inRange(t time.Time) bool {
 	return n > 0 && n < 253402300800
 }
 
-// idLen is the length of a jti: 16 random bytes in unpadded base32.
+// idLen is the length of a jti: 16 bytes (a millisecond time and 10
+// random bytes) in unpadded base32.
 const idLen = 26
 
 func validID(s string) bool {

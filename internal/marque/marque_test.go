@@ -3,12 +3,14 @@ package marque
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"go/parser"
 	"go/token"
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,8 +264,10 @@ func TestMintFillsAndReplaces(t *testing.T) {
 	}
 }
 
-// TestMintIDs: ids are unique (the receipt key, invariant 6) and come from
-// the configured randomness; a failing source fails the mint.
+// TestMintIDs: ids are unique (the receipt key, invariant 6), begin with
+// the minter's clock in milliseconds (so later ids sort later: the
+// receipts' index is appended to) and end with the configured randomness;
+// a failing source fails the mint.
 func TestMintIDs(t *testing.T) {
 	t.Parallel()
 	m := newMinter(t, nil)
@@ -276,10 +280,21 @@ func TestMintIDs(t *testing.T) {
 		seen[c.ID] = true
 	}
 
-	zero := newMinter(t, func(c *MinterConfig) { c.Rand = bytes.NewReader(make([]byte, 16)) })
+	zero := newMinter(t, func(c *MinterConfig) { c.Rand = bytes.NewReader(make([]byte, 10)) })
 	_, c := mint(t, zero, baseClaims())
-	if c.ID != strings.Repeat("a", idLen) {
-		t.Errorf("jti from zero bytes = %q, want %q", c.ID, strings.Repeat("a", idLen))
+	var want [16]byte
+	binary.BigEndian.PutUint64(want[:8], uint64(t0.UnixMilli())<<16)
+	if c.ID != idEncoding.EncodeToString(want[:]) || !strings.HasSuffix(c.ID, strings.Repeat("2", 15)) {
+		t.Errorf("jti from zero bytes at %v = %q, want %q", t0, c.ID, idEncoding.EncodeToString(want[:]))
+	}
+	var ids []string
+	for i := range 3 {
+		later := newMinter(t, func(c *MinterConfig) { c.Clock = fixedClock(t0.Add(time.Duration(i) * time.Millisecond)) })
+		_, c := mint(t, later, baseClaims())
+		ids = append(ids, c.ID)
+	}
+	if !slices.IsSorted(ids) || ids[0] == ids[1] {
+		t.Errorf("ids minted a millisecond apart do not sort in time: %q", ids)
 	}
 	if _, _, err := zero.Mint(baseClaims()); !errors.Is(err, io.EOF) {
 		t.Errorf("Mint with exhausted Rand: err = %v, want io.EOF", err)
