@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	pg "github.com/pganalyze/pg_query_go/v6"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
@@ -304,6 +305,9 @@ func (c Check) Run(ctx context.Context) (*Report, error) {
 				if i != 1 || es[0].kind != "decision" || es[0].seq != m.seq-1 {
 					rep.violate("request %s: its receiptless execution entry %d is not the one right after its decision", id, m.seq)
 				}
+				if !isRead(reqs[id].canonical) {
+					rep.violate("request %s ran without a receipt but is not a read: %q", id, reqs[id].canonical)
+				}
 				return true
 			}
 		}
@@ -325,4 +329,12 @@ func (c Check) Run(ctx context.Context) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// isRead reports whether canonical is one SELECT (a receiptless execution
+// must be a read; the walker refuses a data-modifying WITH, and the Pilot
+// runs a read read-only).
+func isRead(canonical string) bool {
+	tree, err := pg.Parse(canonical)
+	return err == nil && len(tree.Stmts) == 1 && tree.Stmts[0].Stmt.GetSelectStmt() != nil
 }

@@ -368,7 +368,7 @@ func (g *Gateway) submit(ctx context.Context, principal, target, sql string, tx 
 	// authorization leaves.
 	g.led.Flying(req.ID)
 	defer g.led.Landed(req.ID)
-	readFirst := readsFirst(p, req, a, tx)
+	readFirst := g.readsFirst(p, req, a, tx)
 	preq, err := g.authorize(ctx, p, req, rt, chosen, a.Canonical, readFirst)
 	if err != nil {
 		return nil, err

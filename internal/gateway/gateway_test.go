@@ -284,9 +284,10 @@ func TestDecisionBeforeExecution(t *testing.T) {
 
 // TestNothingExecutesWithoutTheLogbook: once the logbook cannot be
 // written, every statement fails with ErrLogUnavailable before anything
-// changes in the target or is stored. A read runs while its decision is
-// being made, so it ran; none of its rows leave (no answer but the
-// error).
+// runs in the target or is stored: a read, which otherwise runs while its
+// decision is made, is decided first while the logbook is known not to be
+// recording (ledger.Ledger.Recording), so it does not run either; the
+// Pilot ran nothing.
 func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -297,6 +298,7 @@ func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sys.StopLogbook(t)
+	ran := f.sys.Pilot.Stats()
 	for _, sql := range []string{
 		"UPDATE orders SET status = 'retrying', updated_at = now() WHERE id = 3",
 		"SELECT id, status FROM orders WHERE id = 3",
@@ -312,8 +314,8 @@ func TestNothingExecutesWithoutTheLogbook(t *testing.T) {
 	if gatewaytest.Snapshot(t, f.dsn, "orders") != orders || gatewaytest.Snapshot(t, f.dsn, "customers") != customers {
 		t.Fatal("the target changed while the logbook could not be written")
 	}
-	if n := f.ran(t); n != 0 {
-		t.Fatalf("%d receipts: a marque reached the Pilot without a durable decision", n)
+	if n := f.ran(t); n != 0 || f.sys.Pilot.Stats() != ran {
+		t.Fatalf("%d receipts, Pilot runs %+v (before %+v): a statement reached the Pilot without a durable decision", n, f.sys.Pilot.Stats(), ran)
 	}
 	if ids := storedRequestIDs(t, f.sys); len(ids) != 0 {
 		t.Fatalf("requests %v stored without a decision entry", ids)

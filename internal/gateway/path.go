@@ -174,9 +174,14 @@ func (g *Gateway) refer(ctx context.Context, req *ledger.Request, evals []route.
 // A read changes nothing, so invariant 7 asks only that its decision be
 // durable before any of its rows leave; a write, a surveyed statement, a
 // statement in a transaction or one for a Pilot in another process has
-// its decision recorded first, as before.
-func readsFirst(p pilot.Executor, req *ledger.Request, a *sqlcheck.Analysis, tx *Tx) bool {
-	return tx == nil && req.Path == marque.PathCompiled && a.Facts != nil && a.Facts.Kind == sqlcheck.OpSelect && authorityOf(p) != nil
+// its decision recorded first, as before. So does every statement while
+// the logbook is known not to be recording (its writer stopped, or its
+// last commit failed, ledger.Ledger.Recording): then the decision fails
+// first and nothing runs (invariant 3); a read already under way when the
+// store fails returns no rows.
+func (g *Gateway) readsFirst(p pilot.Executor, req *ledger.Request, a *sqlcheck.Analysis, tx *Tx) bool {
+	return tx == nil && req.Path == marque.PathCompiled && a.Facts != nil && a.Facts.Kind == sqlcheck.OpSelect && authorityOf(p) != nil &&
+		g.led.Recording()
 }
 
 // authorize records the decision (6) and returns the Pilot's request with
@@ -192,7 +197,7 @@ func readsFirst(p pilot.Executor, req *ledger.Request, a *sqlcheck.Analysis, tx 
 // outcome (recordRead), and its authorization asks for no receipt.
 func (g *Gateway) authorize(ctx context.Context, p pilot.Executor, req *ledger.Request, rt route.Route, chosen *Delegation, canonical string, readFirst bool) (pilot.Request, error) {
 	var err error
-	if req.MarqueID, err = g.minter.NewID(); err != nil {
+	if req.MarqueID, err = g.minter.NewIDAt(req.Created); err != nil {
 		return pilot.Request{}, fmt.Errorf("gateway: %w", err)
 	}
 	claims := marque.Claims{
@@ -317,6 +322,8 @@ func (g *Gateway) recordRead(ctx context.Context, req *ledger.Request, rt route.
 		g.cfg.Metrics.PilotRefusal(res.Code)
 		return answer(req, res), nil
 	}
+	// Recorded even if the agent has gone: the read may have run.
+	ctx = context.WithoutCancel(ctx)
 	if derr := g.decide(ctx, req, rt.Evaluated, chosen); derr != nil {
 		return nil, errors.Join(derr, err)
 	}

@@ -70,6 +70,11 @@ func (l *Ledger) DecideExecuted(ctx context.Context, req *Request, evaluated any
 	return nil
 }
 
+// Recording reports whether the logbook is known to be taking entries
+// (logbook.Logbook.Recording): a hint for what may run before its
+// decision is recorded, never a promise that the next entry will be.
+func (l *Ledger) Recording() bool { return l.lb != nil && l.lb.Recording() }
+
 // decision is the decision entry of req, with its request row, and the
 // outcome the agent reads once it is recorded; it sets req's status.
 func (l *Ledger) decision(req *Request, evaluated any) (logbook.Record, Outcome, error) {

@@ -172,3 +172,32 @@ func TestThenRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestRecording: a running writer is recording; a batch that fails to
+// commit makes it not recording until one commits; a stopped writer is
+// not recording.
+func TestRecording(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	f.append(Record{Kind: "decision"})
+	if !f.lb.Recording() {
+		t.Fatal("a running writer that committed is not recording")
+	}
+	if _, err := f.lb.Append(ctx, Record{Kind: "decision", With: func(context.Context, *sql.Tx) error {
+		return errors.New("the store refused")
+	}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a failing With: %v, want ErrUnavailable", err)
+	}
+	if f.lb.Recording() {
+		t.Fatal("recording after a batch failed to commit")
+	}
+	f.append(Record{Kind: "decision"})
+	if !f.lb.Recording() {
+		t.Fatal("not recording after a batch committed again")
+	}
+	f.stop()
+	if f.lb.Recording() {
+		t.Fatal("a stopped writer is recording")
+	}
+}

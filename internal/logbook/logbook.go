@@ -179,6 +179,9 @@ type Logbook struct {
 	stopped chan struct{} // closed once Run has answered every request it took
 
 	stats stats
+	// failing is set while the writer's last batch of entries failed to
+	// commit, until one commits (Recording).
+	failing atomic.Bool
 	// est is Run's estimate of the active appenders (the commit window's
 	// target). A field, so tests can seed it before Run.
 	est concurrency
@@ -274,6 +277,21 @@ func (l *Logbook) Append(ctx context.Context, rec Record) (Entry, error) {
 		return Entry{}, fmt.Errorf("logbook: append: %w", res.err)
 	}
 	return res.entry, nil
+}
+
+// Recording reports whether the logbook is known to be taking entries: it
+// can append, its writer runs, and the writer's last batch (if any)
+// committed. It is a hint, not a promise: the next append may still fail.
+func (l *Logbook) Recording() bool {
+	if l.signer == nil || !l.started.Load() || l.failing.Load() {
+		return false
+	}
+	select {
+	case <-l.stopped:
+		return false
+	default:
+		return true
+	}
 }
 
 // Checkpoint signs and stores a checkpoint of the current head now, through
@@ -693,6 +711,9 @@ func (w *writer) commit(ctx context.Context, batch []*request) (settles []*reque
 	cancel()
 	if err != nil && !errors.Is(err, ErrEmpty) {
 		w.l.log.Error("logbook: batch not committed", "entries", len(live), "err", err)
+		w.l.failing.Store(true)
+	} else {
+		w.l.failing.Store(false)
 	}
 	for i, r := range live {
 		switch {

@@ -296,6 +296,17 @@ func TestMintIDs(t *testing.T) {
 	if !slices.IsSorted(ids) || ids[0] == ids[1] {
 		t.Errorf("ids minted a millisecond apart do not sort in time: %q", ids)
 	}
+	// NewIDAt takes its time from the caller (the gateway: when the agent
+	// sent the statement), not from the minter's clock.
+	at := t0.Add(-time.Hour)
+	id, err := m.NewIDAt(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := idEncoding.DecodeString(id)
+	if err != nil || len(raw) != 16 || binary.BigEndian.Uint64(raw[:8])>>16 != uint64(at.UnixMilli()) {
+		t.Errorf("NewIDAt(%v) = %q (%x, %v): want its first 6 bytes to be that millisecond", at, id, raw, err)
+	}
 	if _, _, err := zero.Mint(baseClaims()); !errors.Is(err, io.EOF) {
 		t.Errorf("Mint with exhausted Rand: err = %v, want io.EOF", err)
 	}

@@ -120,8 +120,14 @@ var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadd
 
 // NewID reserves a fresh marque id, for a caller that records the id
 // (in the decision entry) before it mints the marque with MintID.
-func (m *Minter) NewID() (string, error) {
-	id, err := m.newID()
+func (m *Minter) NewID() (string, error) { return m.NewIDAt(m.clock()) }
+
+// NewIDAt is NewID with at, not the minter's clock, as the id's time: the
+// gateway gives the time the agent sent the statement, so an id the agent
+// may read tells it nothing it did not know (not when its statement was
+// authorized, which would split the path's time before and after).
+func (m *Minter) NewIDAt(at time.Time) (string, error) {
+	id, err := m.newIDAt(at)
 	if err != nil {
 		return "", fmt.Errorf("marque: id: %w", err)
 	}
@@ -214,9 +220,12 @@ func (m *Minter) MintID(id string, c Claims) (string, Claims, error) {
 // sort later, so the receipts the target keys by them (and the store's
 // rows) are appended to the end of their index rather than scattered over
 // it (issue 25); 80 random bits keep two ids of one millisecond apart.
-func (m *Minter) newID() (string, error) {
+func (m *Minter) newID() (string, error) { return m.newIDAt(m.clock()) }
+
+// newIDAt is newID at the time at.
+func (m *Minter) newIDAt(at time.Time) (string, error) {
 	var b [16]byte
-	ms := max(m.clock().UnixMilli(), 0)
+	ms := max(at.UnixMilli(), 0)
 	for i := 5; i >= 0; i-- {
 		b[i] = byte(ms)
 		ms >>= 8

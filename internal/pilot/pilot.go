@@ -583,8 +583,10 @@ func (p *Pilot) Rehearse(ctx context.Context, sql string, canonicalBound []byte,
 // of its own when t is nil.
 func (p *Pilot) run(ctx context.Context, claims *marque.Claims, g *Guarded, req Request, t *Txn, rehearse bool) (*Result, error) {
 	if t == nil {
+		// A transaction id only for a receipt to name (a receiptless read
+		// has none, and needs no id of its own).
 		var err error
-		if t, err = p.beginAt(ctx, !rehearse, req.ExpectBefore != ""); err != nil {
+		if t, err = p.beginAt(ctx, !rehearse && !req.receiptless(g.Kind), req.ExpectBefore != ""); err != nil {
 			return nil, err
 		}
 	} else if !t.take() {
