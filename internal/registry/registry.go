@@ -222,7 +222,11 @@ func (r *Registry) Add(ctx context.Context, d *Delegation) (*Delegation, error) 
 // force meanwhile, it refuses a delegation already revoked
 // (ErrAlreadyRevoked), runs record (the caller's logbook entry; if it
 // fails, nothing is stored and its error is returned), writes the store,
-// and marks d revoked.
+// and marks d revoked. Every statement routed after Revoke returns sees
+// the revocation; one routed before it may still run, and be recorded,
+// after it returns (a read, recorded once it has run, can then follow
+// the revocation entry in the logbook), as on any node that has not yet
+// read the revocation from the store.
 func (r *Registry) Revoke(ctx context.Context, d *Delegation, at time.Time, by, act string, record func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
