@@ -222,8 +222,10 @@ func TestReconcileAndASlowApprovalAgree(t *testing.T) {
 	// The reconciliation first: the slow node then runs nothing.
 	a := f.referred(t, "UPDATE orders SET status = 'failed' WHERE id = 45")
 	claim(a.ID)
-	if n, err := other.Reconcile(ctx, time.Minute); err != nil || n != 1 {
-		t.Fatalf("the other node's reconciliation: %d, %v; want 1 settled", n, err)
+	// Either node's periodic reconciliation (every second) may settle it
+	// before this call does: what matters is that it is settled, once.
+	if n, err := other.Reconcile(ctx, time.Minute); err != nil || n > 1 {
+		t.Fatalf("the other node's reconciliation: %d, %v; want it settled once", n, err)
 	}
 	if err := f.sys.Gateway.RecordMarque(ctx, a.ID, gatewaytest.Target, a.MarqueID, "mrq_slow"); err == nil {
 		t.Fatal("the slow node recorded its marque on a request settled meanwhile")
