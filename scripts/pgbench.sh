@@ -32,14 +32,21 @@ cleanup() {
 trap cleanup EXIT
 
 echo "make bench: starting the demo (a throwaway PostgreSQL and a node)..." >&2
+# wait_for FILE PID LOG SECONDS WHAT: until FILE is written, while PID lives
+# (else its LOG and exit), at most SECONDS.
+wait_for() {
+	local i
+	for ((i = 0; i < $4 * 10; i++)); do
+		[[ -s $1 ]] && return 0
+		kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "make bench: $5 in $4 s" >&2
+	exit 1
+}
 "$HM" demo --dir "$work/demo" --info "$work/info.json" --listen 127.0.0.1:0 >"$work/demo.log" 2>&1 &
 demo_pid=$!
-for _ in $(seq 1 600); do
-	[[ -s $work/info.json ]] && break
-	kill -0 "$demo_pid" 2>/dev/null || { cat "$work/demo.log" >&2; exit 1; }
-	sleep 0.2
-done
-[[ -s $work/info.json ]] || { echo "make bench: the demo wrote no --info in 120 s" >&2; exit 1; }
+wait_for "$work/info.json" "$demo_pid" "$work/demo.log" 120 "the demo wrote no --info"
 info() { python3 -c "import json,sys; print(json.load(open('$work/info.json'))['$1'])"; }
 direct=$(info target_dsn)
 wire=$(info pg_url)
@@ -50,13 +57,8 @@ if [[ -n $pgbouncer ]]; then
 	# PgBouncer as harbormaster bench --pgbouncer starts it (bench.StartPgBouncer).
 	"$HM" bench --info "$work/info.json" --pgbouncer "$pgbouncer" --pgbouncer-only --clients "$CLIENTS" >"$work/bouncer.url" 2>"$work/bouncer.log" &
 	bouncer_pid=$!
-	for _ in $(seq 1 100); do
-		[[ -s $work/bouncer.url ]] && break
-		kill -0 "$bouncer_pid" 2>/dev/null || { cat "$work/bouncer.log" >&2; exit 1; }
-		sleep 0.1
-	done
+	wait_for "$work/bouncer.url" "$bouncer_pid" "$work/bouncer.log" 10 "PgBouncer did not start"
 	bouncer=$(cat "$work/bouncer.url")
-	[[ -n $bouncer ]] || { echo "make bench: PgBouncer did not start" >&2; exit 1; }
 	targets=("direct=$direct" "pgbouncer=$bouncer" "wire=$wire")
 else
 	echo "make bench: pgbouncer is not installed (Debian: apt-get install pgbouncer); its column is left out" >&2

@@ -129,7 +129,8 @@ type prepared struct {
 	with     func(ctx context.Context, tx *sql.Tx) error
 	after    func(ctx context.Context, tx *sql.Tx) error
 	lazy     bool
-	// then is Record.Then, prepared.
+	// then is Record.Then, prepared: a record and its Then are the chain
+	// rec, rec.then.
 	then *prepared
 }
 
@@ -173,14 +174,6 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 		p.then = &then
 	}
 	return p, nil
-}
-
-// records are the records r appends: itself, and its Then.
-func (r *prepared) records() []*prepared {
-	if r.then == nil {
-		return []*prepared{r}
-	}
-	return []*prepared{r, r.then}
 }
 
 // hasher computes entry hashes, reusing its buffer across calls.

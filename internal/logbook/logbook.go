@@ -815,7 +815,9 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	entryArgs := w.args[:0]
 	n := 0
 	for _, r := range reqs {
-		n += len(r.rec.records())
+		for rec := &r.rec; rec != nil; rec = rec.then {
+			n++
+		}
 	}
 	hashes := make([]byte, 0, 64*n) // every entry's prev and hash, for the INSERT
 	firstSeq := headSeq + 1
@@ -823,7 +825,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		if r.kind != reqEntry || skip(i) {
 			continue
 		}
-		for j, rec := range r.rec.records() {
+		for rec := &r.rec; rec != nil; rec = rec.then {
 			seq := headSeq + 1
 			sum := w.h.sum(seq, ns, []byte(rec.kind), rec.subjJSON, rec.payload, &headHash)
 			at := len(hashes)
@@ -834,7 +836,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 			hex.Encode(hexBuf[:], sum[:])
 			hash := string(hexBuf[:])
 			entryArgs = append(entryArgs, seq, ns, rec.kind, string(rec.subjJSON), string(rec.payload), prevRaw, hashRaw)
-			if j == 0 {
+			if rec == &r.rec {
 				out.entries[i] = Entry{
 					Seq: seq, Time: now, Kind: rec.kind, Subjects: rec.subjects,
 					Payload: rec.payload, PrevHash: prev, Hash: hash,
@@ -853,7 +855,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		if r.kind != reqEntry || skip(i) {
 			continue
 		}
-		for _, rec := range r.rec.records() {
+		for rec := &r.rec; rec != nil; rec = rec.then {
 			if rec.with == nil {
 				continue
 			}
@@ -904,7 +906,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		if r.kind != reqEntry || skip(i) {
 			continue
 		}
-		for _, rec := range r.rec.records() {
+		for rec := &r.rec; rec != nil; rec = rec.then {
 			d := deferredEntry{seq: firstSeq, sub: len(w.deferredSub), after: rec.after}
 			for k, v := range rec.subjects {
 				w.deferredSub = append(w.deferredSub, k, v, firstSeq)
