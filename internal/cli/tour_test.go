@@ -365,6 +365,15 @@ func (s *tourSession) run(readmeLine int, st tourStep) {
 	}
 	c.Dir = s.cwd
 	c.Env = append(os.Environ(), s.env...)
+	if answers {
+		// script(1) runs the command with $SHELL, which CI (root, no
+		// login shell) leaves unset, so /bin/sh: dash has no pipefail.
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Env = append(c.Env, "SHELL="+bash)
+	}
 	var out lockedBuffer
 	c.Stdout, c.Stderr = &out, &out
 	var stdin io.WriteCloser
