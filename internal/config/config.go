@@ -391,7 +391,28 @@ type Logbook struct {
 	// CheckpointInterval signs one at least this often when entries were
 	// added. Defaults to 10s.
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+	// Retain keeps entries, and the rows of the settled requests they
+	// decided, this long; older ones are removed through signed
+	// checkpoints, each removal recorded in the chain (docs/operations.md,
+	// "Retention"). Defaults to 2160h (90 days); at least 24h.
+	Retain Duration `yaml:"retain"`
+	// KeepAll turns retention off: the store keeps everything and grows
+	// without bound.
+	KeepAll bool `yaml:"keep_all"`
+	// PruneEvery is how often retention runs. Defaults to 1h.
+	PruneEvery Duration `yaml:"prune_every"`
+	// Archive, when set, is a directory that receives every range of
+	// entries before it is removed, as JSON lines (logbook export's
+	// format), written and synced first.
+	Archive string `yaml:"archive"`
 }
+
+// DefaultRetain is how long the logbook keeps entries when logbook.retain
+// is not set.
+const DefaultRetain = 90 * 24 * time.Hour
+
+// MinRetain is the shortest logbook.retain accepted.
+const MinRetain = 24 * time.Hour
 
 // Duration is a time.Duration written as "30s".
 type Duration time.Duration
@@ -506,6 +527,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logbook.CheckpointInterval == 0 {
 		c.Logbook.CheckpointInterval = Duration(10 * time.Second)
+	}
+	if c.Logbook.Retain == 0 {
+		c.Logbook.Retain = Duration(DefaultRetain)
+	}
+	if c.Logbook.PruneEvery == 0 {
+		c.Logbook.PruneEvery = Duration(time.Hour)
 	}
 	for i := range c.Targets {
 		c.Targets[i] = c.Targets[i].withDefaults()
@@ -660,6 +687,12 @@ func (c *Config) Validate(getenv func(string) string) error {
 	}
 	if c.Logbook.CheckpointEvery < 1 {
 		bad("logbook.checkpoint_every", "must be at least 1")
+	}
+	if !c.Logbook.KeepAll && c.Logbook.Retain.D() < MinRetain {
+		bad("logbook.retain", "must be at least %s (or set logbook.keep_all)", MinRetain)
+	}
+	if c.Logbook.PruneEvery.D() < 0 {
+		bad("logbook.prune_every", "must not be negative")
 	}
 	return errors.Join(errs...)
 }

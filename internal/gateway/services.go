@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/quota"
 	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
@@ -25,7 +26,10 @@ import (
 //     path: a revocation on another node takes effect here within that bound;
 //   - clock: the store's clock is read and this node's offset from it
 //     measured (registry.Registry.MeasureClock), when the store is not on
-//     this machine.
+//     this machine;
+//   - retention: logbook entries older than Retention.Retain, and the rows
+//     of the settled requests they decided, are removed (ledger.Prune),
+//     when Retention.Retain is set.
 type Services struct {
 	// QueueExpiry, DelegationExpiry, Reconcile and Delegations are the
 	// services' intervals. Each defaults to one second.
@@ -39,6 +43,10 @@ type Services struct {
 	// DelegationsStale is how old the last good read of the delegations may
 	// be before the fast path stops. Defaults to five Delegations intervals.
 	DelegationsStale time.Duration
+	// Retention is what the retention service removes, every RetentionEvery
+	// (default one hour). A zero Retention.Retain keeps everything.
+	Retention      ledger.Retention
+	RetentionEvery time.Duration
 }
 
 // WithDefaults fills unset fields.
@@ -53,6 +61,9 @@ func (s Services) WithDefaults() Services {
 	}
 	if s.DelegationsStale <= 0 {
 		s.DelegationsStale = 5 * s.Delegations
+	}
+	if s.RetentionEvery <= 0 {
+		s.RetentionEvery = time.Hour
 	}
 	return s
 }
@@ -84,6 +95,15 @@ func (g *Gateway) Services() []Service {
 	}
 	if g.cfg.StoreClock != nil {
 		out = append(out, Service{Name: "clock", Every: s.Clock, Tick: g.reg.MeasureClock})
+	}
+	if s.Retention.Retain > 0 {
+		out = append(out, Service{Name: "retention", Every: s.RetentionEvery, Tick: func(ctx context.Context) error {
+			entries, requests, err := g.led.Prune(ctx, s.Retention)
+			if entries > 0 {
+				g.cfg.Logger.Info("retention", "entries", entries, "requests", requests, "retain", s.Retention.Retain)
+			}
+			return err
+		}})
 	}
 	return out
 }

@@ -63,8 +63,8 @@ type Ledger struct {
 	reconcileMu sync.Mutex
 
 	// executedTexts are the executed texts an execution entry of this
-	// ledger has committed, by SHA-256 (executedOnce).
-	executedTexts memo.Map[[32]byte, struct{}]
+	// ledger has committed, by SHA-256, and when (executedOnce).
+	executedTexts memo.Map[[32]byte, time.Time]
 
 	// seen, when set (tests), is told every move the ledger makes.
 	seen func(from, to Status)
@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook) 
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	return &Ledger{cfg: cfg, lb: lb, rq: rq, executedTexts: memo.Map[[32]byte, struct{}]{Max: maxExecutedTexts}}, nil
+	return &Ledger{cfg: cfg, lb: lb, rq: rq, executedTexts: memo.Map[[32]byte, time.Time]{Max: maxExecutedTexts}}, nil
 }
 
 // List returns the requests f selects, oldest first.

@@ -363,11 +363,11 @@ func (l *Ledger) executedOnce(payload map[string]any) (logged func()) {
 	}
 	sum := sha256.Sum256([]byte(text))
 	payload["executed_sql_sha256"] = hex.EncodeToString(sum[:])
-	if _, ok := l.executedTexts.Get(sum); ok {
+	if at, ok := l.executedTexts.Get(sum); ok && l.cfg.Clock().Sub(at) < executedTextFresh {
 		delete(payload, "executed_sql")
 		return func() {}
 	}
-	return func() { l.executedTexts.Put(sum, struct{}{}) }
+	return func() { l.executedTexts.Put(sum, l.cfg.Clock()) }
 }
 
 // Failed records that a request decided to run did not, with the fixed
@@ -414,24 +414,30 @@ func (l *Ledger) settleRunning(ctx context.Context, req *Request, payload map[st
 }
 
 // ExecutedText finds the executed text an execution entry names by its
-// SHA-256 (executedOnce): the first execution entry that carries it. ""
+// SHA-256 (executedOnce): the first execution entry that carries it, or
+// the logbook.pruned entry that carried it past a prune (carryTexts). ""
 // when no entry does.
 func ExecutedText(ctx context.Context, lb *logbook.Logbook, sum string) (string, error) {
 	var text string
 	errFound := errors.New("found")
-	err := lb.Iterate(ctx, logbook.Query{Kind: logbook.KindExecution}, func(e logbook.Entry) error {
-		var p struct {
-			SQL string `json:"executed_sql"`
-			Sum string `json:"executed_sql_sha256"`
+	for _, kind := range []logbook.Kind{logbook.KindExecution, logbook.KindPruned} {
+		err := lb.Iterate(ctx, logbook.Query{Kind: kind}, func(e logbook.Entry) error {
+			if got, t := executedOf(e.Payload); got == sum && t != "" {
+				text = t
+			} else if t := carriedTexts(e.Payload)[sum]; t != "" {
+				text = t
+			}
+			if text != "" {
+				return errFound
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return "", err
 		}
-		if json.Unmarshal(e.Payload, &p) == nil && p.Sum == sum && p.SQL != "" {
-			text = p.SQL
-			return errFound
+		if text != "" {
+			break
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errFound) {
-		return "", err
 	}
 	return text, nil
 }

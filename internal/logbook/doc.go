@@ -7,9 +7,15 @@
 //
 //   - Append-only. Entries are only ever inserted; the schema's triggers
 //     abort UPDATE and DELETE on the logbook tables (a guard against our own
-//     mistakes, not against an attacker with the file).
-//   - Gapless. Seq starts at 1 and every entry's seq is its predecessor's
-//     plus one.
+//     mistakes, not against an attacker with the file), except that Prune
+//     (retention) removes the oldest entries through a signed checkpoint:
+//     it appends a logbook.pruned entry naming the checkpoint's size and
+//     head first, then moves the prune mark and deletes the entries at or
+//     below it, the only rows the triggers let a DELETE reach. Verify
+//     resumes the chain at the mark and requires both the checkpoint and
+//     the chained entry.
+//   - Gapless. Seq starts at 1 (at the prune mark plus one once pruned) and
+//     every entry's seq is its predecessor's plus one.
 //   - Durable before acknowledged. Append returns an entry only after the
 //     SQLite transaction holding it has committed with WAL and
 //     synchronous=FULL. If Append returns an error the entry does not exist

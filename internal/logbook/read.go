@@ -102,6 +102,8 @@ func (l *Logbook) Tail(ctx context.Context, n int) ([]Entry, error) {
 type Query struct {
 	// From is the first seq to return (inclusive).
 	From int64
+	// Through, if positive, is the last seq to return (inclusive).
+	Through int64
 	// Kind, if set, keeps only entries of that kind.
 	Kind Kind
 	// SubjectKey and SubjectValue, if set (both), keep only entries about
@@ -112,6 +114,9 @@ type Query struct {
 }
 
 func (q Query) sql(pg bool) (string, []any, error) {
+	if q.Through > 0 && (q.SubjectKey != "" || q.SubjectValue != "") {
+		return "", nil, errors.New("Through is for a query without a subject")
+	}
 	var b strings.Builder
 	var args []any
 	kind := func() {
@@ -144,6 +149,10 @@ func (q Query) sql(pg bool) (string, []any, error) {
 	default:
 		b.WriteString("SELECT " + entryCols + " FROM logbook_entries e WHERE e.seq >= ?")
 		args = append(args, q.From)
+		if q.Through > 0 {
+			b.WriteString(" AND e.seq <= ?")
+			args = append(args, q.Through)
+		}
 		kind()
 		b.WriteString(" ORDER BY e.seq")
 	}
@@ -224,11 +233,17 @@ func (l *Logbook) Find(ctx context.Context, q Query) ([]Entry, error) {
 // object per line, and returns how many it wrote. Payloads are written byte
 // for byte as stored, so HashEntry of a decoded line reproduces its hash.
 func (l *Logbook) Export(ctx context.Context, w io.Writer, fromSeq int64) (int64, error) {
+	return l.exportRange(ctx, w, fromSeq, 0)
+}
+
+// exportRange is Export of the entries from..through (through 0: to the
+// end).
+func (l *Logbook) exportRange(ctx context.Context, w io.Writer, from, through int64) (int64, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	var n int64
-	err := l.Iterate(ctx, Query{From: fromSeq}, func(e Entry) error {
+	err := l.Iterate(ctx, Query{From: from, Through: through}, func(e Entry) error {
 		if err := enc.Encode(e); err != nil {
 			return err
 		}

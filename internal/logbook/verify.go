@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,6 +40,10 @@ const (
 	// ProblemTruncated: a valid checkpoint signs more entries than the log
 	// holds: the tail was deleted.
 	ProblemTruncated Problem = "truncated"
+	// ProblemUnrecordedPrune: the entries before the prune mark are gone,
+	// but no logbook.pruned entry in the chain records that cut at that
+	// head: they were deleted by something other than Prune.
+	ProblemUnrecordedPrune Problem = "unrecorded-prune"
 )
 
 // Report is what Verify found. A tampered log is a Report with OK false, not
@@ -48,6 +53,11 @@ type Report struct {
 	OK bool
 	// Entries is how many entries were checked and found intact.
 	Entries int64
+	// PrunedThrough is the prune mark: entries 1..PrunedThrough were
+	// removed by retention (Prune), which a chained logbook.pruned entry
+	// records and a checkpoint at that size signs; the chain is checked
+	// from the entry after it.
+	PrunedThrough int64
 	// HeadSeq and HeadHash describe the last intact entry.
 	HeadSeq  int64
 	HeadHash string
@@ -94,8 +104,12 @@ func (r Report) String() string {
 	case r.TailTooLong:
 		status, why = "unsigned tail", fmt.Sprintf(", more than the checkpoint interval (%d)", r.MaxUnsigned)
 	}
-	return fmt.Sprintf("%s: %d entries, head %d %s, %d checkpoints; signed through entry %d of %d; %d entries unsigned%s",
-		status, r.Entries, r.HeadSeq, r.HeadHash, r.Checkpoints, r.SignedThrough, r.HeadSeq, r.Unsigned, why)
+	pruned := ""
+	if r.PrunedThrough > 0 {
+		pruned = fmt.Sprintf(" (entries 1 to %d pruned at a signed checkpoint)", r.PrunedThrough)
+	}
+	return fmt.Sprintf("%s: %d entries%s, head %d %s, %d checkpoints; signed through entry %d of %d; %d entries unsigned%s",
+		status, r.Entries, pruned, r.HeadSeq, r.HeadHash, r.Checkpoints, r.SignedThrough, r.HeadSeq, r.Unsigned, why)
 }
 
 // cpCheck is one checkpoint to hold the chain against.
@@ -139,7 +153,11 @@ func (l *Logbook) Verify(ctx context.Context, v note.Verifier, external ...Check
 		if err != nil {
 			return err
 		}
-		rep, err = l.walk(ctx, tx, checks)
+		mark, head, err := pruneMark(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rep, err = l.walk(ctx, tx, checks, mark, head)
 		return err
 	})
 	if err != nil {
@@ -184,12 +202,22 @@ func (l *Logbook) loadChecks(ctx context.Context, tx *sql.Tx, v note.Verifier, e
 // different snapshots; a range that changed under it breaks a link.
 func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external []Checkpoint) (Report, bool, error) {
 	workers := min(l.verifyWorkers, l.st.ReadConns())
-	var n, first int64
+	var n, first, mark int64
+	var markHead [32]byte
 	var checks []cpCheck
+	recorded := false
 	err := l.st.ReadTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0), COALESCE(MIN(seq), 1) FROM logbook_entries").Scan(&n, &first)
 		if err != nil {
 			return err
+		}
+		if mark, markHead, err = pruneMark(ctx, tx); err != nil {
+			return err
+		}
+		if mark > 0 {
+			if recorded, err = pruneRecorded(ctx, l.st.SQL, tx, mark, markHead); err != nil {
+				return err
+			}
 		}
 		checks, err = l.loadChecks(ctx, tx, v, external)
 		return err
@@ -197,15 +225,33 @@ func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external 
 	if err != nil {
 		return Report{}, false, err
 	}
-	k := min(int64(workers), n/l.verifySegment)
-	if k < 2 || first != 1 {
+	k := min(int64(workers), (n-mark)/l.verifySegment)
+	if k < 2 || first != mark+1 || (mark > 0 && !recorded) {
 		return Report{}, false, nil
 	}
+	// Checkpoints at or before the mark: each must verify, and one at the
+	// mark must sign its head; the ranges hold the chain to the rest.
+	below, atMark := 0, 0
 	for _, c := range checks {
-		if c.err != nil || c.at < 1 || c.at > n {
+		if c.err != nil || c.at < 1 || c.at > n || (c.at == mark && c.head != markHead) {
 			return Report{}, false, nil
 		}
+		if c.at <= mark {
+			below++
+		}
+		if c.at == mark {
+			atMark++
+		}
 	}
+	if mark > 0 && (below == 0 || checks[below-1].at != mark) {
+		return Report{}, false, nil
+	}
+	matched := len(checks) - below
+	signed := mark
+	if matched > 0 {
+		signed = checks[len(checks)-1].at
+	}
+	checks = checks[below:]
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -213,7 +259,7 @@ func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external 
 	errs := make([]error, k)
 	var wg sync.WaitGroup
 	for i := range k {
-		a, b := 1+i*n/k, (i+1)*n/k
+		a, b := mark+1+i*(n-mark)/k, mark+(i+1)*(n-mark)/k
 		lo, _ := slices.BinarySearchFunc(checks, a, func(c cpCheck, s int64) int { return cmpInt64(c.at, s) })
 		hi, _ := slices.BinarySearchFunc(checks, b+1, func(c cpCheck, s int64) int { return cmpInt64(c.at, s) })
 		wg.Go(func() {
@@ -224,7 +270,7 @@ func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external 
 		})
 	}
 	wg.Wait()
-	var last [32]byte // zeros: entry 1's prev
+	last := markHead // zeros at mark 0: entry 1's prev
 	for i := range segs {
 		if !segs[i].ok || segs[i].firstPrev != last {
 			return Report{}, false, nil // the walk will say what, or meet the error itself
@@ -234,10 +280,8 @@ func (l *Logbook) verifyParallel(ctx context.Context, v note.Verifier, external 
 	if err := errors.Join(errs...); err != nil {
 		return Report{}, false, err
 	}
-	rep := Report{OK: true, Entries: n, HeadSeq: n, HeadHash: hex.EncodeToString(last[:]), Checkpoints: len(checks)}
-	if len(checks) > 0 {
-		rep.SignedThrough = checks[len(checks)-1].at
-	}
+	rep := Report{OK: true, Entries: n - mark, PrunedThrough: mark, HeadSeq: n, HeadHash: hex.EncodeToString(last[:]),
+		Checkpoints: matched + atMark, SignedThrough: signed}
 	return l.judgeTail(rep), true, nil
 }
 
@@ -328,9 +372,9 @@ func (l *Logbook) checkpointCheck(cp Checkpoint, v note.Verifier, src string, st
 	return c
 }
 
-func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Report, error) {
-	var rep Report
-	var chain [32]byte // hash of the last intact entry
+func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck, mark int64, markHead [32]byte) (Report, error) {
+	rep := Report{HeadSeq: mark, PrunedThrough: mark, SignedThrough: mark}
+	chain := markHead // hash of the last intact entry (zeros before entry 1)
 	finish := func() {
 		rep.HeadHash = ZeroHash
 		if rep.HeadSeq > 0 {
@@ -343,6 +387,28 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 		return l.judgeTail(rep), nil
 	}
 
+	// The prune mark: every checkpoint at or before it must verify on its
+	// own (the entries it signs are gone), and one at the mark must sign
+	// the head the chain resumes from.
+	next := 0 // index into checks
+	markSigned := mark == 0
+	for ; next < len(checks) && checks[next].at <= mark; next++ {
+		c := checks[next]
+		switch {
+		case c.err != nil:
+			return fail(c.at, ProblemCheckpoint, "%s: %v", c.src, c.err)
+		case c.at == mark && c.head != markHead:
+			return fail(mark, ProblemCheckpoint, "%s signs a different hash than the prune mark's head at %d", c.src, mark)
+		case c.at == mark:
+			markSigned = true
+			rep.Checkpoints++
+		}
+	}
+	if !markSigned {
+		return fail(mark, ProblemCheckpoint, "the log is pruned through entry %d, but no valid checkpoint signs that entry", mark)
+	}
+	recorded := mark == 0
+
 	rows, err := tx.QueryContext(ctx, "SELECT seq, time_ns, kind, subjects, payload, prev_hash, hash FROM logbook_entries ORDER BY seq")
 	if err != nil {
 		return rep, err
@@ -354,7 +420,6 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 		prev, stored, before                      [32]byte // before: hash of the entry ahead of the last intact one
 		seq, ns                                   int64
 		kind, subjects, payload, prevRaw, hashRaw sql.RawBytes
-		next                                      int // index into checks
 	)
 	for rows.Next() {
 		if err := rows.Scan(&seq, &ns, &kind, &subjects, &payload, &prevRaw, &hashRaw); err != nil {
@@ -399,6 +464,9 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 		before, chain = chain, stored
 		rep.Entries++
 		rep.HeadSeq = seq
+		if !recorded && Kind(kind) == KindPruned {
+			recorded = prunes(payload, mark, markHead)
+		}
 
 		// Every checkpoint at this size must hold before any of them counts.
 		matched := 0
@@ -442,7 +510,41 @@ func (l *Logbook) walk(ctx context.Context, tx *sql.Tx, checks []cpCheck) (Repor
 	if invalid != nil {
 		return fail(invalid.at, ProblemCheckpoint, "%s: %v", invalid.src, invalid.err)
 	}
+	if !recorded {
+		return fail(mark, ProblemUnrecordedPrune,
+			"entries 1 to %d are gone, but no logbook.pruned entry records a prune at that checkpoint: they were deleted", mark)
+	}
 	finish()
 	rep.OK = true
 	return l.judgeTail(rep), nil
+}
+
+// prunes reports whether a logbook.pruned entry's payload records the cut
+// at mark with head.
+func prunes(payload []byte, mark int64, head [32]byte) bool {
+	var p struct {
+		Through int64  `json:"through"`
+		Head    string `json:"head"`
+	}
+	return json.Unmarshal(payload, &p) == nil && p.Through == mark && p.Head == hex.EncodeToString(head[:])
+}
+
+// pruneRecorded reports whether a logbook.pruned entry after the mark
+// records it (Verify's fast path; the entries' hashes are checked apart).
+func pruneRecorded(ctx context.Context, dialect func(string) string, tx *sql.Tx, mark int64, head [32]byte) (bool, error) {
+	rows, err := tx.QueryContext(ctx, dialect("SELECT payload FROM logbook_entries WHERE kind = ? AND seq > ?"), string(KindPruned), mark)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var payload []byte
+		if err := rows.Scan(&payload); err != nil {
+			return false, err
+		}
+		if prunes(payload, mark, head) {
+			return true, nil
+		}
+	}
+	return false, rows.Err()
 }

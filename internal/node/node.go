@@ -26,6 +26,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/httpapi"
 	"github.com/harbormaster-dev/harbormaster/internal/leadsman"
+	"github.com/harbormaster-dev/harbormaster/internal/ledger"
 	"github.com/harbormaster-dev/harbormaster/internal/llm"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
@@ -163,8 +164,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		ApprovalTTL: cfg.Queue.ApprovalTTL.D(), ReconcileAfter: 2 * cfg.MarqueTTL.D(), Webhook: cfg.Queue.Webhook, PrincipalQuota: pq, Switches: s.switches,
 		Services: gateway.Services{QueueExpiry: cfg.Services.QueueExpiry.D(), DelegationExpiry: cfg.Services.DelegationExpiry.D(),
 			Reconcile: cfg.Services.Reconcile.D(), Delegations: cfg.Services.Delegations.D(), DelegationsStale: cfg.Services.DelegationsStale.D(),
-			Clock: cfg.Services.Clock.D()}, ClockLeeway: cfg.Services.ClockLeeway.D(),
-		StoreClock: s.store.Clock(), SharedQuota: sharedQuota(s.store)},
+			Clock: cfg.Services.Clock.D(), Retention: retention(cfg), RetentionEvery: cfg.Logbook.PruneEvery.D()},
+		ClockLeeway: cfg.Services.ClockLeeway.D(),
+		StoreClock:  s.store.Clock(), SharedQuota: sharedQuota(s.store)},
 		s.store, s.logbook, minter, signers, s.pilots)
 	if err != nil {
 		return nil, err
@@ -229,6 +231,19 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 	}
 	con.Register(s.api.Mux())
 	return s, nil
+}
+
+// retention is what the node's retention service removes: nothing with
+// logbook.keep_all.
+func retention(cfg *config.Config) ledger.Retention {
+	if cfg.Logbook.KeepAll {
+		return ledger.Retention{}
+	}
+	r := ledger.Retention{Retain: cfg.Logbook.Retain.D()}
+	if cfg.Logbook.Archive != "" {
+		r.ArchiveDir = cfg.Path(cfg.Logbook.Archive)
+	}
+	return r
 }
 
 // newPGFront builds the wire front (listen_pg) with the agents' tokens and

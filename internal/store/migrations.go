@@ -298,4 +298,35 @@ ALTER TABLE requests ADD COLUMN preview_sha256 TEXT NOT NULL DEFAULT '';
 UPDATE requests SET rehearsal = '', rehearsal_sha256 = '' WHERE rehearsal_sha256 <> '';
 `,
 	},
+	{
+		Version: 12,
+		Name:    "logbook retention",
+		SQL: `
+-- Retention (logbook.Prune): the entries through a signed checkpoint may be
+-- removed once a chained logbook.pruned entry records the checkpoint's size
+-- and head. through and head are that mark; Verify starts the chain there.
+-- The triggers let DELETE reach only entries and subject rows at or below
+-- the mark, and the mark only moves forward.
+CREATE TABLE logbook_pruned (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	through INTEGER NOT NULL,   -- entries 1..through were removed
+	head    BLOB    NOT NULL,   -- hash of entry through (32 zero bytes at 0)
+	time_ns INTEGER NOT NULL
+);
+INSERT INTO logbook_pruned (id, through, head, time_ns) VALUES (1, 0, zeroblob(32), 0);
+CREATE TRIGGER logbook_pruned_forward BEFORE UPDATE ON logbook_pruned
+WHEN new.through < old.through
+BEGIN SELECT RAISE(ABORT, 'the logbook prune mark only moves forward'); END;
+CREATE TRIGGER logbook_pruned_no_delete BEFORE DELETE ON logbook_pruned
+BEGIN SELECT RAISE(ABORT, 'the logbook prune mark is not deleted'); END;
+DROP TRIGGER logbook_entries_no_delete;
+CREATE TRIGGER logbook_entries_no_delete BEFORE DELETE ON logbook_entries
+WHEN old.seq > (SELECT through FROM logbook_pruned WHERE id = 1)
+BEGIN SELECT RAISE(ABORT, 'logbook entries are append-only'); END;
+DROP TRIGGER logbook_subjects_no_delete;
+CREATE TRIGGER logbook_subjects_no_delete BEFORE DELETE ON logbook_subjects
+WHEN old.seq > (SELECT through FROM logbook_pruned WHERE id = 1)
+BEGIN SELECT RAISE(ABORT, 'logbook subjects are append-only'); END;
+`,
+	},
 }

@@ -274,4 +274,45 @@ ALTER TABLE requests ADD COLUMN preview_sha256 TEXT NOT NULL DEFAULT '';
 UPDATE requests SET rehearsal = '', rehearsal_sha256 = '' WHERE rehearsal_sha256 <> '';
 `,
 	},
+	{
+		Version: 12,
+		Name:    "logbook retention",
+		SQL: `
+CREATE TABLE logbook_pruned (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	through BIGINT  NOT NULL,
+	head    BYTEA   NOT NULL,
+	time_ns BIGINT  NOT NULL
+);
+INSERT INTO logbook_pruned (id, through, head, time_ns) VALUES (1, 0, decode(repeat('00', 32), 'hex'), 0);
+CREATE FUNCTION harbormaster_prune_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'DELETE' OR NEW.through < OLD.through THEN
+		RAISE EXCEPTION 'the logbook prune mark only moves forward';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER logbook_pruned_forward BEFORE UPDATE OR DELETE ON logbook_pruned
+	FOR EACH ROW EXECUTE FUNCTION harbormaster_prune_forward();
+CREATE TRIGGER logbook_pruned_no_truncate BEFORE TRUNCATE ON logbook_pruned
+	FOR EACH STATEMENT EXECUTE FUNCTION harbormaster_append_only('the logbook prune mark');
+CREATE FUNCTION harbormaster_prune_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF OLD.seq > (SELECT through FROM logbook_pruned WHERE id = 1) THEN
+		RAISE EXCEPTION '% are append-only', TG_ARGV[0];
+	END IF;
+	RETURN OLD;
+END $$;
+DROP TRIGGER logbook_entries_append_only ON logbook_entries;
+CREATE TRIGGER logbook_entries_no_update BEFORE UPDATE ON logbook_entries
+	FOR EACH ROW EXECUTE FUNCTION harbormaster_append_only('logbook entries');
+CREATE TRIGGER logbook_entries_prune_only BEFORE DELETE ON logbook_entries
+	FOR EACH ROW EXECUTE FUNCTION harbormaster_prune_only('logbook entries');
+DROP TRIGGER logbook_subjects_append_only ON logbook_subjects;
+CREATE TRIGGER logbook_subjects_no_update BEFORE UPDATE ON logbook_subjects
+	FOR EACH ROW EXECUTE FUNCTION harbormaster_append_only('logbook subjects');
+CREATE TRIGGER logbook_subjects_prune_only BEFORE DELETE ON logbook_subjects
+	FOR EACH ROW EXECUTE FUNCTION harbormaster_prune_only('logbook subjects');
+`,
+	},
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The repositories: the domain's tables reached through typed methods, so
@@ -247,4 +248,40 @@ func (r *Requests) affectedOne(res sql.Result, err error) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// OldestOf is the creation time of the oldest request in any of statuses
+// (0 for none).
+func (r *Requests) OldestOf(ctx context.Context, statuses []RequestStatus) (int64, error) {
+	if len(statuses) == 0 {
+		return 0, nil
+	}
+	args := make([]any, len(statuses))
+	for i, s := range statuses {
+		args[i] = s
+	}
+	var oldest sql.NullInt64
+	err := r.st.r.QueryRowContext(ctx, r.st.SQL(`SELECT min(created_ns) FROM requests WHERE status IN (?`+strings.Repeat(", ?", len(statuses)-1)+`)`), args...).Scan(&oldest)
+	return oldest.Int64, err
+}
+
+// DeletePruned deletes, in tx, the requests in one of statuses that an
+// entry at or below through names as its request: those whose logbook
+// entries retention is removing (logbook.Prune's With, which runs before
+// the entries' subject rows go).
+func (r *Requests) DeletePruned(ctx context.Context, tx *sql.Tx, through int64, statuses []RequestStatus) (int64, error) {
+	if len(statuses) == 0 {
+		return 0, nil
+	}
+	args := []any{through}
+	for _, s := range statuses {
+		args = append(args, s)
+	}
+	res, err := tx.ExecContext(ctx, r.st.SQL(`DELETE FROM requests WHERE id IN
+		(SELECT value FROM logbook_subjects WHERE key = 'request' AND seq <= ?)
+		AND status IN (?`+strings.Repeat(", ?", len(statuses)-1)+`)`), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }

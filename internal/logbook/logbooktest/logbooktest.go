@@ -20,6 +20,13 @@ import (
 // cleanups registered later (a ledger's drain, say).
 func Running(t testing.TB, name, location string, opts ...store.Option) (*store.Store, *logbook.Logbook) {
 	t.Helper()
+	return RunningWith(t, name, location, time.Now, logbook.Config{}, opts...)
+}
+
+// RunningWith is Running with the logbook's clock and configuration (its
+// Origin is set from name).
+func RunningWith(t testing.TB, name, location string, clock func() time.Time, cfg logbook.Config, opts ...store.Option) (*store.Store, *logbook.Logbook) {
+	t.Helper()
 	ctx := context.Background()
 	if location == "" {
 		location = filepath.Join(t.TempDir(), "store.db")
@@ -36,7 +43,8 @@ func Running(t testing.TB, name, location string, opts ...store.Option) (*store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := logbook.New(st, signer, time.Now, nil, logbook.Config{Origin: name + "/logbook"})
+	cfg.Origin = name + "/logbook"
+	lb, err := logbook.New(st, signer, clock, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

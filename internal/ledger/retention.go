@@ -1,0 +1,179 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/harbormaster-dev/harbormaster/internal/logbook"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+)
+
+// Retention is how long the store keeps what the statement path writes:
+// logbook entries and the rows of settled requests.
+type Retention struct {
+	// Retain keeps everything younger than this. Zero keeps everything.
+	Retain time.Duration
+	// ArchiveDir, when set, receives each pruned range of entries first
+	// (logbook.Prune).
+	ArchiveDir string
+	// Step caps the entries one prune removes (logbook.DefaultPruneStep).
+	Step int64
+}
+
+// openMargin keeps the entries of an open request (waiting, running,
+// deciding) clear of a prune: nothing stamped later than this before the
+// oldest open request's creation is pruned. Entries are stamped when they
+// commit, after their request was created; the margin covers clocks of
+// several nodes on one store that disagree.
+const openMargin = time.Hour
+
+// executedTextFresh is how long an executed text, once logged in full,
+// is named by its hash alone (executedOnce). A prune carries the texts
+// that entries it keeps name but entries it removes hold (carryTexts);
+// it looks this far past the cut for them.
+const executedTextFresh = 10 * time.Minute
+
+// openStatuses are the statuses a request can still leave.
+func openStatuses() []store.RequestStatus {
+	var out []store.RequestStatus
+	for s := range transitions {
+		if s != StatusNew {
+			out = append(out, store.RequestStatus(s))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// finalStatuses are the statuses a request never leaves.
+func finalStatuses() []store.RequestStatus {
+	var out []store.RequestStatus
+	for _, s := range []Status{StatusRejected, StatusExecuted, StatusFailed, StatusDenied, StatusExpired, StatusRefused, StatusRolledBack} {
+		if Final(s) {
+			out = append(out, store.RequestStatus(s))
+		}
+	}
+	return out
+}
+
+// Prune removes what r allows: the logbook's entries older than r.Retain
+// (through signed checkpoints, each prune recorded in the chain; see
+// logbook.Prune) and, with them, the rows of the settled requests they
+// decided. The entries of a request still open are kept whatever their
+// age. It prunes in steps until nothing more is old enough and returns the
+// entries and request rows it removed.
+func (l *Ledger) Prune(ctx context.Context, r Retention) (entries, requests int64, err error) {
+	if r.Retain <= 0 {
+		return 0, 0, nil
+	}
+	before := l.cfg.Clock().Add(-r.Retain)
+	oldest, err := l.rq.OldestOf(ctx, openStatuses())
+	if err != nil {
+		return 0, 0, fmt.Errorf("ledger: prune: %w", err)
+	}
+	if oldest > 0 {
+		if open := time.Unix(0, oldest).Add(-openMargin); open.Before(before) {
+			before = open
+		}
+	}
+	for {
+		var rows int64
+		p, err := l.lb.Prune(ctx, logbook.Prune{Before: before, Step: r.Step, ArchiveDir: r.ArchiveDir,
+			Carry: l.carryTexts,
+			With: func(ctx context.Context, tx *sql.Tx, through int64) error {
+				rows, err = l.rq.DeletePruned(ctx, tx, through, finalStatuses())
+				return err
+			}})
+		if err != nil {
+			return entries, requests, fmt.Errorf("ledger: %w", err)
+		}
+		if p.Through == 0 {
+			return entries, requests, nil
+		}
+		entries += p.Through - p.From + 1
+		requests += rows
+	}
+}
+
+// carryTexts is what a prune through `through` must carry so that every
+// execution entry it keeps can still be read whole: the executed texts
+// that kept entries name by hash alone (executedOnce) and that only
+// removed entries hold. A text is named by hash for executedTextFresh
+// after it was logged, so only kept entries that close to the cut can
+// name a removed one.
+func (l *Ledger) carryTexts(ctx context.Context, through int64) (map[string]any, error) {
+	cut, err := l.lb.Get(ctx, through)
+	if err != nil {
+		return nil, err
+	}
+	horizon := cut.Time.Add(executedTextFresh + openMargin)
+	named := map[string]bool{}
+	errPast := errors.New("past the horizon")
+	err = l.lb.Iterate(ctx, logbook.Query{From: through + 1}, func(e logbook.Entry) error {
+		if e.Time.After(horizon) {
+			return errPast
+		}
+		if e.Kind == logbook.KindExecution {
+			if sum, text := executedOf(e.Payload); sum != "" && text == "" {
+				named[sum] = true
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPast) {
+		return nil, err
+	}
+	if len(named) == 0 {
+		return nil, nil
+	}
+	texts := map[string]any{}
+	mark, _, err := l.lb.PruneMark(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = l.lb.Iterate(ctx, logbook.Query{From: mark + 1, Through: through}, func(e logbook.Entry) error {
+		switch e.Kind {
+		case logbook.KindExecution:
+			if sum, text := executedOf(e.Payload); named[sum] && text != "" {
+				texts[sum] = text
+			}
+		case logbook.KindPruned:
+			for sum, text := range carriedTexts(e.Payload) {
+				if named[sum] {
+					texts[sum] = text
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || len(texts) == 0 {
+		return nil, err
+	}
+	return map[string]any{"executed_texts": texts}, nil
+}
+
+// executedOf reads an execution entry's executed text and its hash.
+func executedOf(payload []byte) (sum, text string) {
+	var p struct {
+		SQL string `json:"executed_sql"`
+		Sum string `json:"executed_sql_sha256"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return "", ""
+	}
+	return p.Sum, p.SQL
+}
+
+// carriedTexts reads the executed texts a logbook.pruned entry carries.
+func carriedTexts(payload []byte) map[string]string {
+	var p struct {
+		Texts map[string]string `json:"executed_texts"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	return p.Texts
+}
