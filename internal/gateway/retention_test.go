@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/gateway/gatewaytest"
 	"github.com/harbormaster-dev/harbormaster/internal/ledger"
@@ -70,9 +72,25 @@ func TestRetentionService(t *testing.T) {
 		}
 	}
 
+	// The write's receipt, aged as the clock is: the Pilot removes it too
+	// (it would keep one younger than a day whatever it is asked).
+	if n := gatewaytest.Receipts(t, f.dsn); n != 1 {
+		t.Fatalf("%d receipts, want the write's", n)
+	}
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE harbormaster.receipts SET executed_at = now() - interval '92 days'"); err != nil {
+		t.Fatal(err)
+	}
 	offset.Store(int64(retain + 24*time.Hour))
 	if err := tick(); err != nil {
 		t.Fatal(err)
+	}
+	if n := gatewaytest.Receipts(t, f.dsn); n != 0 {
+		t.Fatalf("%d receipts past the retention", n)
 	}
 	for _, id := range ids {
 		if _, err := gw.Request(ctx, id, gatewaytest.Agent); !errors.Is(err, gateway.ErrNotFound) {

@@ -98,9 +98,9 @@ func (g *Gateway) Services() []Service {
 	}
 	if s.Retention.Retain > 0 {
 		out = append(out, Service{Name: "retention", Every: s.RetentionEvery, Tick: func(ctx context.Context) error {
-			entries, requests, err := g.led.Prune(ctx, s.Retention)
-			if entries > 0 {
-				g.cfg.Logger.Info("retention", "entries", entries, "requests", requests, "retain", s.Retention.Retain)
+			p, err := g.led.Prune(ctx, s.Retention)
+			if p != (ledger.Pruned{}) {
+				g.cfg.Logger.Info("retention", "entries", p.Entries, "requests", p.Requests, "receipts", p.Receipts, "retain", s.Retention.Retain)
 			}
 			return err
 		}})

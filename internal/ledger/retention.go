@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -61,20 +62,29 @@ func finalStatuses() []store.RequestStatus {
 	return out
 }
 
+// Pruned is what one Prune removed.
+type Pruned struct {
+	Entries  int64 // logbook entries
+	Requests int64 // rows of settled requests
+	Receipts int64 // receipts in the targets (pilot.Settler.PruneReceipts)
+}
+
 // Prune removes what r allows: the logbook's entries older than r.Retain
 // (through signed checkpoints, each prune recorded in the chain; see
 // logbook.Prune) and, with them, the rows of the settled requests they
-// decided. The entries of a request still open are kept whatever their
-// age. It prunes in steps until nothing more is old enough and returns the
-// entries and request rows it removed.
-func (l *Ledger) Prune(ctx context.Context, r Retention) (entries, requests int64, err error) {
+// decided; then the targets' receipts as old (each Pilot keeps a day's
+// whatever it is asked: pilot.ReceiptFloor). Nothing of a request still
+// open is removed, whatever its age: its entries, the entries after them
+// and its receipt. It prunes in steps until nothing more is old enough.
+func (l *Ledger) Prune(ctx context.Context, r Retention) (Pruned, error) {
+	var out Pruned
 	if r.Retain <= 0 {
-		return 0, 0, nil
+		return out, nil
 	}
 	before := l.cfg.Clock().Add(-r.Retain)
 	oldest, err := l.rq.OldestOf(ctx, openStatuses())
 	if err != nil {
-		return 0, 0, fmt.Errorf("ledger: prune: %w", err)
+		return out, fmt.Errorf("ledger: prune: %w", err)
 	}
 	if oldest > 0 {
 		if open := time.Unix(0, oldest).Add(-openMargin); open.Before(before) {
@@ -90,14 +100,23 @@ func (l *Ledger) Prune(ctx context.Context, r Retention) (entries, requests int6
 				return err
 			}})
 		if err != nil {
-			return entries, requests, fmt.Errorf("ledger: %w", err)
+			return out, fmt.Errorf("ledger: %w", err)
 		}
 		if p.Through == 0 {
-			return entries, requests, nil
+			break
 		}
-		entries += p.Through - p.From + 1
-		requests += rows
+		out.Entries += p.Through - p.From + 1
+		out.Requests += rows
 	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(l.cfg.Targets)) {
+		n, err := l.cfg.Targets[name].PruneReceipts(ctx, before)
+		out.Receipts += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ledger: prune receipts of %s: %w", name, err))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // carryTexts is what a prune through `through` must carry so that every

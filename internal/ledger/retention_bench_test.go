@@ -62,7 +62,7 @@ func BenchmarkRetainedStore(b *testing.B) {
 				if err := lb.Settle(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := l.Prune(ctx, Retention{Retain: retain}); err != nil {
+				if _, err := l.Prune(ctx, Retention{Retain: retain}); err != nil {
 					b.Fatal(err)
 				}
 			}

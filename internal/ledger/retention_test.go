@@ -89,11 +89,11 @@ func (f *retentionFixture) prune(t *testing.T, retain time.Duration) (int64, int
 	if err := f.lb.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	entries, requests, err := f.l.Prune(ctx, Retention{Retain: retain})
+	p, err := f.l.Prune(ctx, Retention{Retain: retain})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return entries, requests
+	return p.Entries, p.Requests
 }
 
 // TestRetentionRemovesSettledRequestsWithTheirEntries: entries older than

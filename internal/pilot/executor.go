@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"context"
+	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/sqlcheck"
@@ -91,6 +92,9 @@ type Settler interface {
 	VoidReceipt(ctx context.Context, marqueID, requestID, principal string) (executed bool, rows int64, err error)
 	// XactStatus is pg_xact_status of a transaction id.
 	XactStatus(ctx context.Context, txid string) (string, error)
+	// PruneReceipts deletes the receipts of statements executed before a
+	// time, never one younger than ReceiptFloor (retention).
+	PruneReceipts(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Executor is a Pilot wherever it runs: in the control plane's process

@@ -1069,3 +1069,34 @@ func (p *Pilot) XactStatus(ctx context.Context, txid string) (string, error) {
 	}
 	return *st, nil
 }
+
+// ReceiptFloor is the youngest receipt PruneReceipts removes, whatever it
+// is asked: a receipt is what makes its marque single-use, and a marque
+// lives minutes; a day keeps every receipt a marque could still need.
+const ReceiptFloor = 24 * time.Hour
+
+// pruneReceiptsBatch is how many receipts one statement of
+// PruneReceipts deletes.
+const pruneReceiptsBatch = 10_000
+
+// PruneReceipts deletes the receipts of statements executed before
+// `before` (by the target's clock), and never one younger than
+// ReceiptFloor, in batches; it returns how many it deleted. The caller
+// (retention, ledger.Ledger.Prune) passes a time before every request
+// still open, whose receipt reconciliation may yet read.
+func (p *Pilot) PruneReceipts(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := p.pool.Exec(ctx, `DELETE FROM harbormaster.receipts WHERE marque_id IN (
+			SELECT marque_id FROM harbormaster.receipts
+			WHERE executed_at < least($1::timestamptz, now() - $2::interval) LIMIT $3)`,
+			before, fmt.Sprintf("%d microseconds", ReceiptFloor.Microseconds()), pruneReceiptsBatch)
+		if err != nil {
+			return total, fmt.Errorf("pilot: prune receipts: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneReceiptsBatch {
+			return total, nil
+		}
+	}
+}

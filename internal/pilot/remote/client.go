@@ -370,6 +370,13 @@ func (c *Client) receipt(ctx context.Context, op string, body receiptBody) (bool
 	return rep.Receipt.Found, rep.Receipt.Rows, nil
 }
 
+// PruneReceipts asks the Pilot to delete the receipts executed before a
+// time; it keeps every one younger than pilot.ReceiptFloor itself.
+func (c *Client) PruneReceipts(ctx context.Context, before time.Time) (int64, error) {
+	_, n, err := c.receipt(ctx, opPruneReceipts, receiptBody{BeforeNS: before.UnixNano()})
+	return n, err
+}
+
 // XactStatus asks the Pilot for pg_xact_status of a transaction id.
 func (c *Client) XactStatus(ctx context.Context, txid string) (string, error) {
 	rep, _, err := c.call(ctx, opXactStatus, receiptBody{TxID: txid})

@@ -109,6 +109,7 @@ func NewServer(cfg ServerConfig, pilots ...pilot.Executor) (*Server, error) {
 		opReceipt:         s.receipt,
 		opVoidReceipt:     s.voidReceipt,
 		opXactStatus:      s.xactStatus,
+		opPruneReceipts:   s.pruneReceipts,
 		opTxBegin:         s.txBegin,
 		opTxExecute:       s.txExecute,
 		opTxSavepoint:     s.txSavepoint,
@@ -318,6 +319,18 @@ func (s *Server) xactStatus(ctx context.Context, p pilot.Executor, body []byte) 
 		return failed(err), nil
 	}
 	return &reply{Status: &st}, nil
+}
+
+func (s *Server) pruneReceipts(ctx context.Context, p pilot.Executor, body []byte) (*reply, error) {
+	var b receiptBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	n, err := p.PruneReceipts(ctx, time.Unix(0, b.BeforeNS))
+	if err != nil {
+		return failed(err), nil
+	}
+	return &reply{Receipt: &wireReceipt{Rows: n}}, nil
 }
 
 // Serve serves on ln (plain TCP: Serve adds the TLS) until ctx ends,

@@ -28,6 +28,7 @@ const (
 	opReceipt         = "receipt"
 	opVoidReceipt     = "void-receipt"
 	opXactStatus      = "xact-status"
+	opPruneReceipts   = "prune-receipts"
 )
 
 // catalogHeader carries, on every answer, the digest of the catalog the
@@ -83,6 +84,8 @@ type receiptBody struct {
 	RequestID string `json:"request_id,omitempty"`
 	Principal string `json:"principal,omitempty"`
 	TxID      string `json:"txid,omitempty"`
+	// BeforeNS is PruneReceipts' time, Unix nanoseconds.
+	BeforeNS int64 `json:"before_ns,omitempty"`
 }
 
 // reply is every answer's envelope: exactly one of its parts is set (or
