@@ -35,9 +35,12 @@ const openMargin = time.Hour
 
 // executedTextFresh is how long an executed text, once logged in full,
 // is named by its hash alone (executedOnce). A prune carries the texts
-// that entries it keeps name but entries it removes hold (carryTexts);
-// it looks this far past the cut for them.
+// logged this close before its cut (carryTexts).
 const executedTextFresh = 10 * time.Minute
+
+// clockSkew is how far the clocks of nodes sharing a store may disagree,
+// for carryTexts.
+const clockSkew = 5 * time.Minute
 
 // openStatuses are the statuses a request can still leave.
 func openStatuses() []store.RequestStatus {
@@ -67,6 +70,8 @@ type Pruned struct {
 	Entries  int64 // logbook entries
 	Requests int64 // rows of settled requests
 	Receipts int64 // receipts in the targets (pilot.Settler.PruneReceipts)
+	// Held is the longest any one step held the store's write lock.
+	Held time.Duration
 }
 
 // Prune removes what r allows: the logbook's entries older than r.Retain
@@ -107,6 +112,7 @@ func (l *Ledger) Prune(ctx context.Context, r Retention) (Pruned, error) {
 		}
 		out.Entries += p.Through - p.From + 1
 		out.Requests += rows
+		out.Held = max(out.Held, p.Held)
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(l.cfg.Targets)) {
@@ -121,51 +127,35 @@ func (l *Ledger) Prune(ctx context.Context, r Retention) (Pruned, error) {
 
 // carryTexts is what a prune through `through` must carry so that every
 // execution entry it keeps can still be read whole: the executed texts
-// that kept entries name by hash alone (executedOnce) and that only
-// removed entries hold. A text is named by hash for executedTextFresh
-// after it was logged, so only kept entries that close to the cut can
-// name a removed one.
+// that kept entries may name by hash alone (executedOnce). A text is named
+// by hash for executedTextFresh after it was logged in full, so only the
+// texts logged that close to the cut (clockSkew more for nodes whose
+// clocks differ) can be named by an entry after it: the prune carries
+// each of those that the removed entries hold, read from the removed
+// range alone, so a step costs the same however busy the log is after it.
 func (l *Ledger) carryTexts(ctx context.Context, through int64) (map[string]any, error) {
 	cut, err := l.lb.Get(ctx, through)
 	if err != nil {
 		return nil, err
 	}
-	horizon := cut.Time.Add(executedTextFresh + openMargin)
-	named := map[string]bool{}
-	errPast := errors.New("past the horizon")
-	err = l.lb.Iterate(ctx, logbook.Query{From: through + 1}, func(e logbook.Entry) error {
-		if e.Time.After(horizon) {
-			return errPast
-		}
-		if e.Kind == logbook.KindExecution {
-			if sum, text := executedOf(e.Payload); sum != "" && text == "" {
-				named[sum] = true
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errPast) {
-		return nil, err
-	}
-	if len(named) == 0 {
-		return nil, nil
-	}
-	texts := map[string]any{}
 	mark, _, err := l.lb.PruneMark(ctx)
 	if err != nil {
 		return nil, err
 	}
+	since := cut.Time.Add(-executedTextFresh - clockSkew)
+	texts := map[string]any{}
 	err = l.lb.Iterate(ctx, logbook.Query{From: mark + 1, Through: through}, func(e logbook.Entry) error {
+		if e.Time.Before(since) {
+			return nil
+		}
 		switch e.Kind {
 		case logbook.KindExecution:
-			if sum, text := executedOf(e.Payload); named[sum] && text != "" {
+			if sum, text := executedOf(e.Payload); sum != "" && text != "" {
 				texts[sum] = text
 			}
 		case logbook.KindPruned:
 			for sum, text := range carriedTexts(e.Payload) {
-				if named[sum] {
-					texts[sum] = text
-				}
+				texts[sum] = text
 			}
 		}
 		return nil

@@ -42,6 +42,7 @@ func BenchmarkRetainedStore(b *testing.B) {
 			n := 0
 			var pruneTime time.Duration
 			var pruned int64
+			var held time.Duration
 			for b.Loop() {
 				for i := range perHour {
 					n++
@@ -74,6 +75,7 @@ func BenchmarkRetainedStore(b *testing.B) {
 				if p.Entries > 0 {
 					pruneTime += time.Since(t0)
 					pruned += p.Entries
+					held = max(held, p.Held)
 				}
 			}
 			var size int64
@@ -87,6 +89,7 @@ func BenchmarkRetainedStore(b *testing.B) {
 			if pruned > 0 {
 				// What a prune holds the store for, per 10,000 entries (one step).
 				b.ReportMetric(float64(pruneTime.Milliseconds())*10_000/float64(pruned), "prune-ms/10k-entries")
+				b.ReportMetric(float64(held.Microseconds())/1000, "max-held-ms")
 			}
 		})
 	}

@@ -20,7 +20,7 @@ const KindPruned Kind = "logbook.pruned"
 
 // DefaultPruneStep is the most entries one Prune removes: a prune holds the
 // store's write lock while it deletes, so a long history goes in steps.
-const DefaultPruneStep = 10_000
+const DefaultPruneStep = 5_000
 
 // Prune says what Prune may remove.
 type Prune struct {
@@ -51,6 +51,9 @@ type Pruned struct {
 	Head          string
 	Entry         int64  // the seq of its logbook.pruned entry
 	Archive       string // the archive file, when one was written
+	// Held is how long the deleting transaction took: while it runs, the
+	// store takes no other write.
+	Held time.Duration
 }
 
 // PruneMark returns the prune mark: the entries 1..through are removed and
@@ -141,6 +144,7 @@ func (l *Logbook) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	out.Entry = e.Seq
 	head, _ := hex.DecodeString(cpHash)
 	var moved bool
+	start := time.Now()
 	err = l.st.Tx(ctx, func(tx *sql.Tx) error {
 		now, _, err := pruneMark(ctx, tx)
 		if err != nil || now >= cut {
@@ -170,7 +174,8 @@ func (l *Logbook) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	if !moved {
 		return Pruned{Entry: out.Entry}, nil
 	}
-	l.log.Info("logbook pruned", "from", out.From, "through", cut, "entry", e.Seq, "archive", out.Archive)
+	out.Held = time.Since(start)
+	l.log.Info("logbook pruned", "from", out.From, "through", cut, "entry", e.Seq, "archive", out.Archive, "held", out.Held)
 	return out, nil
 }
 
