@@ -56,6 +56,7 @@ fuzz:
 # build cache on 2 cores). Its seeds run as unit tests in every test run.
 fuzz-wire:
 	$(GO) test -run '^$$' -fuzz '^FuzzSession$$' -fuzztime $(FUZZTIME) ./internal/pgwire/
+	$(GO) test -run '^$$' -fuzz '^FuzzSpliceIsTheInlinedText$$' -fuzztime $(FUZZTIME) ./internal/pgwire/
 
 # The long fault-injection suite (docs/faults.md); not part of test.
 # FAULTS_SEED=N replays a run's random choices.

@@ -98,28 +98,37 @@ func (c *session) parse(ctx context.Context, m *pgproto3.Parse) *wireError {
 		}
 		return werr
 	}
-	info := params(tree)
-	n := max(info.count, len(m.ParameterOIDs))
-	if n > 65535 {
-		return errorf(stateProgramLimit, "a statement may have at most 65535 parameters")
+	st, werr := newPrepared(m.Query, tree, m.ParameterOIDs)
+	if werr != nil {
+		return werr
 	}
-	oids, uses := make([]uint32, n), make([]int, n)
-	for i := range oids {
-		uses[i] = info.uses[i+1]
-		if i < len(m.ParameterOIDs) && m.ParameterOIDs[i] != oidUnknownLit {
-			oids[i] = m.ParameterOIDs[i]
-		}
-		if oids[i] == 0 {
-			oids[i] = info.casts[i+1]
-		}
-	}
-	st := &prepared{sql: m.Query, tree: tree, oids: oids, uses: uses, treeSize: info.messages * treeBytesPerMessage}
 	if werr := heldLimit(c.stmts, m.Name, st.size(), (*prepared).size, "prepared statement"); werr != nil {
 		return werr
 	}
 	c.stmts[m.Name] = st
 	c.send(&pgproto3.ParseComplete{})
 	return nil
+}
+
+// newPrepared is the prepared statement sql, parsed as tree, with the
+// parameter types Parse declared.
+func newPrepared(sql string, tree *pg.ParseResult, declared []uint32) (*prepared, *wireError) {
+	info := params(tree)
+	n := max(info.count, len(declared))
+	if n > 65535 {
+		return nil, errorf(stateProgramLimit, "a statement may have at most 65535 parameters")
+	}
+	oids, uses := make([]uint32, n), make([]int, n)
+	for i := range oids {
+		uses[i] = info.uses[i+1]
+		if i < len(declared) && declared[i] != oidUnknownLit {
+			oids[i] = declared[i]
+		}
+		if oids[i] == 0 {
+			oids[i] = info.casts[i+1]
+		}
+	}
+	return &prepared{sql: sql, tree: tree, oids: oids, uses: uses, treeSize: info.messages * treeBytesPerMessage}, nil
 }
 
 func (c *session) bind(m *pgproto3.Bind) *wireError {
@@ -183,15 +192,22 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 			return &wireError{Code: stateProgramLimit, Message: fmt.Sprintf("the statement with its parameters inlined would be over %d bytes, the statement path's limit", limits.MaxBytes),
 				Hint: "send smaller values, or name each parameter fewer times"}
 		}
-		tree := proto.Clone(st.tree).(*pg.ParseResult)
-		if err := inline(tree, vals); err != nil {
-			return errorf(stateProtocol, err.Error())
+		if st.binds++; st.binds == 2 {
+			st.splice = newSplice(st)
 		}
-		text, err := pg.Deparse(tree)
-		if err != nil {
-			return errorf(stateSyntax, "the statement with its parameters cannot be rendered: "+err.Error())
+		if text, ok := st.spliced(vals); ok {
+			p.sql, p.tree, p.verb = text, nil, st.splice.verb
+		} else {
+			tree := proto.Clone(st.tree).(*pg.ParseResult)
+			if err := inline(tree, vals); err != nil {
+				return errorf(stateProtocol, err.Error())
+			}
+			text, err := pg.Deparse(tree)
+			if err != nil {
+				return errorf(stateSyntax, "the statement with its parameters cannot be rendered: "+err.Error())
+			}
+			p.sql, p.tree = text, tree
 		}
-		p.sql, p.tree = text, tree
 	}
 	if werr := heldLimit(c.portals, m.DestinationPortal, p.size(), (*portal).size, "portal"); werr != nil {
 		return werr
@@ -416,6 +432,16 @@ func (c *session) describeError(err error, canceled bool) *wireError {
 }
 func (c *session) runPortal(ctx context.Context, p *portal) {
 	if p.res != nil || p.err != nil {
+		return
+	}
+	if p.verb != "" {
+		// Bound by its splice: a statement no value can make one the
+		// front answers (newSplice).
+		if c.txn != nil && c.txn.failed {
+			p.err = errFailedTxn
+			return
+		}
+		p.res, p.err = c.governed(ctx, p.sql, p.verb)
 		return
 	}
 	p.res, p.err = c.statement(ctx, p.sql, p.src, p.tree)

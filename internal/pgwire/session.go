@@ -56,6 +56,10 @@ type prepared struct {
 	described []uint32
 	// treeSize estimates the tree's memory (treeBytesPerMessage).
 	treeSize int
+	// binds counts its Binds; the second builds splice (nil: it has
+	// none), which renders the later ones.
+	binds  int
+	splice *splice
 }
 
 // portal is a Bind message's statement, with its result once it ran.
@@ -63,6 +67,9 @@ type portal struct {
 	sql  string // the text with every parameter inlined
 	src  string // the text the tree was parsed from
 	tree *pg.ParseResult
+	// verb, when set, is the command's verb of a statement bound by its
+	// splice: it goes to the statement path, unparsed here.
+	verb string
 	// treeSize estimates the tree's memory: the prepared statement's.
 	treeSize int
 	formats  []int16
