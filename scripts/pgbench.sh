@@ -9,12 +9,15 @@
 #
 #   make bench                       16 clients, 10 s a run, 3 repetitions
 #   CLIENTS=4 SECONDS_EACH=5 REPEAT=1 make bench
+#   MODE=prepared make bench         pgbench -M prepared: each statement
+#                                    prepared once, bound every time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HM=${HM:-bin/harbormaster}
 CLIENTS=${CLIENTS:-16}
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
+MODE=${MODE:-simple}
 bindir=$(pg_config --bindir)
 pgbench=$bindir/pgbench
 [[ -x $pgbench ]] || { echo "make bench: pgbench not found in $bindir (Debian: apt-get install postgresql)" >&2; exit 1; }
@@ -53,6 +56,12 @@ wire=$(info pg_url)
 "$HM" bench --info "$work/info.json" --delegation-only >/dev/null
 
 targets=("direct=$direct" "wire=$wire")
+if [[ $MODE == prepared && -n $pgbouncer ]]; then
+	# PgBouncer before 1.21 in transaction pooling loses a connection's
+	# prepared statements between transactions.
+	echo "make bench: -M prepared: PgBouncer's column is left out (transaction pooling and prepared statements)" >&2
+	pgbouncer=
+fi
 if [[ -n $pgbouncer ]]; then
 	# PgBouncer as harbormaster bench --pgbouncer starts it (bench.StartPgBouncer).
 	"$HM" bench --info "$work/info.json" --pgbouncer "$pgbouncer" --pgbouncer-only --clients "$CLIENTS" >"$work/bouncer.url" 2>"$work/bouncer.log" &
@@ -60,18 +69,18 @@ if [[ -n $pgbouncer ]]; then
 	wait_for "$work/bouncer.url" "$bouncer_pid" "$work/bouncer.log" 10 "PgBouncer did not start"
 	bouncer=$(cat "$work/bouncer.url")
 	targets=("direct=$direct" "pgbouncer=$bouncer" "wire=$wire")
-else
+elif [[ $MODE != prepared ]]; then
 	echo "make bench: pgbouncer is not installed (Debian: apt-get install pgbouncer); its column is left out" >&2
 fi
 
-echo "make bench: pgbench -n -M simple, $CLIENTS clients, $SECONDS_EACH s a run, $REPEAT repetitions, interleaved" >&2
+echo "make bench: pgbench -n -M $MODE, $CLIENTS clients, $SECONDS_EACH s a run, $REPEAT repetitions, interleaved" >&2
 declare -A tps
 for script in update read; do
 	for r in $(seq 1 "$REPEAT"); do
 		for t in "${targets[@]}"; do
 			name=${t%%=*}
 			conn=${t#*=}
-			out=$("$pgbench" -n -M simple -c "$CLIENTS" -j 2 -T "$SECONDS_EACH" -f "scripts/pgbench/$script.sql" "$conn" 2>&1) || {
+			out=$("$pgbench" -n -M "$MODE" -c "$CLIENTS" -j 2 -T "$SECONDS_EACH" -f "scripts/pgbench/$script.sql" "$conn" 2>&1) || {
 				echo "$out" >&2
 				exit 1
 			}
