@@ -220,7 +220,7 @@ func TestKillNode(t *testing.T) {
 		case err != nil:
 			sb.violate("after kill %d: approving %s: %v\n%s", k+1, id, err, srv.LogText())
 		case v.Status != gateway.StatusExecuted:
-			sb.violate("after kill %d: approved %s is %s: %q", k+1, id, v.Status, v.Reasons)
+			sb.violate("after kill %d: approved %s is %s: %q (detail %q)", k+1, id, v.Status, v.Reasons, v.Detail)
 		default:
 			approved.Add(1)
 		}

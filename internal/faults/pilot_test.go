@@ -118,7 +118,7 @@ func TestKillPilot(t *testing.T) {
 			case err != nil:
 				sb.violate("%s: approving %s: %v", when, id, err)
 			case v.Status != gateway.StatusExecuted:
-				sb.violate("%s: approved %s is %s: %q", when, id, v.Status, v.Reasons)
+				sb.violate("%s: approved %s is %s: %q (detail %q)", when, id, v.Status, v.Reasons, v.Detail)
 			default:
 				approved.Add(1)
 			}

@@ -343,7 +343,12 @@ func (l *Ledger) execution(req *Request, payload map[string]any, lazy, unconditi
 			return l.rq.MoveIfMarque(ctx, tx, req.ID, marque, store.RequestStatus(StatusRunning), to, l.cfg.Clock().UnixNano())
 		}
 	}
-	logged = l.executedOnce(payload)
+	var byHash string
+	if logged, byHash = l.executedOnce(payload); byHash != "" {
+		// Indexed, so that a prune finds the entries that name a text by
+		// its hash alone (carryTexts).
+		subjects[textSubject] = byHash
+	}
 	return logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy}, logged, nil
 }
 
@@ -356,18 +361,19 @@ func (l *Ledger) execution(req *Request, payload map[string]any, lazy, unconditi
 // entry of this node that carries that hash, from the first execution of
 // the shape on; logged, called once the entry has committed, remembers it
 // (an entry that did not commit leaves the next one to carry the text).
-func (l *Ledger) executedOnce(payload map[string]any) (logged func()) {
+func (l *Ledger) executedOnce(payload map[string]any) (logged func(), byHash string) {
 	text, _ := payload["executed_sql"].(string)
 	if text == "" {
-		return func() {}
+		return func() {}, ""
 	}
 	sum := sha256.Sum256([]byte(text))
-	payload["executed_sql_sha256"] = hex.EncodeToString(sum[:])
+	hexSum := hex.EncodeToString(sum[:])
+	payload["executed_sql_sha256"] = hexSum
 	if at, ok := l.executedTexts.Get(sum); ok && l.cfg.Clock().Sub(at) < executedTextFresh {
 		delete(payload, "executed_sql")
-		return func() {}
+		return func() {}, hexSum
 	}
-	return func() { l.executedTexts.Put(sum, l.cfg.Clock()) }
+	return func() { l.executedTexts.Put(sum, l.cfg.Clock()) }, ""
 }
 
 // Failed records that a request decided to run did not, with the fixed

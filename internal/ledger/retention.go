@@ -125,14 +125,19 @@ func (l *Ledger) Prune(ctx context.Context, r Retention) (Pruned, error) {
 	return out, errors.Join(errs...)
 }
 
+// textSubject is the subject under which an execution entry that names
+// its executed text by hash alone is indexed (executedOnce).
+const textSubject = "executed_text"
+
 // carryTexts is what a prune through `through` must carry so that every
 // execution entry it keeps can still be read whole: the executed texts
-// that kept entries may name by hash alone (executedOnce). A text is named
-// by hash for executedTextFresh after it was logged in full, so only the
-// texts logged that close to the cut (clockSkew more for nodes whose
-// clocks differ) can be named by an entry after it: the prune carries
-// each of those that the removed entries hold, read from the removed
-// range alone, so a step costs the same however busy the log is after it.
+// that a kept entry names by hash alone (indexed under textSubject) and
+// that only removed entries hold in full. A text is named by hash for
+// executedTextFresh after it was logged in full, so only the texts the
+// removed range logged that close to the cut (clockSkew more for nodes
+// whose clocks differ) can be; each is carried if a kept entry names it.
+// Nothing is carried from earlier prune entries: every entry that could
+// name one of their texts is older than they are.
 func (l *Ledger) carryTexts(ctx context.Context, through int64) (map[string]any, error) {
 	cut, err := l.lb.Get(ctx, through)
 	if err != nil {
@@ -143,25 +148,30 @@ func (l *Ledger) carryTexts(ctx context.Context, through int64) (map[string]any,
 		return nil, err
 	}
 	since := cut.Time.Add(-executedTextFresh - clockSkew)
-	texts := map[string]any{}
-	err = l.lb.Iterate(ctx, logbook.Query{From: mark + 1, Through: through}, func(e logbook.Entry) error {
-		if e.Time.Before(since) {
-			return nil
-		}
-		switch e.Kind {
-		case logbook.KindExecution:
+	full := map[string]string{}
+	err = l.lb.Iterate(ctx, logbook.Query{From: mark + 1, Through: through, Kind: logbook.KindExecution}, func(e logbook.Entry) error {
+		if !e.Time.Before(since) {
 			if sum, text := executedOf(e.Payload); sum != "" && text != "" {
-				texts[sum] = text
-			}
-		case logbook.KindPruned:
-			for sum, text := range carriedTexts(e.Payload) {
-				texts[sum] = text
+				full[sum] = text
 			}
 		}
 		return nil
 	})
-	if err != nil || len(texts) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	texts := map[string]any{}
+	for sum, text := range full {
+		named, err := l.lb.Find(ctx, logbook.Query{From: through + 1, SubjectKey: textSubject, SubjectValue: sum, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(named) > 0 {
+			texts[sum] = text
+		}
+	}
+	if len(texts) == 0 {
+		return nil, nil
 	}
 	return map[string]any{"executed_texts": texts}, nil
 }

@@ -108,6 +108,8 @@ func TestRetentionRemovesSettledRequestsWithTheirEntries(t *testing.T) {
 
 	old := f.executed(t, text) // the text in full
 	rejected := f.decide(t, OutcomeRejected, "")
+	f.at(30 * time.Second)
+	once := f.executed(t, "SELECT 'named by nothing later'") // in full, never named by hash
 	f.at(5 * time.Minute)
 	kept := f.executed(t, text) // the text by hash alone
 	var keptEntry map[string]any
@@ -121,8 +123,8 @@ func TestRetentionRemovesSettledRequestsWithTheirEntries(t *testing.T) {
 	const retain = 90 * 24 * time.Hour
 	f.at(retain + time.Minute) // entries before 1m are older than the retention
 	entries, requests := f.prune(t, retain)
-	if entries == 0 || requests != 2 {
-		t.Fatalf("pruned %d entries and %d requests, want the two old requests", entries, requests)
+	if entries == 0 || requests != 3 {
+		t.Fatalf("pruned %d entries and %d requests, want the three old requests", entries, requests)
 	}
 	if f.exists(t, old.ID) || f.exists(t, rejected.ID) || !f.exists(t, kept.ID) {
 		t.Fatalf("after the prune: old %v, rejected %v, kept %v", f.exists(t, old.ID), f.exists(t, rejected.ID), f.exists(t, kept.ID))
@@ -132,6 +134,17 @@ func TestRetentionRemovesSettledRequestsWithTheirEntries(t *testing.T) {
 	}
 	if got, err := ExecutedText(ctx, f.lb, hex.EncodeToString(sum[:])); err != nil || got != text {
 		t.Fatalf("the executed text a kept entry names was not carried: %q %v", got, err)
+	}
+	// Only that one: a text no kept entry names is not carried.
+	prunes, err := f.lb.Find(ctx, logbook.Query{Kind: logbook.KindPruned})
+	if err != nil || len(prunes) != 1 {
+		t.Fatalf("prune entries: %d %v", len(prunes), err)
+	}
+	if carried := carriedTexts(prunes[0].Payload); len(carried) != 1 || carried[hex.EncodeToString(sum[:])] != text {
+		t.Fatalf("carried %v, want only the text a kept entry names", carried)
+	}
+	if f.exists(t, once.ID) {
+		t.Fatal("a settled request older than the cut kept its row")
 	}
 	// Nothing else is old enough.
 	if entries, requests := f.prune(t, retain); entries != 0 || requests != 0 {
@@ -170,5 +183,38 @@ func TestRetentionKeepsOpenRequests(t *testing.T) {
 	es, err := f.lb.Find(context.Background(), logbook.Query{SubjectKey: "request", SubjectValue: waiting.ID})
 	if err != nil || !slices.ContainsFunc(es, func(e logbook.Entry) bool { return e.Kind == logbook.KindDecision }) {
 		t.Fatalf("the waiting request's decision entry is gone: %v %v", es, err)
+	}
+}
+
+// TestRetentionKeepsARequestWithAKeptEntry: a request whose entries fall
+// on both sides of the cut (the Surveyor's judgment before its decision,
+// say) keeps its row, so reconciliation never takes its kept decision
+// entry for an orphan and queues it again.
+func TestRetentionKeepsARequestWithAKeptEntry(t *testing.T) {
+	f := newRetentionFixture(t)
+	ctx := context.Background()
+	id := fmt.Sprintf("req_%d", f.n+1)
+	if _, err := f.lb.Append(ctx, logbook.Record{Kind: logbook.KindJudgment, Subjects: map[string]string{"request": id},
+		Payload: map[string]any{"request_id": id}}); err != nil {
+		t.Fatal(err)
+	}
+	f.at(10 * time.Second)
+	r := f.executed(t, "UPDATE orders SET status = 'x'")
+	if r.ID != id {
+		t.Fatalf("request %s, want %s", r.ID, id)
+	}
+	const retain = 24 * time.Hour
+	f.at(retain + 5*time.Second) // the judgment is older than the retention, the decision is not
+	if entries, requests := f.prune(t, retain); entries == 0 || requests != 0 {
+		t.Fatalf("pruned %d entries, %d requests; want the judgment's entries and no request", entries, requests)
+	}
+	if !f.exists(t, id) {
+		t.Fatal("the request lost its row while its decision entry is kept")
+	}
+	if n, err := f.l.reconcileOrphans(ctx); err != nil || n != 0 {
+		t.Fatalf("reconcile found %d orphans (%v)", n, err)
+	}
+	if st, err := f.l.Get(ctx, id, ""); err != nil || st.Status != StatusExecuted {
+		t.Fatalf("after reconcile: %+v %v", st, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,7 +29,9 @@ type Prune struct {
 	// newest signed checkpoint whose entry is older than Before, so a few
 	// older entries past that checkpoint stay until the next one.
 	Before time.Time
-	// Step caps the entries removed by one call (DefaultPruneStep if 0).
+	// Step caps the entries removed by one call (DefaultPruneStep if 0),
+	// unless no checkpoint falls within it: then the call goes to the
+	// nearest one.
 	Step int64
 	// ArchiveDir, when set, receives the removed entries first, in Export's
 	// format (logbook-<from>-<through>.jsonl), written and synced before
@@ -103,11 +106,17 @@ func (l *Logbook) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	var cut int64
 	var cpHash string
 	var entryHash []byte
-	err = l.st.ReadDB().QueryRowContext(ctx, l.st.SQL(`SELECT c.size, c.hash, e.hash FROM logbook_checkpoints c
+	// The newest checkpoint within a step; past it only when there is none
+	// (checkpoints further apart than a step): the nearest one.
+	const cuts = `SELECT c.size, c.hash, e.hash FROM logbook_checkpoints c
 		JOIN logbook_entries e ON e.seq = c.size
 		WHERE e.time_ns < ? AND c.size > ? AND c.size <= ?
 		AND c.size <= (SELECT indexed_through FROM logbook_index WHERE id = 1)
-		ORDER BY c.size DESC LIMIT 1`), p.Before.UnixNano(), mark, mark+step).Scan(&cut, &cpHash, &entryHash)
+		ORDER BY c.size `
+	err = l.st.ReadDB().QueryRowContext(ctx, l.st.SQL(cuts+"DESC LIMIT 1"), p.Before.UnixNano(), mark, mark+step).Scan(&cut, &cpHash, &entryHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = l.st.ReadDB().QueryRowContext(ctx, l.st.SQL(cuts+"LIMIT 1"), p.Before.UnixNano(), mark, int64(math.MaxInt64)).Scan(&cut, &cpHash, &entryHash)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return Pruned{}, nil

@@ -250,3 +250,35 @@ func pruneTamper(f *fixture) []string {
 	}
 	return []string{"DROP TRIGGER IF EXISTS logbook_pruned_forward"}
 }
+
+// TestPruneStepShorterThanCheckpoints: with checkpoints further apart than
+// a step, a prune goes to the nearest checkpoint rather than stopping.
+func TestPruneStepShorterThanCheckpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, Config{CheckpointEvery: 30, CheckpointInterval: time.Hour})
+	es, sizes := prunable(t, f, 95)
+	var got []int64
+	for range 3 {
+		p, err := f.lb.Prune(ctx, Prune{Before: es[len(es)-1].Time, Step: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Through == 0 {
+			break
+		}
+		got = append(got, p.Through)
+	}
+	want := []int64{}
+	for _, s := range sizes {
+		if s < 95 {
+			want = append(want, s)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want[:min(3, len(want))]) {
+		t.Fatalf("cuts %v, want each checkpoint in turn %v", got, want)
+	}
+	if rep := f.verify(); !rep.OK || rep.PrunedThrough != got[len(got)-1] {
+		t.Fatalf("verify: %s", rep)
+	}
+}

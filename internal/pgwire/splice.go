@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 )
 
 // splice is a prepared statement's text ready for its values: the text
@@ -80,7 +81,38 @@ func newSplice(st *prepared) *splice {
 	if uses != want {
 		return nil
 	}
+	// The deparser writes some constants its own way (LIMIT NULL as LIMIT
+	// ALL, a constant cast to boolean as true): a statement where probes
+	// of every value NULL, a number, a quoted string, t and f do not come out as
+	// the tree renders them keeps the tree.
+	for _, probe := range []func(oid uint32) boundParam{
+		func(oid uint32) boundParam { return boundParam{oid: oid, null: true} },
+		func(oid uint32) boundParam { return boundParam{oid: oid, text: "0"} },
+		func(oid uint32) boundParam { return boundParam{oid: oid, text: `t'\`} },
+		func(oid uint32) boundParam { return boundParam{oid: oid, text: "t"} },
+		func(oid uint32) boundParam { return boundParam{oid: oid, text: "f"} },
+	} {
+		vals := make([]boundParam, len(st.oids))
+		for i, oid := range st.oids {
+			vals[i] = probe(oid)
+		}
+		got, ok := s.render(vals)
+		if want, err := treeText(st, vals); !ok || err != nil || got != want {
+			return nil
+		}
+	}
 	return s
+}
+
+// treeText is st with vals in, rendered through its tree: a copy with
+// each parameter replaced by its value, deparsed (what Bind does without
+// a splice).
+func treeText(st *prepared, vals []boundParam) (string, error) {
+	tree := proto.Clone(st.tree).(*pg.ParseResult)
+	if err := inline(tree, vals); err != nil {
+		return "", err
+	}
+	return pg.Deparse(tree)
 }
 
 // spliceable are the parameter types whose cast the deparser writes as

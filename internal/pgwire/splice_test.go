@@ -5,20 +5,12 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	pg "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
 )
 
-// inlinedText is what Bind renders through the tree: a copy with each
-// parameter replaced by its value, deparsed.
+// inlinedText is what Bind renders through the tree.
 func inlinedText(t testing.TB, st *prepared, vals []boundParam) string {
 	t.Helper()
-	tree := proto.Clone(st.tree).(*pg.ParseResult)
-	if err := inline(tree, vals); err != nil {
-		t.Fatal(err)
-	}
-	text, err := pg.Deparse(tree)
+	text, err := treeText(st, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +90,9 @@ func TestSpliceIsTheInlinedText(t *testing.T) {
 		{"SELECT id FROM orders WHERE code = $1", []uint32{oidBpchar}},               // bpchar likewise
 		{"SELECT id FROM orders; SELECT $1", []uint32{oidText}},                      // several statements
 		{"SET search_path = $1", []uint32{oidText}},
+		{"SELECT id FROM orders ORDER BY id LIMIT $1", nil},                        // LIMIT NULL is written LIMIT ALL
+		{"SELECT id FROM orders WHERE shipped = $1::boolean", []uint32{19}},        // a boolean cast the text makes
+		{"SELECT id FROM orders WHERE code = $1::pg_catalog.bpchar", []uint32{26}}, // and a bpchar one
 	} {
 		if tree, err := parseText(c.sql); err != nil {
 			continue

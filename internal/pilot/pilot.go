@@ -1079,9 +1079,12 @@ const ReceiptFloor = 24 * time.Hour
 // PruneReceipts deletes.
 const pruneReceiptsBatch = 10_000
 
-// PruneReceipts deletes the receipts of statements executed before
-// `before` (by the target's clock), and never one younger than
-// ReceiptFloor, in batches; it returns how many it deleted. The caller
+// PruneReceipts deletes the receipts of this target's statements executed
+// before `before` (by the target's clock), and never one younger than
+// ReceiptFloor, in batches; it returns how many it deleted. (A database
+// that several control planes use as a target under one name shares one
+// receipts table: give each its own target name, or turn retention off
+// on all but one.) The caller
 // (retention, ledger.Ledger.Prune) passes a time before every request
 // still open, whose receipt reconciliation may yet read.
 func (p *Pilot) PruneReceipts(ctx context.Context, before time.Time) (int64, error) {
@@ -1089,8 +1092,8 @@ func (p *Pilot) PruneReceipts(ctx context.Context, before time.Time) (int64, err
 	for {
 		tag, err := p.pool.Exec(ctx, `DELETE FROM harbormaster.receipts WHERE marque_id IN (
 			SELECT marque_id FROM harbormaster.receipts
-			WHERE executed_at < least($1::timestamptz, now() - $2::interval) LIMIT $3)`,
-			before, fmt.Sprintf("%d microseconds", ReceiptFloor.Microseconds()), pruneReceiptsBatch)
+			WHERE target = $4 AND executed_at < least($1::timestamptz, now() - $2::interval) LIMIT $3)`,
+			before, fmt.Sprintf("%d microseconds", ReceiptFloor.Microseconds()), pruneReceiptsBatch, p.cfg.Target)
 		if err != nil {
 			return total, fmt.Errorf("pilot: prune receipts: %w", err)
 		}

@@ -314,6 +314,8 @@ CREATE TABLE logbook_pruned (
 	time_ns INTEGER NOT NULL
 );
 INSERT INTO logbook_pruned (id, through, head, time_ns) VALUES (1, 0, zeroblob(32), 0);
+-- A prune deletes subject rows by seq, and finds the requests it removes by it.
+CREATE INDEX logbook_subjects_seq ON logbook_subjects (seq);
 CREATE TRIGGER logbook_pruned_forward BEFORE UPDATE ON logbook_pruned
 WHEN new.through < old.through
 BEGIN SELECT RAISE(ABORT, 'the logbook prune mark only moves forward'); END;

@@ -285,6 +285,8 @@ CREATE TABLE logbook_pruned (
 	time_ns BIGINT  NOT NULL
 );
 INSERT INTO logbook_pruned (id, through, head, time_ns) VALUES (1, 0, decode(repeat('00', 32), 'hex'), 0);
+-- A prune deletes subject rows by seq, and finds the requests it removes by it.
+CREATE INDEX logbook_subjects_seq ON logbook_subjects (seq);
 CREATE FUNCTION harbormaster_prune_forward() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF TG_OP = 'DELETE' OR NEW.through < OLD.through THEN

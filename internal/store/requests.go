@@ -265,20 +265,29 @@ func (r *Requests) OldestOf(ctx context.Context, statuses []RequestStatus) (int6
 	return oldest.Int64, err
 }
 
-// DeletePruned deletes, in tx, the requests in one of statuses that an
-// entry at or below through names as its request: those whose logbook
-// entries retention is removing (logbook.Prune's With, which runs before
-// the entries' subject rows go).
+// DeletePruned deletes, in tx, the requests in one of statuses whose
+// logbook entries retention is removing: named as the request by an entry
+// at or below through, and by no entry after it (indexed or not yet), so
+// that a request keeps its row while any of its entries is kept (its
+// decision entry, which reconciliation would otherwise take for an
+// orphan, above all). It runs in logbook.Prune's With, before the
+// entries' subject rows go.
 func (r *Requests) DeletePruned(ctx context.Context, tx *sql.Tx, through int64, statuses []RequestStatus) (int64, error) {
 	if len(statuses) == 0 {
 		return 0, nil
 	}
-	args := []any{through}
+	match := "json_extract(e.subjects, '$.request') = requests.id"
+	if r.st.driver == Postgres {
+		match = "(e.subjects::jsonb ->> 'request') = requests.id"
+	}
+	args := []any{through, through}
 	for _, s := range statuses {
 		args = append(args, s)
 	}
 	res, err := tx.ExecContext(ctx, r.st.SQL(`DELETE FROM requests WHERE id IN
-		(SELECT value FROM logbook_subjects WHERE key = 'request' AND seq <= ?)
+		(SELECT value FROM logbook_subjects WHERE seq <= ? AND key = 'request')
+		AND NOT EXISTS (SELECT 1 FROM logbook_subjects s WHERE s.key = 'request' AND s.value = requests.id AND s.seq > ?)
+		AND NOT EXISTS (SELECT 1 FROM logbook_entries e WHERE e.seq > (SELECT indexed_through FROM logbook_index WHERE id = 1) AND `+match+`)
 		AND status IN (?`+strings.Repeat(", ?", len(statuses)-1)+`)`), args...)
 	if err != nil {
 		return 0, err

@@ -30,6 +30,11 @@ func TestPruneReceipts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another target's receipt in the same database is not this Pilot's.
+	if _, err := conn.Exec(ctx, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path, executed_at)
+		VALUES ('mq_other', 'mq_other', 'agent', 'other', '', 'compiled', now() - interval '100 days')`); err != nil {
+		t.Fatal(err)
+	}
 	left := func() map[string]bool {
 		rows, err := conn.Query(ctx, "SELECT marque_id FROM harbormaster.receipts")
 		if err != nil {
@@ -62,6 +67,9 @@ func TestPruneReceipts(t *testing.T) {
 			t.Fatalf("%s: pruned %d, %v; want %d", step.who, n, err, step.n)
 		}
 		got := left()
+		if !got["mq_other"] {
+			t.Fatalf("%s: pruned another target's receipt", step.who)
+		}
 		for id := range ages {
 			gone := !got[id]
 			want := false
