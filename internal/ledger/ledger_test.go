@@ -102,12 +102,19 @@ var n int
 func (f *fixture) decide(t *testing.T, outcome Outcome, path string) *Request {
 	t.Helper()
 	n++
+	return decideNth(t, f.l, n, outcome, path, time.Now())
+}
+
+// decideNth records request n, created at created, with outcome (or on
+// path, to run).
+func decideNth(t *testing.T, l *Ledger, n int, outcome Outcome, path string, created time.Time) *Request {
+	t.Helper()
 	req := &Request{ID: fmt.Sprintf("req_%d", n), Principal: "agent", Target: "shop", SQL: "SELECT 1", Canonical: "SELECT 1",
-		Outcome: outcome, Path: path, Reasons: []string{"because"}, Created: time.Now()}
+		Outcome: outcome, Path: path, Reasons: []string{"because"}, Created: created}
 	if path != "" {
 		req.MarqueID = fmt.Sprintf("mq_%d", n)
 	}
-	if err := f.l.Decide(context.Background(), req, nil); err != nil {
+	if err := l.Decide(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	return req

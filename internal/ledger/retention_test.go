@@ -48,15 +48,7 @@ func (f *retentionFixture) at(d time.Duration) { f.now.Store(retentionT0.Add(d).
 func (f *retentionFixture) decide(t *testing.T, outcome Outcome, path string) *Request {
 	t.Helper()
 	f.n++
-	req := &Request{ID: fmt.Sprintf("req_%d", f.n), Principal: "agent", Target: "shop", SQL: "SELECT 1", Canonical: "SELECT 1",
-		Outcome: outcome, Path: path, Reasons: []string{"because"}, Created: f.l.cfg.Clock()}
-	if path != "" {
-		req.MarqueID = fmt.Sprintf("mq_%d", f.n)
-	}
-	if err := f.l.Decide(context.Background(), req, nil); err != nil {
-		t.Fatal(err)
-	}
-	return req
+	return decideNth(t, f.l, f.n, outcome, path, f.l.cfg.Clock())
 }
 
 func (f *retentionFixture) executed(t *testing.T, text string) *Request {
