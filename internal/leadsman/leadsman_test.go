@@ -287,7 +287,8 @@ func view(t *testing.T, sys *gatewaytest.System, id string) *gateway.RequestView
 // entriesOf renders the entries about request id, the Leadsman's own left
 // out (and counted), with what differs from one request to the next (its
 // ids, the signed act's bytes, and the executed text, which the node logs
-// once and then names by the executed_sql_sha256 kept here) removed.
+// once and then names by the executed_sql_sha256 kept here, indexed under
+// the executed_text subject then) removed.
 func entriesOf(t *testing.T, lb *logbook.Logbook, id string) (out []string, notes int) {
 	t.Helper()
 	es, err := lb.Find(context.Background(), logbook.Query{SubjectKey: "request", SubjectValue: id})
@@ -311,7 +312,7 @@ func entriesOf(t *testing.T, lb *logbook.Logbook, id string) (out []string, note
 		}
 		subj := map[string]string{}
 		for k, v := range e.Subjects {
-			if k != "request" && k != "marque" {
+			if k != "request" && k != "marque" && k != "executed_text" {
 				subj[k] = v
 			}
 		}
