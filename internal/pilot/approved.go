@@ -378,6 +378,11 @@ func (p *Pilot) runApproved(ctx context.Context, claims *marque.Claims, g *Guard
 	}
 	if err != nil {
 		p.forgetViews(err)
+		if isSerializationFailure(err) {
+			// Another session changed a row it reaches after its snapshot
+			// was taken: nothing ran, and the row is not the one shown.
+			return drift("another session changed a row it reaches while it ran"), nil
+		}
 		res, err := statementRefusal(err)
 		if res != nil && res.Code == RefusedMaxRows {
 			return drift(fmt.Sprintf("it reaches more rows than its preview (%d)", pv.Rows)), nil
@@ -399,4 +404,13 @@ func (p *Pilot) runApproved(ctx context.Context, claims *marque.Claims, g *Guard
 		return nil, err
 	}
 	return res, nil
+}
+
+// isSerializationFailure is PostgreSQL's "could not serialize access"
+// (40001): in the approved statement's REPEATABLE READ snapshot, another
+// session updated or deleted a row it reaches after the snapshot was
+// taken.
+func isSerializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40001"
 }
