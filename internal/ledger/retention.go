@@ -54,14 +54,18 @@ func openStatuses() []store.RequestStatus {
 	return out
 }
 
-// finalStatuses are the statuses a request never leaves.
+// finalStatuses are the statuses a request never leaves: those the
+// transition table moves to and never from.
 func finalStatuses() []store.RequestStatus {
 	var out []store.RequestStatus
-	for _, s := range []Status{StatusRejected, StatusExecuted, StatusFailed, StatusDenied, StatusExpired, StatusRefused, StatusRolledBack} {
-		if Final(s) {
-			out = append(out, store.RequestStatus(s))
+	for _, tos := range transitions {
+		for _, s := range tos {
+			if Final(s) && !slices.Contains(out, store.RequestStatus(s)) {
+				out = append(out, store.RequestStatus(s))
+			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

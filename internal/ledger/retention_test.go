@@ -210,3 +210,22 @@ func TestRetentionKeepsARequestWithAKeptEntry(t *testing.T) {
 		t.Fatalf("after reconcile: %+v %v", st, err)
 	}
 }
+
+// TestRetentionStatuses: open and final statuses, as retention reads them
+// from the transition table, are every status but the new one, once.
+func TestRetentionStatuses(t *testing.T) {
+	got := append(openStatuses(), finalStatuses()...)
+	var want []string
+	for _, s := range statuses[1:] {
+		want = append(want, string(s))
+	}
+	var have []string
+	for _, s := range got {
+		have = append(have, string(s))
+	}
+	slices.Sort(want)
+	slices.Sort(have)
+	if !slices.Equal(have, want) {
+		t.Fatalf("open and final %v, want %v", have, want)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/harbormaster-dev/harbormaster/internal/gateway"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
@@ -198,8 +197,8 @@ func (c *session) bind(m *pgproto3.Bind) *wireError {
 		if text, ok := st.spliced(vals); ok {
 			p.sql, p.tree, p.verb = text, nil, st.splice.verb
 		} else {
-			tree := proto.Clone(st.tree).(*pg.ParseResult)
-			if err := inline(tree, vals); err != nil {
+			tree, err := inlinedTree(st, vals)
+			if err != nil {
 				return errorf(stateProtocol, err.Error())
 			}
 			text, err := pg.Deparse(tree)

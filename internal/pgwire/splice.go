@@ -104,12 +104,21 @@ func newSplice(st *prepared) *splice {
 	return s
 }
 
-// treeText is st with vals in, rendered through its tree: a copy with
-// each parameter replaced by its value, deparsed (what Bind does without
-// a splice).
-func treeText(st *prepared, vals []boundParam) (string, error) {
+// inlinedTree is a copy of st's tree with each parameter replaced by its
+// value in vals: what Bind deparses when st has no splice.
+func inlinedTree(st *prepared, vals []boundParam) (*pg.ParseResult, error) {
 	tree := proto.Clone(st.tree).(*pg.ParseResult)
 	if err := inline(tree, vals); err != nil {
+		return nil, err
+	}
+	return tree, nil
+}
+
+// treeText is st with vals in, rendered through its tree (inlinedTree,
+// deparsed).
+func treeText(st *prepared, vals []boundParam) (string, error) {
+	tree, err := inlinedTree(st, vals)
+	if err != nil {
 		return "", err
 	}
 	return pg.Deparse(tree)
