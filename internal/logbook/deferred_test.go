@@ -368,3 +368,92 @@ func TestConcurrencyEstimate(t *testing.T) {
 		}
 	}
 }
+
+// A lone appender commits its own entry (lead): no batch of one goes
+// through Run and back. Entries are durable and chained as before, and a
+// lazy record Run holds joins the leader's commit.
+func TestALoneAppenderLeads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, Config{LazyWait: time.Hour})
+	f.append(Record{Kind: "decision"})
+	waitIdle(t, f)
+	led0, commits0 := f.lb.stats.led.Load(), f.lb.stats.commits.Load()
+	for i := range 20 {
+		f.append(Record{Kind: "decision", Subjects: map[string]string{"request": fmt.Sprint(i)}, Payload: i})
+	}
+	if led, commits := f.lb.stats.led.Load()-led0, f.lb.stats.commits.Load()-commits0; led != 20 || commits != 20 {
+		t.Fatalf("20 sequential appends: %d led, %d commits; want each appender to commit its own", led, commits)
+	}
+	lazyDone := make(chan Entry, 1)
+	go func() {
+		e, err := f.lb.Append(ctx, Record{Kind: "execution", Subjects: map[string]string{"request": "19"}, Payload: "lazy", Lazy: true})
+		if err != nil {
+			t.Error(err)
+		}
+		lazyDone <- e
+	}()
+	waitHeld(t, f)
+	eager := f.append(Record{Kind: "decision", Payload: "eager"})
+	lazy := <-lazyDone
+	if lazy.Seq != eager.Seq-1 || !lazy.Time.Equal(eager.Time) || f.lb.stats.led.Load()-led0 != 21 {
+		t.Fatalf("lazy %d, eager %d (led %d): want the held lazy record in the leader's commit", lazy.Seq, eager.Seq, f.lb.stats.led.Load()-led0)
+	}
+	f.stop()
+	if r := f.verify(); !r.OK || r.Entries != 23 {
+		t.Fatalf("verify after leading appends: %+v", r)
+	}
+}
+
+// A leader never runs the deferred work (other records' After callbacks)
+// in its own goroutine: an appender that holds a lock an After callback
+// takes still gets its answer, and Run writes the work once it lets go.
+func TestALeaderLeavesAfterWorkToRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{IndexBatch: 1, IndexDelay: time.Hour})
+	var held sync.Mutex
+	ran := make(chan struct{}, 1)
+	after := func(context.Context, *sql.Tx) error {
+		held.Lock()
+		defer held.Unlock()
+		ran <- struct{}{}
+		return nil
+	}
+	f.append(Record{Kind: "decision"})
+	waitIdle(t, f)
+	led := f.lb.stats.led.Load()
+	held.Lock()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := f.lb.Append(context.Background(), Record{Kind: "decision", After: after})
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the appending goroutine ran the After callback itself (it waits for a lock its caller holds)")
+	}
+	held.Unlock()
+	if f.lb.stats.led.Load() != led+1 {
+		t.Fatalf("led %d, want the appender to have committed its own entry", f.lb.stats.led.Load()-led)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not write the deferred work the leader left")
+	}
+}
+
+// waitIdle returns once Run has started and finished the steps it had to
+// take (its deferred work included), so the next append finds it idle.
+func waitIdle(t *testing.T, f *fixture) {
+	t.Helper()
+	if err := f.lb.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.lb.mu.Lock()
+	f.lb.mu.Unlock() //nolint:staticcheck // waits out Run's step
+}

@@ -80,6 +80,11 @@
 // checkpoint and returns; later Appends return ErrClosed at once. Concurrent
 // Appends are batched by that one goroutine into one transaction (group
 // commit): while one batch's fsync runs, the next batch gathers. While its
+// recent batches held one appender's entry each, an appender that finds
+// the writer idle commits its entry itself, with the lazy records the
+// writer holds, in its own goroutine (the group commit's leader, as in
+// PostgreSQL's WAL flush): a lone appender pays no hand-off to the writer
+// goroutine and back. It leaves the deferred work below to the writer. While its
 // recent batches held several entries that are not lazy (several appenders
 // at once), the writer also holds a batch open for up to
 // Config.CommitWindow until it holds as many, so that they share one fsync;

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -185,6 +186,12 @@ type Logbook struct {
 	// est is Run's estimate of the active appenders (the commit window's
 	// target). A field, so tests can seed it before Run.
 	est concurrency
+
+	// mu is the commit lock: Run holds it for each step it takes, and an
+	// appender that leads its own commit (lead) for that commit. It guards
+	// run and est.
+	mu  sync.Mutex
+	run runState
 }
 
 // stats count the writer's work, for benchmarks and tests.
@@ -192,6 +199,7 @@ type stats struct {
 	commits  atomic.Int64 // transactions that committed entries
 	entries  atomic.Int64 // entries committed
 	deferred atomic.Int64 // transactions that wrote the subject index and After work
+	led      atomic.Int64 // batches an appender committed itself (lead)
 }
 
 // New returns a Logbook over st (whose schema must include the logbook
@@ -330,6 +338,9 @@ func (l *Logbook) submit(ctx context.Context, r *request) result {
 		return result{err: ErrClosed}
 	default:
 	}
+	if l.lead(r) {
+		return <-r.done
+	}
 	select {
 	case l.reqs <- r:
 	case <-l.stopped:
@@ -367,6 +378,11 @@ func (l *Logbook) submit(ctx context.Context, r *request) result {
 // waiting Append with ErrClosed and returns nil. Run may be called once;
 // the caller owns the goroutine and waits for it. It returns an error only
 // if it cannot start.
+//
+// While recent batches held one appender's entry each, an Append that
+// finds the writer idle commits its entry itself (lead), with whatever
+// lazy records Run holds, in its own goroutine: no hand-off to Run and
+// back. Run and a leading appender take turns under l.mu.
 func (l *Logbook) Run(ctx context.Context) error {
 	if l.signer == nil {
 		return fmt.Errorf("logbook: run: %w", ErrReadOnly)
@@ -401,51 +417,19 @@ func (l *Logbook) Run(ctx context.Context) error {
 	// lazy: lazy records wait in batch (up to LazyWait) for an eager one.
 	// window: an eager batch waits (up to CommitWindow) for the appenders
 	// recent batches had. later: deferred work waits up to IndexDelay.
-	lazy, window, later := newTimer(), newTimer(), newTimer()
-	defer lazy.Stop()
-	defer window.Stop()
-	defer later.Stop()
-	laterOn := false
-	batch := make([]*request, 0, l.cfg.MaxBatch)
-	eager := 0      // entries in batch that are not lazy, and checkpoints
-	urgent := false // a Checkpoint or Settle in batch: no window
-	windowOn := false
-	est := &l.est
-	settleNow := func() {
-		laterOn = false
-		later.Stop()
-		if err := w.settle(wctx); err != nil {
-			l.log.Error("logbook: subject index and After work not committed; retrying", "err", err)
-			laterOn = true
-			later.Reset(max(l.cfg.IndexDelay, time.Second))
-		}
-	}
-	flush := func(timedOut bool) {
-		lazy.Stop()
-		window.Stop()
-		windowOn = false
-		if len(batch) == 0 {
-			return
-		}
-		settles := w.commit(wctx, batch)
-		est.observe(eager, timedOut)
-		clear(batch)
-		batch, eager, urgent = batch[:0], 0, false
-		switch {
-		case len(settles) > 0 || w.pending() >= l.cfg.IndexBatch:
-			settleNow()
-			for _, r := range settles {
-				r.done <- result{err: w.settleErr}
-			}
-		case w.pending() > 0 && !laterOn:
-			laterOn = true
-			later.Reset(l.cfg.IndexDelay)
-		}
-	}
+	b := &l.run
+	l.mu.Lock()
+	*b = runState{w: w, wctx: wctx, lazy: newTimer(), window: newTimer(), later: newTimer(),
+		batch: make([]*request, 0, l.cfg.MaxBatch)}
+	l.mu.Unlock()
+	defer b.lazy.Stop()
+	defer b.window.Stop()
+	defer b.later.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			flush(false)
+			l.mu.Lock()
+			l.flush(false, false)
 			fctx, cancel := context.WithTimeout(wctx, 5*time.Second)
 			if err := w.settle(fctx); err != nil {
 				l.log.Warn("logbook: subject index and After work at stop failed", "err", err)
@@ -454,60 +438,155 @@ func (l *Logbook) Run(ctx context.Context) error {
 				l.log.Warn("logbook: final checkpoint failed", "err", err)
 			}
 			cancel()
+			b.w = nil // no appender leads from here on
+			l.mu.Unlock()
 			return nil
 		case r := <-l.reqs:
-			held := len(batch)
-			batch = append(batch, r)
+			l.mu.Lock()
+			held := len(b.batch)
+			l.take(r)
 		fill:
-			for len(batch) < l.cfg.MaxBatch {
+			for len(b.batch) < l.cfg.MaxBatch {
 				select {
 				case r := <-l.reqs:
-					batch = append(batch, r)
+					l.take(r)
 				default:
 					break fill
 				}
 			}
-			for _, r := range batch[held:] {
-				switch {
-				case r.kind != reqEntry:
-					eager++
-					urgent = true
-				case !r.rec.lazy:
-					eager++
-				}
-			}
 			switch {
-			case len(batch) >= l.cfg.MaxBatch || urgent || (eager > 0 && l.cfg.LazyWait == 0):
-				flush(false)
-			case eager > 0 && l.cfg.CommitWindow > 0 && eager < est.target():
+			case len(b.batch) >= l.cfg.MaxBatch || b.urgent || (b.eager > 0 && l.cfg.LazyWait == 0):
+				l.flush(false, false)
+			case b.eager > 0 && l.cfg.CommitWindow > 0 && b.eager < l.est.target():
 				// Other appenders are active: give them the window to join.
-				if !windowOn {
-					windowOn = true
-					window.Reset(l.cfg.CommitWindow)
+				if !b.windowOn {
+					b.windowOn = true
+					b.window.Reset(l.cfg.CommitWindow)
 				}
-			case eager > 0:
-				flush(false)
+			case b.eager > 0:
+				l.flush(false, false)
 			case held == 0:
-				lazy.Reset(l.cfg.LazyWait)
+				b.lazy.Reset(l.cfg.LazyWait)
 			}
-		case <-window.C:
-			windowOn = false
-			flush(true)
-		case <-lazy.C:
-			flush(false)
-		case <-later.C:
-			laterOn = false
-			if len(batch) > 0 && eager > 0 {
-				flush(false) // about to commit anyway; its deferred work joins
+			l.mu.Unlock()
+		case <-b.window.C:
+			l.mu.Lock()
+			b.windowOn = false
+			l.flush(true, false)
+			l.mu.Unlock()
+		case <-b.lazy.C:
+			l.mu.Lock()
+			l.flush(false, false)
+			l.mu.Unlock()
+		case <-b.later.C:
+			l.mu.Lock()
+			b.laterOn = false
+			if len(b.batch) > 0 && b.eager > 0 {
+				l.flush(false, false) // about to commit anyway; its deferred work joins
 			}
-			settleNow()
+			l.settleNow()
+			l.mu.Unlock()
 		case <-ticker.C:
-			flush(false)
+			l.mu.Lock()
+			l.flush(false, false)
 			if _, err := w.write(ctx, nil, cpIfNew); err != nil {
 				l.log.Warn("logbook: timed checkpoint failed", "err", err)
 			}
+			l.mu.Unlock()
 		}
 	}
+}
+
+// runState is the writer's state: Run's, and a leading appender's while it
+// holds l.mu. Only the holder of l.mu touches it.
+type runState struct {
+	w        *writer // nil before Run has started and once it stops
+	wctx     context.Context
+	batch    []*request
+	eager    int  // entries in batch that are not lazy, and checkpoints
+	urgent   bool // a Checkpoint or Settle in batch: no window
+	windowOn bool
+	laterOn  bool
+	// lazy, window and later are Run's timers (see Run); a leader stops
+	// and resets them as Run would.
+	lazy, window, later *time.Timer
+}
+
+// take adds r to the batch. l.mu is held.
+func (l *Logbook) take(r *request) {
+	b := &l.run
+	b.batch = append(b.batch, r)
+	switch {
+	case r.kind != reqEntry:
+		b.eager++
+		b.urgent = true
+	case !r.rec.lazy:
+		b.eager++
+	}
+}
+
+// flush commits the batch, answers its appends and sees to the deferred
+// work: written now when due (or a Settle asks), else within IndexDelay.
+// A leader (lead) leaves writing it to Run, so an appender never runs
+// other records' After callbacks in its own goroutine. l.mu is held.
+func (l *Logbook) flush(timedOut, leader bool) {
+	b := &l.run
+	b.lazy.Stop()
+	b.window.Stop()
+	b.windowOn = false
+	if len(b.batch) == 0 {
+		return
+	}
+	w := b.w
+	settles := w.commit(b.wctx, b.batch)
+	l.est.observe(b.eager, timedOut)
+	clear(b.batch)
+	b.batch, b.eager, b.urgent = b.batch[:0], 0, false
+	switch {
+	case leader && w.pending() >= l.cfg.IndexBatch:
+		b.laterOn = true
+		b.later.Reset(0)
+	case len(settles) > 0 || w.pending() >= l.cfg.IndexBatch:
+		l.settleNow()
+		for _, r := range settles {
+			r.done <- result{err: w.settleErr}
+		}
+	case w.pending() > 0 && !b.laterOn:
+		b.laterOn = true
+		b.later.Reset(l.cfg.IndexDelay)
+	}
+}
+
+// settleNow writes the deferred work. l.mu is held.
+func (l *Logbook) settleNow() {
+	b := &l.run
+	b.laterOn = false
+	b.later.Stop()
+	if err := b.w.settle(b.wctx); err != nil {
+		l.log.Error("logbook: subject index and After work not committed; retrying", "err", err)
+		b.laterOn = true
+		b.later.Reset(max(l.cfg.IndexDelay, time.Second))
+	}
+}
+
+// lead commits r, an entry that is not lazy, in the caller's goroutine
+// when no batch is committing or held open and recent batches had one
+// appender each: the group commit's leader is the appender itself, with
+// the lazy records Run holds. It reports whether it did; r is answered
+// on r.done either way it ends.
+func (l *Logbook) lead(r *request) bool {
+	if r.kind != reqEntry || r.rec.lazy || !l.mu.TryLock() {
+		return false
+	}
+	defer l.mu.Unlock()
+	b := &l.run
+	if b.w == nil || b.windowOn || len(b.batch) >= l.cfg.MaxBatch || l.est.target() > 1 {
+		return false
+	}
+	l.take(r)
+	l.stats.led.Add(1)
+	l.flush(false, true)
+	return true
 }
 
 // concurrency estimates how many appenders are active from the eager

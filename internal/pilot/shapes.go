@@ -208,7 +208,7 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 		if !receiptless {
 			b.Queue(stmtReceipt, receipt...)
 		}
-		b.Queue(stmtPinRead, p.pins...)
+		b.Queue(stmtPinRead)
 		if p.cfg.Role != "" {
 			b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
 		}

@@ -125,9 +125,13 @@ var pinSelectBody = pinSelect(true)
 var fixedStatements = []struct{ name, sql string }{
 	{stmtPin, pinSelectBody},
 	{stmtPinID, pinSelectBody + `, pg_current_xact_id()::text`},
-	// A read on the one-round-trip path: its receipt is written first, then
-	// the transaction turns read-only for the agent's statement.
-	{stmtPinRead, pinSelectBody + `, set_config('transaction_read_only', 'on', true)`},
+	// A read on the one-round-trip path: its receipt (if it writes one) is
+	// written first, then the transaction turns read-only for the agent's
+	// statement. The other settings are the session's pinned ones
+	// (stmtSession), as for a folded write: setting them again for every
+	// read cost the target a search path's invalidation, a time zone's
+	// and a date style's parsing, and a nine-column row.
+	{stmtPinRead, `SELECT set_config('transaction_read_only', 'on', true)`},
 	{stmtReceipt, `INSERT INTO harbormaster.receipts (marque_id, request_id, principal, target, statement_sha256, path)
 		VALUES ($1, $2, $3, $4, $5, $6)`},
 	{stmtReceiptN, `UPDATE harbormaster.receipts SET rows_affected = $2 WHERE marque_id = $1`},
