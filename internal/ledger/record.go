@@ -62,6 +62,14 @@ func (l *Ledger) DecideExecuted(ctx context.Context, req *Request, evaluated any
 	if err != nil {
 		return err
 	}
+	// One row, written as it ends: the decision's insert carries the
+	// outcome, and the execution entry has no update of its own (they
+	// commit together, so no reader ever sees it running).
+	req.Updated = l.cfg.Clock()
+	row := req.row(req.Outcome)
+	row.RowsAffected = req.RowsAffected
+	rec.With = func(ctx context.Context, tx *sql.Tx) error { return l.rq.Insert(ctx, tx, row) }
+	exec.With = nil
 	rec.Then = &exec
 	if _, err := l.cfg.Append(ctx, rec); err != nil {
 		return fmt.Errorf("gateway: %w: %w", ErrLogUnavailable, err)

@@ -70,8 +70,8 @@ func NewRequests(ctx context.Context, st *Store) (*Requests, error) {
 	r := &Requests{st: st}
 	var err error
 	if r.insert, err = st.w.PrepareContext(ctx, st.SQL(`INSERT INTO requests (id, principal, target, sql, canonical, outcome,
-		status, path, delegation_id, rule, reasons, detail, txid, marque_id, created_ns, updated_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)); err != nil {
+		status, path, delegation_id, rule, reasons, detail, txid, marque_id, rows_affected, created_ns, updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)); err != nil {
 		return nil, fmt.Errorf("store: requests: prepare: %w", err)
 	}
 	if r.finish, err = st.w.PrepareContext(ctx, st.SQL(`UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
@@ -89,7 +89,7 @@ func (r *Requests) Close() error { return errors.Join(r.insert.Close(), r.finish
 func (r *Requests) Insert(ctx context.Context, tx *sql.Tx, q Request) error {
 	_, err := tx.StmtContext(ctx, r.insert).ExecContext(ctx,
 		q.ID, q.Principal, q.Target, q.SQL, q.Canonical, q.Outcome, q.Status, q.Path,
-		q.DelegationID, q.Rule, q.Reasons, q.Detail, q.TxID, q.MarqueID, q.CreatedNS, q.UpdatedNS)
+		q.DelegationID, q.Rule, q.Reasons, q.Detail, q.TxID, q.MarqueID, q.RowsAffected, q.CreatedNS, q.UpdatedNS)
 	return err
 }
 
