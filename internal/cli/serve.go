@@ -149,11 +149,17 @@ func runTarget(e *env, args []string) int {
 			if *dsn == "" {
 				return e.usageErr(fs, "--target is required")
 			}
-			if err := pilot.InitTarget(e.ctx, *dsn); err != nil {
+			armed, err := pilot.InitTargetArmed(e.ctx, *dsn)
+			if err != nil {
 				e.errorf("%v", err)
 				return exitFail
 			}
 			fmt.Fprintln(e.stdout, "target initialized: schema harbormaster, table harbormaster.receipts, functions harbormaster.fence_violation, harbormaster.row_cap and harbormaster.max_rows")
+			if armed {
+				fmt.Fprintln(e.stdout, "catalog generation: armed (event trigger harbormaster_catalog_generation): a governed UPDATE or DELETE asks for foreign key actions only after DDL")
+			} else {
+				fmt.Fprintln(e.stdout, "catalog generation: not armed (creating its event trigger needs a superuser; see docs/operations.md): every governed UPDATE and DELETE asks for foreign key actions")
+			}
 			return exitOK
 		}},
 	}, args)

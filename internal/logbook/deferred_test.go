@@ -375,7 +375,9 @@ func TestConcurrencyEstimate(t *testing.T) {
 func TestALoneAppenderLeads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFixture(t, Config{LazyWait: time.Hour})
+	// Nothing wakes Run on its own meanwhile (deferred work, checkpoints):
+	// an appender finds it busy only when Run has work of its own.
+	f := newFixture(t, Config{LazyWait: time.Hour, IndexDelay: time.Hour, IndexBatch: 1 << 20, CheckpointInterval: time.Hour})
 	f.append(Record{Kind: "decision"})
 	waitIdle(t, f)
 	led0, commits0 := f.lb.stats.led.Load(), f.lb.stats.commits.Load()

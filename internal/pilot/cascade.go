@@ -30,6 +30,21 @@ const cascadeReason = "foreign key action"
 // under t (partitions, children) are asked too, since the write reaches
 // their rows.
 func cascadeGuard(kind sqlcheck.Op, t sqlcheck.TableName, written []string) (*pg.Node, error) {
+	exists := cascadeExists(kind, t, written)
+	if exists == "" {
+		return nil, nil
+	}
+	res, err := pg.Parse("SELECT " + exists)
+	if err != nil || len(res.Stmts) != 1 {
+		return nil, fmt.Errorf("%w: foreign key guard: %v", ErrGuard, err)
+	}
+	cond := res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal()
+	return caseWhen(cond, violationCall(cascadeReason), boolConst(true)), nil
+}
+
+// cascadeExists is cascadeGuard's question as SQL, an EXISTS that is true
+// when a foreign key action answers the write; "" for an INSERT.
+func cascadeExists(kind sqlcheck.Op, t sqlcheck.TableName, written []string) string {
 	top := literal(sqlcheck.QuoteIdent(t.Schema)+"."+sqlcheck.QuoteIdent(t.Name)) + "::regclass::oid"
 	actions := func(op string) string {
 		return fmt.Sprintf(`ARRAY['pg_catalog."RI_FKey_cascade_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setnull_%[1]s"'::regproc, 'pg_catalog."RI_FKey_setdefault_%[1]s"'::regproc]::oid[]`, op)
@@ -79,14 +94,68 @@ SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, t
       AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = u.rel AND r.relispartition))))`,
 			actions("upd"), written, actions("del"))
 	default:
-		return nil, nil
+		return ""
 	}
-	res, err := pg.Parse("SELECT EXISTS (" + under + cond + ")")
+	return "EXISTS (" + under + cond + ")"
+}
+
+// The catalog generation (issue 25): harbormaster target init creates a
+// counter that an event trigger moves at the end of every DDL command
+// (ddl_command_end, ENABLE ALWAYS, in the command's own transaction;
+// commands on temporary objects alone leave it, since no key of a
+// temporary table can reference a permanent one). Asking the catalog
+// costs the target about 40 µs a write, most of it setting up the
+// question's plan, which PostgreSQL does for every execution whether or
+// not the question is reached. So a template's write does not carry the
+// question: it carries the generation at which the question was last
+// answered "no" (Pilot.generation), and raises when the counter has moved
+// since, or the trigger is gone or not ALWAYS:
+//
+//	CASE WHEN <the counter> = $g AND <the trigger, ALWAYS> THEN true
+//	ELSE harbormaster.fence_violation('catalog generation') END
+//
+// Nothing of a write that raises remains; it runs again on the literal
+// path, which asks the question every time, and the template learns the
+// generation again.
+//
+// Why the answer holds while the counter stands still: every command that
+// can add a foreign key action, a BEFORE UPDATE trigger, a generated key
+// column or a table under t takes a lock on t (or on the table under t the
+// write reaches) that conflicts with the write's ROW EXCLUSIVE, and holds
+// it to its commit, which moves the counter in the same transaction. The
+// write takes its locks when it is bound (its plan is cached and
+// revalidated then) and its snapshot when it executes, in READ COMMITTED
+// (a template runs in an implicit transaction of its own): such a command
+// committed before the lock shows in the snapshot's counter, and one that
+// had not cannot commit until the write has. ALTER EVENT TRIGGER is no DDL
+// an event trigger sees, which is why the statement asks pg_event_trigger
+// itself.
+const (
+	generationTrigger = "harbormaster_catalog_generation"
+	generationNow     = `(SELECT n FROM harbormaster.catalog_generation)`
+	generationArmed   = `EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = '` + generationTrigger + `' AND evtenabled = 'A')`
+	// generationReason is the reason a write raises with when the
+	// counter moved (runShaped takes the literal path).
+	generationReason = "catalog generation"
+)
+
+// generationGuard replaces a cascade guard (cascadeGuard's node, changed
+// in place) by the counter's: true while the counter is still $param and
+// the trigger armed, else it raises.
+func generationGuard(guard *pg.Node, param int) error {
+	res, err := pg.Parse(fmt.Sprintf("SELECT %s = $%d::int8 AND %s", generationNow, param, generationArmed))
 	if err != nil || len(res.Stmts) != 1 {
-		return nil, fmt.Errorf("%w: foreign key guard: %v", ErrGuard, err)
+		return fmt.Errorf("%w: catalog generation: %v", ErrGuard, err)
 	}
-	exists := res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal()
-	return caseWhen(exists, violationCall(cascadeReason), boolConst(true)), nil
+	cond := res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal()
+	guard.Node = caseWhen(cond, boolConst(true), violationCall(generationReason)).Node
+	return nil
+}
+
+// generationSQL learns a template's generation: the counter, and whether
+// the cascade question is "no" with the trigger armed, in one snapshot.
+func generationSQL(exists string) string {
+	return "SELECT " + generationNow + ", NOT " + exists + " AND " + generationArmed
 }
 
 // literal is s as an SQL string literal (standard_conforming_strings is

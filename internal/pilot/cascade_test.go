@@ -1,7 +1,9 @@
 package pilot_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
@@ -282,7 +284,30 @@ allow:
 // and through a remembered template alike, and such a write refers.
 // Found in review 6.
 func TestCascadeAddedAfterTheCatalog(t *testing.T) {
+	for _, counter := range []bool{true, false} {
+		t.Run(map[bool]string{true: "catalog generation", false: "no catalog generation"}[counter], func(t *testing.T) {
+			cascadeAddedAfterTheCatalog(t, counter)
+		})
+	}
+}
+
+// cascadeAddedAfterTheCatalog is TestCascadeAddedAfterTheCatalog on a
+// target with the catalog generation (a remembered write asks the counter,
+// finds it moved, and the literal path refuses) or one initialized before
+// it had one (the folded write asks the question itself).
+func cascadeAddedAfterTheCatalog(t *testing.T, counter bool) {
 	f := newFixture(t)
+	if !counter {
+		if _, err := f.pilotConn(t).Exec(t.Context(), `DROP EVENT TRIGGER harbormaster_catalog_generation; DROP TABLE harbormaster.catalog_generation`); err != nil {
+			t.Fatal(err)
+		}
+		p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		f.pilot = p
+	}
 	f.addBound(t, "orders-w", []byte(`sentence: fix and delete orders
 grantee: agent:demo
 target: shop
@@ -327,8 +352,17 @@ INSERT INTO order_notes VALUES (1, 1), (2, 1), (3, 2)`); err != nil {
 	} {
 		f.mustRefuse(t, "orders-w", sql, pilot.RefusedCheck, "foreign key", "a foreign key added since the Pilot read its catalog cascades")
 	}
-	if st := f.pilot.Stats(); st.Templated-before.Templated != 3 {
+	st := f.pilot.Stats()
+	switch {
+	case !counter && st.Templated-before.Templated != 3:
 		t.Errorf("%d of the 3 refused writes ran through their remembered template, want all: the folded statement carries the guard too", st.Templated-before.Templated)
+	case counter && (st.Literal-before.Literal != 1 || st.Templated-before.Templated != 2):
+		// The delete remembered before the migration finds the counter
+		// moved and takes the literal path, which asks; its template
+		// learns "yes", and the second delete's folded write asks the
+		// question itself, as does the update (a shape first seen after
+		// the migration, which learns "yes" first).
+		t.Errorf("%d of the 3 refused writes took the literal path and %d their template, want 1 and 2", st.Literal-before.Literal, st.Templated-before.Templated)
 	}
 	// The literal path (a rehearsal takes it) carries it as well.
 	reh, err := f.pilot.Rehearse(t.Context(), "DELETE FROM orders WHERE id = 1", f.bounds["orders-w"], f.auth("orders-w"), "agent:demo", marque.PathCompiled)
@@ -397,4 +431,134 @@ allow:
 	// refers while such a key exists (docs/security.md, Guards).
 	f.mustRefuse(t, "parts", "UPDATE parts SET v = 'c' WHERE id = 2", pilot.RefusedCheck, "foreign key",
 		"an update of a partitioned table with a partition whose foreign key cascades refers")
+}
+
+// TestCascadeQuestionSkippedWhileTheCatalogStandsStill: a remembered
+// write passes the catalog generation at which its foreign key question
+// was last answered "no" and does not ask it while the target's counter
+// still reads that and the event trigger that moves it is armed
+// (cascade.go). A forged counter shows the question really is not asked;
+// a DDL command, a disarmed or dropped trigger each send the write down
+// the literal path, which asks; a temporary table does not move the
+// counter.
+func TestCascadeQuestionSkippedWhileTheCatalogStandsStill(t *testing.T) {
+	pilot.SetGenerationTTL(t, time.Hour) // what was learned first stays
+	f := newFixture(t)
+	f.addBound(t, "orders-d", []byte(`sentence: delete orders
+grantee: agent:demo
+target: shop
+expires: 2027-12-31T00:00:00Z
+allow:
+  - op: select
+    table: public.orders
+    columns: [id, status]
+    max_rows: 500
+  - op: update
+    table: public.orders
+    columns: [status]
+    max_rows: 5
+  - op: delete
+    table: public.orders
+    max_rows: 5
+`))
+	conn := f.pilotConn(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	counter := func() int64 { t.Helper(); return f.count(t, "SELECT n FROM harbormaster.catalog_generation") }
+	run := func(sql string) *pilot.Result {
+		t.Helper()
+		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-d", sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	before := f.pilot.Stats()
+	for range 2 {
+		if res := run("DELETE FROM orders WHERE id = 100000"); res.Outcome != pilot.Executed {
+			t.Fatalf("before any key: %s %v", res.Outcome, res.Reasons)
+		}
+	}
+	if st := f.pilot.Stats(); st.Templated == before.Templated {
+		t.Fatal("no write ran through its template")
+	}
+	learned := counter()
+
+	// Temporary objects and views leave the counter; any other DDL moves
+	// it.
+	exec("CREATE TEMP TABLE scratch (id int)")
+	exec("CREATE VIEW order_ids AS SELECT id FROM orders")
+	if n := counter(); n != learned {
+		t.Fatalf("a temporary table or a view moved the counter from %d to %d", learned, n)
+	}
+	exec("CREATE INDEX orders_status_probe ON orders (status)")
+	if n := counter(); n == learned {
+		t.Fatal("CREATE INDEX left the counter")
+	}
+	// A disarmed trigger (ALTER EVENT TRIGGER is no DDL an event trigger
+	// sees), one that does not fire in every session_replication_role, or
+	// none stops a remembered write that learned its generation while it
+	// was armed: the literal path takes it.
+	for _, disarm := range []string{
+		"ALTER EVENT TRIGGER harbormaster_catalog_generation DISABLE",
+		"ALTER EVENT TRIGGER harbormaster_catalog_generation ENABLE",
+		"DROP EVENT TRIGGER harbormaster_catalog_generation",
+	} {
+		exec(pilot.GenerationTriggerSQL) // armed again (it is idempotent)
+		// An update that reaches a row (and changes nothing): a guard is
+		// asked only of a row the write reaches.
+		const touch = "UPDATE orders SET status = status WHERE id = 2"
+		st := f.pilot.Stats()
+		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Templated != st.Templated+1 {
+			t.Fatalf("armed: %s %v, %+v; want it run through its template", res.Outcome, res.Reasons, f.pilot.Stats())
+		}
+		exec(disarm)
+		st = f.pilot.Stats()
+		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Literal != st.Literal+1 {
+			t.Fatalf("after %s: %s %v, %+v; want it run on the literal path", disarm, res.Outcome, res.Reasons, f.pilot.Stats())
+		}
+	}
+	exec(pilot.GenerationTriggerSQL)
+
+	exec(`CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint REFERENCES orders (id) ON DELETE CASCADE);
+INSERT INTO order_notes VALUES (1, 1), (2, 2), (3, 3)`)
+	moved := counter()
+	if moved <= learned {
+		t.Fatalf("CREATE TABLE with a foreign key left the counter at %d", moved)
+	}
+
+	// Forged back to what the delete's template learned first (no write of
+	// it has reached a row since), the counter lets the write go without
+	// the question: the cascade runs. (Only the
+	// counter's owner can write it; this is the test standing in for a
+	// bump that did not happen.)
+	exec(fmt.Sprintf("UPDATE harbormaster.catalog_generation SET n = %d", learned))
+	if res := run("DELETE FROM orders WHERE id = 1"); res.Outcome != pilot.Executed {
+		t.Fatalf("with the counter where it was learned: %s %v, want the question unasked", res.Outcome, res.Reasons)
+	}
+	if n := f.count(t, "SELECT count(*) FROM order_notes"); n != 2 {
+		t.Fatalf("order_notes holds %d rows: the forged counter did not let the write go unasked", n)
+	}
+
+	// The counter as the DDL left it stops the remembered write, and the
+	// literal path asks the question and refuses; the template learns
+	// the answer ("yes"), and its next write asks the question itself.
+	exec(fmt.Sprintf("UPDATE harbormaster.catalog_generation SET n = %d", moved))
+	st := f.pilot.Stats()
+	f.mustRefuse(t, "orders-d", "DELETE FROM orders WHERE id = 3", pilot.RefusedCheck, "foreign key", "the counter moved: the question is asked")
+	if f.pilot.Stats().Literal != st.Literal+1 {
+		t.Fatal("the write the counter stopped did not take the literal path")
+	}
+	st = f.pilot.Stats()
+	f.mustRefuse(t, "orders-d", "DELETE FROM orders WHERE id = 3", pilot.RefusedCheck, "foreign key", "the question, asked by the folded write")
+	if f.pilot.Stats().Templated != st.Templated+1 {
+		t.Fatal("with the question's answer yes, the write did not ask it through its template")
+	}
+	if n := f.count(t, "SELECT count(*) FROM order_notes"); n != 2 {
+		t.Fatalf("order_notes holds %d rows, want 2", n)
+	}
 }

@@ -1,6 +1,9 @@
 package pilot
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // BeginTxn and ExecuteIn expose the transaction opened ahead to the external
 // tests; nothing outside the Pilot holds a Txn.
@@ -50,4 +53,12 @@ func (p *Pilot) RunApprovedGuarded(ctx context.Context, sql string, maxRows int6
 	}
 	out, err := p.statement(rows, g, true)
 	return out.n, err
+}
+
+// SetGenerationTTL sets how long a template's learned catalog generation
+// is used, until the test ends.
+func SetGenerationTTL(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := generationTTL
+	generationTTL = d
+	t.Cleanup(func() { generationTTL = old })
 }

@@ -48,6 +48,14 @@ type Guarded struct {
 	// FoldedSQL is a write folded into one statement with its row count,
 	// max_rows and receipt (WithFold; fold.go).
 	FoldedSQL string
+	// FoldedGenerationSQL is FoldedSQL asking the target's catalog
+	// generation instead of its foreign key question (WithGeneration;
+	// cascade.go); GenerationParam is its parameter for the generation at
+	// which CascadeSQL, the question, was last answered "no". Empty and 0
+	// for a write with no such question.
+	FoldedGenerationSQL string
+	GenerationParam     int
+	CascadeSQL          string
 }
 
 func (g *Guarded) addView(v FenceView) {
@@ -109,6 +117,10 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		}
 	}
 	g := &Guarded{Kind: a.Facts.Kind, Written: append([]string(nil), a.Facts.Written...)}
+	// The foreign key question of an UPDATE or DELETE, as a node in the
+	// tree and as SQL (WithGeneration).
+	var cascade *pg.Node
+	var cascadeSQL string
 	// Before any reference takes an alias of the Pilot's (a fence view, a
 	// subquery of the rule's columns), which a column written with its
 	// schema (public.orders.id) would no longer match.
@@ -294,6 +306,9 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		if err != nil {
 			return nil, err
 		}
+		if cg != nil {
+			cascade, cascadeSQL = cg, cascadeExists(a.Facts.Kind, target, a.Facts.Written)
+		}
 		*where = and(w, cg)
 		g.Returning = len(*returning) > 0
 		if g.Returning {
@@ -354,6 +369,20 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 	if o.fold && g.Kind != sqlcheck.OpSelect {
 		if g.FoldedSQL, err = foldWrite(stmt, g, o.params); err != nil {
 			return nil, fmt.Errorf("%w: fold: %v", ErrGuard, err)
+		}
+		if o.generation && cascade != nil {
+			// The same fold asking the counter instead of the question:
+			// its parameter follows the receipt's six.
+			orig := &pg.Node{Node: cascade.Node}
+			g.GenerationParam, g.CascadeSQL = o.params+7, cascadeSQL
+			err := generationGuard(cascade, g.GenerationParam)
+			if err == nil {
+				g.FoldedGenerationSQL, err = foldWrite(stmt, g, o.params)
+			}
+			cascade.Node = orig.Node
+			if err != nil {
+				return nil, fmt.Errorf("%w: fold: %v", ErrGuard, err)
+			}
 		}
 	}
 	if !o.evidence {
@@ -763,11 +792,19 @@ func hasSetToDefault(m protoreflect.Message) bool {
 type GuardOption func(*guardOptions)
 
 type guardOptions struct {
-	evidence bool
-	cache    *ExprCache
-	fold     bool
-	params   int
+	evidence   bool
+	cache      *ExprCache
+	fold       bool
+	params     int
+	generation bool
 }
+
+// WithGeneration also builds FoldedGenerationSQL for a folded write
+// (WithFold): it asks the target's catalog generation instead of its
+// foreign key question, and raises when it moved since the question was
+// last answered "no" (cascade.go). The target has
+// harbormaster.catalog_generation.
+func WithGeneration() GuardOption { return func(o *guardOptions) { o.generation = true } }
 
 // WithFold also builds FoldedSQL for a write whose statement binds params
 // parameters ($1..$params): the receipt's parameters follow them.

@@ -86,18 +86,78 @@ BEGIN
     RETURN n;
 END $$;
 REVOKE ALL ON FUNCTION harbormaster.drop_fence_views() FROM PUBLIC;
+CREATE TABLE IF NOT EXISTS harbormaster.catalog_generation (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    n   bigint NOT NULL
+);
+-- It starts at the microsecond it was created, so a counter dropped and
+-- created again never reads a value a Pilot learned of the old one.
+INSERT INTO harbormaster.catalog_generation (n)
+    VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint) ON CONFLICT DO NOTHING;
+REVOKE ALL ON harbormaster.catalog_generation FROM PUBLIC;
+GRANT SELECT ON harbormaster.catalog_generation TO PUBLIC;
+CREATE OR REPLACE FUNCTION harbormaster.bump_catalog_generation() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+    AS $$ BEGIN
+        -- Without the counter no write skips its question (the folded
+        -- write reads the counter), so DDL goes on. Temporary objects and
+        -- views (a fence view, say) cannot carry a key action, a trigger
+        -- a key answers, or a table under another: they leave it.
+        IF pg_catalog.to_regclass('harbormaster.catalog_generation') IS NOT NULL
+           AND EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c
+                       WHERE (c.schema_name IS NULL OR c.schema_name NOT LIKE 'pg\_temp%')
+                         AND c.object_type <> 'view') THEN
+            UPDATE harbormaster.catalog_generation SET n = n + 1;
+        END IF;
+    END $$;
+REVOKE ALL ON FUNCTION harbormaster.bump_catalog_generation() FROM PUBLIC;
 `
 
-// InitTarget runs InitSQL against dsn.
+// GenerationTriggerSQL arms the catalog generation (cascade.go): an event
+// trigger, which only a superuser may create. InitTarget runs it when its
+// role may; otherwise a superuser can run it once, and until then every
+// governed UPDATE and DELETE asks the catalog for foreign key actions as
+// it runs. It is idempotent.
+const GenerationTriggerSQL = `
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = 'harbormaster_catalog_generation') THEN
+        CREATE EVENT TRIGGER harbormaster_catalog_generation ON ddl_command_end
+            EXECUTE FUNCTION harbormaster.bump_catalog_generation();
+    END IF;
+    ALTER EVENT TRIGGER harbormaster_catalog_generation ENABLE ALWAYS;
+END $$;
+`
+
+// InitTarget runs InitSQL against dsn, and GenerationTriggerSQL when its
+// role is a superuser.
 func InitTarget(ctx context.Context, dsn string) error {
+	_, err := InitTargetArmed(ctx, dsn)
+	return err
+}
+
+// InitTargetArmed is InitTarget; armed reports whether the catalog
+// generation's event trigger is in place, ALWAYS enabled, when it is done.
+func InitTargetArmed(ctx context.Context, dsn string) (armed bool, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("pilot: target init: %w", err)
+		return false, fmt.Errorf("pilot: target init: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// Our own fixed DDL: the simple protocol runs it as one batch.
 	if _, err := conn.Exec(ctx, InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pilot: target init: %w", err)
+		return false, fmt.Errorf("pilot: target init: %w", err)
 	}
-	return nil
+	var superuser bool
+	if err := conn.QueryRow(ctx, `SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&superuser); err != nil {
+		return false, fmt.Errorf("pilot: target init: %w", err)
+	}
+	if superuser {
+		if _, err := conn.Exec(ctx, GenerationTriggerSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return false, fmt.Errorf("pilot: target init: the catalog generation's event trigger: %w", err)
+		}
+	}
+	if err := conn.QueryRow(ctx, "SELECT "+generationArmed).Scan(&armed); err != nil {
+		return false, fmt.Errorf("pilot: target init: %w", err)
+	}
+	return armed, nil
 }

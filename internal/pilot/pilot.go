@@ -131,6 +131,11 @@ type Pilot struct {
 
 	views sync.Map   // names of fence views known to exist in the target
 	ddlMu sync.Mutex // one fence-view creation at a time
+
+	// hasGeneration is set when the target has the catalog generation
+	// counter (cascade.go): folded writes are built to skip their foreign
+	// key question while it stands still.
+	hasGeneration bool
 }
 
 // parsedBound is a canonical bound parsed and validated, with its rules.
@@ -201,6 +206,13 @@ func New(ctx context.Context, cfg Config, verifier *marque.Verifier, signers *si
 	if err := p.RefreshCatalog(ctx); err != nil {
 		pool.Close()
 		return nil, err
+	}
+	// A target initialized before the counter existed has none (nor a
+	// role that may not read it); its writes ask their question every
+	// time, as they always did.
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(has_table_privilege(to_regclass('harbormaster.catalog_generation'), 'SELECT'), false)`).Scan(&p.hasGeneration); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pilot: target %s: %w", cfg.Target, err)
 	}
 	return p, nil
 }
@@ -793,6 +805,12 @@ func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded,
 // guard's error or the target's refusal refers; anything else is an error.
 // The agent sees the class only (DESIGN.md invariant 10): the target's
 // own message and SQLSTATE go to Detail, for the queue and the logbook.
+// isViolation reports a guard's raise (harbormaster.fence_violation)
+// for reason.
+func isViolation(pgErr *pgconn.PgError, reason string) bool {
+	return pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, reason)
+}
+
 func statementRefusal(err error) (*Result, error) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -800,7 +818,7 @@ func statementRefusal(err error) (*Result, error) {
 	}
 	var r *Result
 	switch {
-	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, cascadeReason):
+	case isViolation(pgErr, cascadeReason):
 		r = refused(RefusedCheck, MessageCascade)
 	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, "check"):
 		r = refused(RefusedCheckRow, MessageCheckRow)

@@ -50,6 +50,46 @@ type template struct {
 	// broken is set when the target would not prepare the text: the
 	// shape's statements take the literal path from then on.
 	broken atomic.Bool
+	// genText and genName are the folded write asking the catalog
+	// generation instead of its foreign key question (cascade.go), when
+	// the target has the counter and the write a question; gen is the
+	// generation at which the question was last answered "no", and when
+	// that was learned (nil: learn it).
+	genText, genName string
+	gen              atomic.Pointer[learned]
+}
+
+// learned is a template's catalog generation (noGeneration: the question
+// was answered "yes", or could not be asked), as of at.
+type learned struct {
+	n  int64
+	at time.Time
+}
+
+// noGeneration is never the counter's value: the write asks its
+// question itself.
+const noGeneration = -1
+
+// generationTTL is how long a learned generation is used before it is
+// learned again, and how long a "yes", an unarmed trigger or a failure to
+// ask keeps the template's writes asking the question themselves.
+var generationTTL = time.Second
+
+// generation returns the catalog generation t's write passes: the one
+// learned, learned again on conn when it is older than generationTTL or
+// a write found the counter moved. noGeneration when the question says
+// yes or could not be asked.
+func (p *Pilot) generation(ctx context.Context, conn *pgxpool.Conn, t *template) int64 {
+	now := time.Now()
+	if l := t.gen.Load(); l != nil && now.Sub(l.at) < generationTTL {
+		return l.n
+	}
+	n, clean := int64(noGeneration), false
+	if err := conn.QueryRow(ctx, generationSQL(t.g.CascadeSQL)).Scan(&n, &clean); err != nil || !clean {
+		n = noGeneration
+	}
+	t.gen.Store(&learned{n: n, at: now})
+	return n
 }
 
 // maxPreparedPerConn bounds the templates prepared on one connection;
@@ -134,6 +174,9 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 	opts := []GuardOption{WithExprCache(&p.exprs)}
 	if a.Facts.Kind != sqlcheck.OpSelect {
 		opts = append(opts, WithFold(tpl.NumParams()))
+		if p.hasGeneration {
+			opts = append(opts, WithGeneration())
+		}
 	}
 	g, err := BuildGuards(a, d, pb.b, cat, opts...)
 	if err != nil {
@@ -143,19 +186,29 @@ func (p *Pilot) shaped(sql string, pb *parsedBound, path string) (*template, *sq
 	if g.Kind != sqlcheck.OpSelect {
 		t.text = g.FoldedSQL
 	}
-	sum := sha256.Sum256([]byte(t.text))
-	t.name = "harbormaster_t_" + hex.EncodeToString(sum[:16])
+	t.name = templateName(t.text)
+	if g.FoldedGenerationSQL != "" {
+		t.genText = g.FoldedGenerationSQL
+		t.genName = templateName(t.genText)
+	}
 	p.checks.Put(r.Key, pb.id, t)
 	return t, s, nil
 }
 
-// prepare makes sure conn has t prepared. A refusal by the target marks
-// the template broken (err is then a *pgconn.PgError).
-func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template) error {
+// templateName is the name a template's text is prepared under.
+func templateName(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return "harbormaster_t_" + hex.EncodeToString(sum[:16])
+}
+
+// prepare makes sure conn has t's text (or its variant: name, text)
+// prepared. A refusal by the target marks the template broken (err is
+// then a *pgconn.PgError).
+func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template, name, text string) error {
 	c := conn.Conn()
 	v, _ := p.shapes.prepared.LoadOrStore(c, &connPrepared{names: map[string]bool{}})
 	cp := v.(*connPrepared)
-	if cp.names[t.name] {
+	if cp.names[name] {
 		return nil
 	}
 	if len(cp.names) >= maxPreparedPerConn {
@@ -166,16 +219,16 @@ func (p *Pilot) prepare(ctx context.Context, conn *pgxpool.Conn, t *template) er
 		}
 		clear(cp.names)
 	}
-	if _, err := c.Prepare(ctx, t.name, t.text); err != nil {
+	if _, err := c.Prepare(ctx, name, text); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			t.broken.Store(true)
 			p.cfg.Logger.Warn("a template the target will not prepare takes the literal path",
-				"template", t.name, "sqlstate", pgErr.Code, "err", pgErr.Message)
+				"template", name, "sqlstate", pgErr.Code, "err", pgErr.Message)
 		}
 		return err
 	}
-	cp.names[t.name] = true
+	cp.names[name] = true
 	return nil
 }
 
@@ -194,13 +247,21 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 	if err := p.ensureViews(ctx, g.Views); err != nil {
 		return nil, true, err
 	}
-	if err := p.prepare(ctx, conn, t); err != nil {
+	args := t.tpl.Args(s)
+	// A write asks the catalog generation in place of its foreign key
+	// question while the question's last answer, "no", holds.
+	name, text, gen := t.name, t.text, int64(noGeneration)
+	if t.genName != "" {
+		if gen = p.generation(ctx, conn, t); gen != noGeneration {
+			name, text = t.genName, t.genText
+		}
+	}
+	if err := p.prepare(ctx, conn, t, name, text); err != nil {
 		if t.broken.Load() {
 			return nil, false, nil
 		}
 		return nil, true, err
 	}
-	args := t.tpl.Args(s)
 	receipt := []any{claims.ID, claims.RequestID, claims.Principal, claims.Target, claims.StatementHash, claims.Path}
 	b := &pgx.Batch{}
 	read := g.Kind == sqlcheck.OpSelect
@@ -212,12 +273,16 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 		if p.cfg.Role != "" {
 			b.Queue(`SELECT set_config('role', $1, true)`, p.cfg.Role)
 		}
-		b.Queue(t.name, args...)
+		b.Queue(name, args...)
 	} else {
 		// One message: the session's settings are the pinned ones
 		// (afterConnect; the literal path pins its own transaction-locally,
 		// which ends with it).
-		b.Queue(t.name, append(args, receipt...)...)
+		args := append(args, receipt...)
+		if name == t.genName {
+			args = append(args, gen)
+		}
+		b.Queue(name, args...)
 	}
 	// The statement and its COMMIT are one exchange: its outcome must not
 	// hang on the caller's context (a cancelled exchange is one whose
@@ -225,7 +290,7 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 	// this deadline a target that stops answering.
 	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.StatementTimeout+p.cfg.LockTimeout+5*time.Second)
 	defer cancel()
-	res = &Result{Outcome: Executed, ExecutedSQL: t.text, ExecutedArgs: args, MarqueID: claims.ID}
+	res = &Result{Outcome: Executed, ExecutedSQL: text, ExecutedArgs: args, MarqueID: claims.ID}
 	br := conn.SendBatch(xctx, b)
 	var out stmtResult
 	for i := 0; i < b.Len()-1 && err == nil; i++ {
@@ -255,11 +320,18 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 		if isReceiptConflict(pgErr) || !read && p.hasReceipt(ctx, claims.ID) {
 			return refused(RefusedReplay, "marque %s was already executed", claims.ID), true, nil
 		}
+		if isViolation(pgErr, generationReason) {
+			// The catalog changed since the template learned its
+			// generation: nothing ran. The literal path asks the foreign
+			// key question, and the template learns again.
+			t.gen.Store(nil)
+			return nil, false, nil
+		}
 		if stalePlan(pgErr) {
 			// A table the template reads changed its columns' types since the
 			// connection prepared it: nothing ran. The connection forgets
 			// it, and this statement takes the literal path.
-			p.unprepare(conn, t)
+			p.unprepare(conn, name)
 			return nil, false, nil
 		}
 		p.forgetViews(err)
@@ -312,14 +384,14 @@ func stalePlan(e *pgconn.PgError) bool {
 
 // unprepare deallocates t on conn; a connection that cannot is closed, so
 // the pool opens a fresh one.
-func (p *Pilot) unprepare(conn *pgxpool.Conn, t *template) {
+func (p *Pilot) unprepare(conn *pgxpool.Conn, name string) {
 	c := conn.Conn()
 	if v, ok := p.shapes.prepared.Load(c); ok {
-		delete(v.(*connPrepared).names, t.name)
+		delete(v.(*connPrepared).names, name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.Deallocate(ctx, t.name); err != nil {
+	if err := c.Deallocate(ctx, name); err != nil {
 		_ = c.Close(ctx)
 	}
 }
