@@ -66,14 +66,7 @@ allow:
     columns: [name]
     max_rows: 1
 `))
-	run := func(sql string) *pilot.Result {
-		t.Helper()
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "keys", sql))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	run := func(sql string) *pilot.Result { t.Helper(); return f.execute(t, "keys", sql) }
 	// Before any key references them, every write runs (and the compiled
 	// path remembers its template).
 	for _, sql := range []string{
@@ -298,15 +291,7 @@ func TestCascadeAddedAfterTheCatalog(t *testing.T) {
 func cascadeAddedAfterTheCatalog(t *testing.T, counter bool) {
 	f := newFixture(t)
 	if !counter {
-		if _, err := f.pilotConn(t).Exec(t.Context(), `DROP EVENT TRIGGER harbormaster_catalog_generation; DROP TABLE harbormaster.catalog_generation`); err != nil {
-			t.Fatal(err)
-		}
-		p, err := pilot.New(t.Context(), pilot.Config{Target: "shop", DSN: f.dsn}, f.pilotVerifier, f.signers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		f.pilot = p
+		f.withSchema(t, `DROP EVENT TRIGGER harbormaster_catalog_generation; DROP TABLE harbormaster.catalog_generation`)
 	}
 	f.addBound(t, "orders-w", []byte(`sentence: fix and delete orders
 grantee: agent:demo
@@ -469,14 +454,7 @@ allow:
 		}
 	}
 	counter := func() int64 { t.Helper(); return f.count(t, "SELECT n FROM harbormaster.catalog_generation") }
-	run := func(sql string) *pilot.Result {
-		t.Helper()
-		res, err := f.pilot.Execute(t.Context(), f.request(t, "orders-d", sql))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	run := func(sql string) *pilot.Result { t.Helper(); return f.execute(t, "orders-d", sql) }
 	before := f.pilot.Stats()
 	for range 2 {
 		if res := run("DELETE FROM orders WHERE id = 100000"); res.Outcome != pilot.Executed {

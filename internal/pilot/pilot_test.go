@@ -118,6 +118,16 @@ func (f *fixture) mustRefuse(t *testing.T, example, sql, code, why, wants string
 	return res
 }
 
+// execute runs sql under the delegation example; an error fails the test.
+func (f *fixture) execute(t *testing.T, example, sql string) *pilot.Result {
+	t.Helper()
+	res, err := f.pilot.Execute(t.Context(), f.request(t, example, sql))
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return res
+}
+
 // addBound compiles a delegation and has alice sign it, under name.
 func (f *fixture) addBound(t testing.TB, name string, yaml []byte) {
 	t.Helper()
