@@ -540,7 +540,10 @@ func loadShop(ctx context.Context, dsn string) error {
 			return fmt.Errorf("loading %s: %w", f, err)
 		}
 	}
-	return pilot.InitTarget(ctx, dsn)
+	// The demo's throwaway target arms the catalog generation (its user
+	// is a superuser), as an operator may with --catalog-generation.
+	_, err = pilot.InitTargetArmed(ctx, dsn, true)
+	return err
 }
 
 // writeDemoFiles makes keys, the signers file, signed delegations and the

@@ -143,13 +143,14 @@ func runTarget(e *env, args []string) int {
 		{"init", "create the harbormaster schema (receipts, guard function) in a target", func(e *env, args []string) int {
 			fs := e.flags("harbormaster target init --target DSN", "Creates the harbormaster schema in a target database: the receipts table that\nmakes every marque single-use, and the guard function. Idempotent.")
 			dsn := fs.String("target", "", "the target's `DSN`")
+			arm := fs.Bool("catalog-generation", false, "also create the event trigger that moves harbormaster.catalog_generation at every DDL command\n(needs a superuser), so governed writes leave out their foreign key question while the catalog\nstands still; see docs/operations.md for what it costs DDL")
 			if code, ok := e.parse(fs, args); !ok {
 				return code
 			}
 			if *dsn == "" {
 				return e.usageErr(fs, "--target is required")
 			}
-			armed, err := pilot.InitTargetArmed(e.ctx, *dsn)
+			armed, err := pilot.InitTargetArmed(e.ctx, *dsn, *arm)
 			if err != nil {
 				e.errorf("%v", err)
 				return exitFail
@@ -158,7 +159,7 @@ func runTarget(e *env, args []string) int {
 			if armed {
 				fmt.Fprintln(e.stdout, "catalog generation: armed (event trigger harbormaster_catalog_generation): a governed UPDATE or DELETE asks for foreign key actions only after DDL")
 			} else {
-				fmt.Fprintln(e.stdout, "catalog generation: not armed (creating its event trigger needs a superuser; see docs/operations.md): every governed UPDATE and DELETE asks for foreign key actions")
+				fmt.Fprintln(e.stdout, "catalog generation: not armed (--catalog-generation, as a superuser; see docs/operations.md): every governed UPDATE and DELETE asks for foreign key actions")
 			}
 			return exitOK
 		}},

@@ -99,51 +99,69 @@ SELECT FROM under u JOIN pg_catalog.pg_trigger g ON g.tgrelid = u.rel WHERE `, t
 	return "EXISTS (" + under + cond + ")"
 }
 
-// The catalog generation (issue 25): harbormaster target init creates a
-// counter that an event trigger moves at the end of every DDL command
-// (ddl_command_end, ENABLE ALWAYS, in the command's own transaction;
-// commands on temporary objects alone leave it, since no key of a
-// temporary table can reference a permanent one). Asking the catalog
-// costs the target about 40 µs a write, most of it setting up the
-// question's plan, which PostgreSQL does for every execution whether or
-// not the question is reached. So a template's write does not carry the
-// question: it carries the generation at which the question was last
-// answered "no" (Pilot.generation), and raises when the counter has moved
-// since, or the trigger is gone or not ALWAYS:
+// The catalog generation (issue 25): harbormaster target init
+// --catalog-generation creates a counter that an event trigger moves at the
+// end of every DDL command that creates or alters something (ddl_command_end,
+// ENABLE ALWAYS, in the command's own transaction; commands on temporary
+// objects or views alone, and GRANT, REVOKE, COMMENT and SECURITY LABEL,
+// leave it: none of them can carry a key action, a trigger a key answers,
+// or a table under another; a DROP cannot turn the question's "no" into a
+// "yes"). Asking the catalog costs the target about 40 µs a write, most
+// of it setting up the question's plan, which PostgreSQL does for every
+// execution whether or not the question is reached. So a template's write
+// does not carry the question: it carries the generation at which the
+// question was last answered "no" (Pilot.generation), and raises when the
+// generation differs:
 //
-//	CASE WHEN <the counter> = $g AND <the trigger, ALWAYS> THEN true
+//	CASE WHEN <the generation> = $g AND <READ COMMITTED> THEN true
 //	ELSE harbormaster.fence_violation('catalog generation') END
 //
-// Nothing of a write that raises remains; it runs again on the literal
-// path, which asks the question every time, and the template learns the
-// generation again.
+// The generation is the counter with the row versions (xmin) of the event
+// trigger and of its function: disabling the trigger around a migration and
+// enabling it again, dropping and creating it, or replacing the function
+// each changes it, though none moves the counter (ALTER EVENT TRIGGER is no
+// DDL an event trigger sees). Nothing of a write that raises remains; it
+// runs again on the literal path, which asks the question every time, and
+// the template learns the generation again. A learned generation is used
+// for at most generationTTL, which also bounds how long any failure of the
+// counter could matter.
 //
-// Why the answer holds while the counter stands still: every command that
-// can add a foreign key action, a BEFORE UPDATE trigger, a generated key
-// column or a table under t takes a lock on t (or on the table under t the
-// write reaches) that conflicts with the write's ROW EXCLUSIVE, and holds
-// it to its commit, which moves the counter in the same transaction. The
-// write takes its locks when it is bound (its plan is cached and
-// revalidated then) and its snapshot when it executes, in READ COMMITTED
-// (a template runs in an implicit transaction of its own): such a command
+// Why the answer holds while the generation stands still: every command
+// that can add a foreign key action, a BEFORE UPDATE trigger or a generated
+// key column to a table the write reaches takes a lock on that table that
+// conflicts with the write's ROW EXCLUSIVE and holds it to its commit,
+// which moves the counter in the same transaction; the write takes its
+// locks when it is bound (its plan is cached and revalidated then) and its
+// snapshot when it executes, in READ COMMITTED only (a template runs in an
+// implicit transaction of its own, and the statement checks the level: in
+// REPEATABLE READ the snapshot can be older than the lock). Such a command
 // committed before the lock shows in the snapshot's counter, and one that
-// had not cannot commit until the write has. ALTER EVENT TRIGGER is no DDL
-// an event trigger sees, which is why the statement asks pg_event_trigger
-// itself.
+// had not cannot commit until the write has. A table that comes under the
+// written one (INHERIT, ATTACH PARTITION, PARTITION OF) takes a weaker lock
+// on it, but the tables the write reaches are its plan's, fixed when it is
+// bound from a catalog no newer than its snapshot: a table that came under
+// it after that is not reached, and one that came before moved the counter
+// the snapshot reads.
 const (
 	generationTrigger = "harbormaster_catalog_generation"
-	generationNow     = `(SELECT n FROM harbormaster.catalog_generation)`
-	generationArmed   = `EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = '` + generationTrigger + `' AND evtenabled = 'A')`
+	// generationNow is the generation as text, NULL when the trigger is
+	// not in place, ALWAYS enabled, at ddl_command_end, calling the
+	// counter's function.
+	generationNow = `(SELECT c.n::text || '/' || e.xmin::text || '/' || f.xmin::text
+	FROM harbormaster.catalog_generation c, pg_catalog.pg_event_trigger e JOIN pg_catalog.pg_proc f ON f.oid = e.evtfoid
+	WHERE e.evtname = '` + generationTrigger + `' AND e.evtenabled = 'A' AND e.evtevent = 'ddl_command_end'
+	  AND f.proname = 'bump_catalog_generation' AND f.pronamespace = 'harbormaster'::regnamespace)`
+	generationArmed = `EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = '` + generationTrigger + `' AND evtenabled = 'A')`
 	// generationReason is the reason a write raises with when the
-	// counter moved (runShaped takes the literal path).
+	// generation differs (runShaped takes the literal path).
 	generationReason = "catalog generation"
 )
 
 // generationGuard replaces a cascade guard (cascadeGuard's node, changed
-// in place) by the counter's: true while the counter is still $param and
-// the trigger armed, else it raises.
+// in place) by the generation's: true while the generation is still
+// $param, in READ COMMITTED, else it raises.
 func generationGuard(guard *pg.Node, param int) error {
-	res, err := pg.Parse(fmt.Sprintf("SELECT %s = $%d::int8 AND %s", generationNow, param, generationArmed))
+	res, err := pg.Parse(fmt.Sprintf("SELECT %s = $%d::text AND pg_catalog.current_setting('transaction_isolation') = 'read committed'", generationNow, param))
 	if err != nil || len(res.Stmts) != 1 {
 		return fmt.Errorf("%w: catalog generation: %v", ErrGuard, err)
 	}
@@ -152,10 +170,11 @@ func generationGuard(guard *pg.Node, param int) error {
 	return nil
 }
 
-// generationSQL learns a template's generation: the counter, and whether
-// the cascade question is "no" with the trigger armed, in one snapshot.
+// generationSQL learns a template's generation: the generation ("" when
+// the trigger is not armed), and whether the cascade question is "no", in
+// one snapshot.
 func generationSQL(exists string) string {
-	return "SELECT " + generationNow + ", NOT " + exists + " AND " + generationArmed
+	return "SELECT COALESCE(" + generationNow + ", ''), NOT " + exists
 }
 
 // literal is s as an SQL string literal (standard_conforming_strings is

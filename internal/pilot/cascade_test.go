@@ -1,11 +1,17 @@
 package pilot_test
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harbormaster-dev/harbormaster/internal/marque"
+	"github.com/harbormaster-dev/harbormaster/internal/pgtmp/pgtmptest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
 )
 
@@ -290,8 +296,13 @@ func TestCascadeAddedAfterTheCatalog(t *testing.T) {
 // it had one (the folded write asks the question itself).
 func cascadeAddedAfterTheCatalog(t *testing.T, counter bool) {
 	f := newFixture(t)
-	if !counter {
-		f.withSchema(t, `DROP EVENT TRIGGER harbormaster_catalog_generation; DROP TABLE harbormaster.catalog_generation`)
+	if counter {
+		// target init --catalog-generation
+		if _, err := f.pilotConn(t).Exec(t.Context(), pilot.GenerationTriggerSQL); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		f.withSchema(t, `DROP TABLE harbormaster.catalog_generation`)
 	}
 	f.addBound(t, "orders-w", []byte(`sentence: fix and delete orders
 grantee: agent:demo
@@ -420,12 +431,13 @@ allow:
 
 // TestCascadeQuestionSkippedWhileTheCatalogStandsStill: a remembered
 // write passes the catalog generation at which its foreign key question
-// was last answered "no" and does not ask it while the target's counter
-// still reads that and the event trigger that moves it is armed
-// (cascade.go). A forged counter shows the question really is not asked;
-// a DDL command, a disarmed or dropped trigger each send the write down
-// the literal path, which asks; a temporary table does not move the
-// counter.
+// was last answered "no" and does not ask it while the target's generation
+// still reads that (cascade.go). A forged counter shows the question
+// really is not asked; DDL moves the counter (temporary objects, views and
+// grants do not); a disarmed trigger, one disabled and enabled again
+// around a migration, one enabled only for origin, a replaced function and
+// a dropped trigger each change the generation, and send the write down
+// the literal path, which asks.
 func TestCascadeQuestionSkippedWhileTheCatalogStandsStill(t *testing.T) {
 	pilot.SetGenerationTTL(t, time.Hour) // what was learned first stays
 	f := newFixture(t)
@@ -455,6 +467,8 @@ allow:
 	}
 	counter := func() int64 { t.Helper(); return f.count(t, "SELECT n FROM harbormaster.catalog_generation") }
 	run := func(sql string) *pilot.Result { t.Helper(); return f.execute(t, "orders-d", sql) }
+	arm := func() { t.Helper(); exec(pilot.InitSQL + pilot.GenerationTriggerSQL) }
+	arm() // target init --catalog-generation
 	before := f.pilot.Stats()
 	for range 2 {
 		if res := run("DELETE FROM orders WHERE id = 100000"); res.Outcome != pilot.Executed {
@@ -466,54 +480,26 @@ allow:
 	}
 	learned := counter()
 
-	// Temporary objects and views leave the counter; any other DDL moves
-	// it.
+	// Temporary objects, views and grants leave the counter; other DDL
+	// moves it.
 	exec("CREATE TEMP TABLE scratch (id int)")
 	exec("CREATE VIEW order_ids AS SELECT id FROM orders")
+	exec("GRANT SELECT ON order_ids TO PUBLIC")
 	if n := counter(); n != learned {
-		t.Fatalf("a temporary table or a view moved the counter from %d to %d", learned, n)
+		t.Fatalf("a temporary table, a view or a grant moved the counter from %d to %d", learned, n)
 	}
 	exec("CREATE INDEX orders_status_probe ON orders (status)")
 	if n := counter(); n == learned {
 		t.Fatal("CREATE INDEX left the counter")
 	}
-	// A disarmed trigger (ALTER EVENT TRIGGER is no DDL an event trigger
-	// sees), one that does not fire in every session_replication_role, or
-	// none stops a remembered write that learned its generation while it
-	// was armed: the literal path takes it.
-	for _, disarm := range []string{
-		"ALTER EVENT TRIGGER harbormaster_catalog_generation DISABLE",
-		"ALTER EVENT TRIGGER harbormaster_catalog_generation ENABLE",
-		"DROP EVENT TRIGGER harbormaster_catalog_generation",
-	} {
-		exec(pilot.GenerationTriggerSQL) // armed again (it is idempotent)
-		// An update that reaches a row (and changes nothing): a guard is
-		// asked only of a row the write reaches.
-		const touch = "UPDATE orders SET status = status WHERE id = 2"
-		st := f.pilot.Stats()
-		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Templated != st.Templated+1 {
-			t.Fatalf("armed: %s %v, %+v; want it run through its template", res.Outcome, res.Reasons, f.pilot.Stats())
-		}
-		exec(disarm)
-		st = f.pilot.Stats()
-		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Literal != st.Literal+1 {
-			t.Fatalf("after %s: %s %v, %+v; want it run on the literal path", disarm, res.Outcome, res.Reasons, f.pilot.Stats())
-		}
-	}
-	exec(pilot.GenerationTriggerSQL)
-
 	exec(`CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint REFERENCES orders (id) ON DELETE CASCADE);
 INSERT INTO order_notes VALUES (1, 1), (2, 2), (3, 3)`)
 	moved := counter()
-	if moved <= learned {
-		t.Fatalf("CREATE TABLE with a foreign key left the counter at %d", moved)
-	}
 
 	// Forged back to what the delete's template learned first (no write of
 	// it has reached a row since), the counter lets the write go without
-	// the question: the cascade runs. (Only the
-	// counter's owner can write it; this is the test standing in for a
-	// bump that did not happen.)
+	// the question: the cascade runs. (Only the counter's owner can write
+	// it; this is the test standing in for a move that did not happen.)
 	exec(fmt.Sprintf("UPDATE harbormaster.catalog_generation SET n = %d", learned))
 	if res := run("DELETE FROM orders WHERE id = 1"); res.Outcome != pilot.Executed {
 		t.Fatalf("with the counter where it was learned: %s %v, want the question unasked", res.Outcome, res.Reasons)
@@ -538,5 +524,64 @@ INSERT INTO order_notes VALUES (1, 1), (2, 2), (3, 3)`)
 	}
 	if n := f.count(t, "SELECT count(*) FROM order_notes"); n != 2 {
 		t.Fatalf("order_notes holds %d rows, want 2", n)
+	}
+
+	// What moves no counter still changes the generation: a remembered
+	// write that learned it while the trigger was armed takes the literal
+	// path after each. (The update's question, about keys on status, is
+	// "no".)
+	const touch = "UPDATE orders SET status = status WHERE id = 2"
+	for _, change := range []string{
+		"ALTER EVENT TRIGGER harbormaster_catalog_generation DISABLE",
+		"ALTER EVENT TRIGGER harbormaster_catalog_generation DISABLE; ALTER EVENT TRIGGER harbormaster_catalog_generation ENABLE ALWAYS",
+		"ALTER EVENT TRIGGER harbormaster_catalog_generation ENABLE",
+		"CREATE OR REPLACE FUNCTION harbormaster.bump_catalog_generation() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN END $$",
+		"DROP EVENT TRIGGER harbormaster_catalog_generation",
+	} {
+		arm()
+		st := f.pilot.Stats()
+		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Templated != st.Templated+1 {
+			t.Fatalf("armed: %s %v, %+v; want it run through its template", res.Outcome, res.Reasons, f.pilot.Stats())
+		}
+		exec(change)
+		st = f.pilot.Stats()
+		if res := run(touch); res.Outcome != pilot.Executed || f.pilot.Stats().Literal != st.Literal+1 {
+			t.Fatalf("after %s: %s %v, %+v; want it run on the literal path", change, res.Outcome, res.Reasons, f.pilot.Stats())
+		}
+	}
+}
+
+// TestInitTargetArmed: target init arms the catalog generation only when
+// asked, again as often as asked, and only as a superuser; a role that is
+// not one is told so before anything is created.
+func TestInitTargetArmed(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtmptest.NewDatabase(t, shared.Server(t))
+	for i, arm := range []bool{false, true, true, false} {
+		armed, err := pilot.InitTargetArmed(ctx, dsn, arm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Once armed it stays armed: init without the flag leaves it.
+		if want := arm || i == 3; armed != want {
+			t.Errorf("init %d (arm %v): armed %v, want %v", i, arm, armed, want)
+		}
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	role := "hm_plain_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
+	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+role+"; CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	if _, err := pilot.InitTargetArmed(ctx, u.String(), true); !errors.Is(err, pilot.ErrNotSuperuser) {
+		t.Fatalf("armed by a role that is not a superuser: %v, want ErrNotSuperuser", err)
 	}
 }

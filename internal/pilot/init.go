@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -99,25 +100,35 @@ GRANT SELECT ON harbormaster.catalog_generation TO PUBLIC;
 CREATE OR REPLACE FUNCTION harbormaster.bump_catalog_generation() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
     AS $$ BEGIN
-        -- Without the counter no write skips its question (the folded
+        -- Without the counter no write leaves its question out (the folded
         -- write reads the counter), so DDL goes on. Temporary objects and
-        -- views (a fence view, say) cannot carry a key action, a trigger
-        -- a key answers, or a table under another: they leave it.
+        -- views (a fence view, say) cannot carry a key action, a trigger a
+        -- key answers, or a table under another, nor can privileges,
+        -- comments or labels: they leave it. Each move goes to at least
+        -- the microsecond, so a counter a restore, a failover or a
+        -- replica carried back never reads a value again.
         IF pg_catalog.to_regclass('harbormaster.catalog_generation') IS NOT NULL
            AND EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c
                        WHERE (c.schema_name IS NULL OR c.schema_name NOT LIKE 'pg\_temp%')
-                         AND c.object_type <> 'view') THEN
-            UPDATE harbormaster.catalog_generation SET n = n + 1;
+                         AND c.object_type <> 'view'
+                         AND c.command_tag NOT IN ('GRANT', 'REVOKE', 'COMMENT', 'SECURITY LABEL')) THEN
+            UPDATE harbormaster.catalog_generation
+                SET n = greatest(n + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
         END IF;
     END $$;
 REVOKE ALL ON FUNCTION harbormaster.bump_catalog_generation() FROM PUBLIC;
 `
 
+// ErrNotSuperuser: arming the catalog generation needs a superuser.
+var ErrNotSuperuser = errors.New("creating the catalog generation's event trigger needs a superuser (or a superuser runs GenerationTriggerSQL; docs/operations.md)")
+
 // GenerationTriggerSQL arms the catalog generation (cascade.go): an event
-// trigger, which only a superuser may create. InitTarget runs it when its
-// role may; otherwise a superuser can run it once, and until then every
-// governed UPDATE and DELETE asks the catalog for foreign key actions as
-// it runs. It is idempotent.
+// trigger, which only a superuser may create, and which every DDL
+// transaction in the database then runs (docs/operations.md says what that
+// costs an operator). InitTargetArmed runs it when asked and its role may;
+// otherwise a superuser can run it once. Until then every governed UPDATE
+// and DELETE asks the catalog for foreign key actions as it runs. It is
+// idempotent.
 const GenerationTriggerSQL = `
 DO $$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = 'harbormaster_catalog_generation') THEN
@@ -128,30 +139,38 @@ DO $$ BEGIN
 END $$;
 `
 
-// InitTarget runs InitSQL against dsn, and GenerationTriggerSQL when its
-// role is a superuser.
+// InitTarget runs InitSQL against dsn.
 func InitTarget(ctx context.Context, dsn string) error {
-	_, err := InitTargetArmed(ctx, dsn)
+	_, err := InitTargetArmed(ctx, dsn, false)
 	return err
 }
 
-// InitTargetArmed is InitTarget; armed reports whether the catalog
-// generation's event trigger is in place, ALWAYS enabled, when it is done.
-func InitTargetArmed(ctx context.Context, dsn string) (armed bool, err error) {
+// InitTargetArmed is InitTarget, and with arm also GenerationTriggerSQL,
+// which needs a superuser (ErrNotSuperuser otherwise). armed reports
+// whether the catalog generation's event trigger is in place, ALWAYS
+// enabled, when it is done.
+func InitTargetArmed(ctx context.Context, dsn string, arm bool) (armed bool, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return false, fmt.Errorf("pilot: target init: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// Our own fixed DDL: the simple protocol runs it as one batch.
+	if arm {
+		// Before anything is created: asked to arm, it arms or changes
+		// nothing.
+		var superuser bool
+		if err := conn.QueryRow(ctx, `SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&superuser); err != nil {
+			return false, fmt.Errorf("pilot: target init: %w", err)
+		}
+		if !superuser {
+			return false, fmt.Errorf("pilot: target init: %w", ErrNotSuperuser)
+		}
+	}
 	if _, err := conn.Exec(ctx, InitSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return false, fmt.Errorf("pilot: target init: %w", err)
 	}
-	var superuser bool
-	if err := conn.QueryRow(ctx, `SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&superuser); err != nil {
-		return false, fmt.Errorf("pilot: target init: %w", err)
-	}
-	if superuser {
+	if arm {
 		if _, err := conn.Exec(ctx, GenerationTriggerSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return false, fmt.Errorf("pilot: target init: the catalog generation's event trigger: %w", err)
 		}

@@ -60,15 +60,15 @@ type template struct {
 }
 
 // learned is a template's catalog generation (noGeneration: the question
-// was answered "yes", or could not be asked), as of at.
+// was answered "yes", the trigger is not armed, or it could not be
+// asked), as of at.
 type learned struct {
-	n  int64
+	n  string
 	at time.Time
 }
 
-// noGeneration is never the counter's value: the write asks its
-// question itself.
-const noGeneration = -1
+// noGeneration is never a generation: the write asks its question itself.
+const noGeneration = ""
 
 // generationTTL is how long a learned generation is used before it is
 // learned again, and how long a "yes", an unarmed trigger or a failure to
@@ -79,12 +79,12 @@ var generationTTL = time.Second
 // learned, learned again on conn when it is older than generationTTL or
 // a write found the counter moved. noGeneration when the question says
 // yes or could not be asked.
-func (p *Pilot) generation(ctx context.Context, conn *pgxpool.Conn, t *template) int64 {
+func (p *Pilot) generation(ctx context.Context, conn *pgxpool.Conn, t *template) string {
 	now := time.Now()
 	if l := t.gen.Load(); l != nil && now.Sub(l.at) < generationTTL {
 		return l.n
 	}
-	n, clean := int64(noGeneration), false
+	n, clean := noGeneration, false
 	if err := conn.QueryRow(ctx, generationSQL(t.g.CascadeSQL)).Scan(&n, &clean); err != nil || !clean {
 		n = noGeneration
 	}
@@ -250,7 +250,7 @@ func (p *Pilot) runShaped(ctx context.Context, claims *marque.Claims, t *templat
 	args := t.tpl.Args(s)
 	// A write asks the catalog generation in place of its foreign key
 	// question while the question's last answer, "no", holds.
-	name, text, gen := t.name, t.text, int64(noGeneration)
+	name, text, gen := t.name, t.text, noGeneration
 	if t.genName != "" {
 		if gen = p.generation(ctx, conn, t); gen != noGeneration {
 			name, text = t.genName, t.genText
