@@ -29,17 +29,29 @@ const cascadeReason = "foreign key action"
 // index on confrelid and would be read whole by every write. The tables
 // under t (partitions, children) are asked too, since the write reaches
 // their rows.
-func cascadeGuard(kind sqlcheck.Op, t sqlcheck.TableName, written []string) (*pg.Node, error) {
-	exists := cascadeExists(kind, t, written)
+//
+// exists is the question as SQL (cascadeExists); "" asks nothing (nil).
+func cascadeGuard(exists string) (*pg.Node, error) {
 	if exists == "" {
 		return nil, nil
 	}
-	res, err := pg.Parse("SELECT " + exists)
-	if err != nil || len(res.Stmts) != 1 {
+	cond, err := selectExpr(exists)
+	if err != nil {
 		return nil, fmt.Errorf("%w: foreign key guard: %v", ErrGuard, err)
 	}
-	cond := res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal()
 	return caseWhen(cond, violationCall(cascadeReason), boolConst(true)), nil
+}
+
+// selectExpr parses expr, an SQL expression of our own, into its node.
+func selectExpr(expr string) (*pg.Node, error) {
+	res, err := pg.Parse("SELECT " + expr)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Stmts) != 1 || len(res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()) != 1 {
+		return nil, fmt.Errorf("not one expression: %s", expr)
+	}
+	return res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal(), nil
 }
 
 // cascadeExists is cascadeGuard's question as SQL, an EXISTS that is true
@@ -151,7 +163,6 @@ const (
 	FROM harbormaster.catalog_generation c, pg_catalog.pg_event_trigger e JOIN pg_catalog.pg_proc f ON f.oid = e.evtfoid
 	WHERE e.evtname = '` + generationTrigger + `' AND e.evtenabled = 'A' AND e.evtevent = 'ddl_command_end'
 	  AND f.proname = 'bump_catalog_generation' AND f.pronamespace = 'harbormaster'::regnamespace)`
-	generationArmed = `EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = '` + generationTrigger + `' AND evtenabled = 'A')`
 	// generationReason is the reason a write raises with when the
 	// generation differs (runShaped takes the literal path).
 	generationReason = "catalog generation"
@@ -161,11 +172,10 @@ const (
 // in place) by the generation's: true while the generation is still
 // $param, in READ COMMITTED, else it raises.
 func generationGuard(guard *pg.Node, param int) error {
-	res, err := pg.Parse(fmt.Sprintf("SELECT %s = $%d::text AND pg_catalog.current_setting('transaction_isolation') = 'read committed'", generationNow, param))
-	if err != nil || len(res.Stmts) != 1 {
+	cond, err := selectExpr(fmt.Sprintf("%s = $%d::text AND pg_catalog.current_setting('transaction_isolation') = 'read committed'", generationNow, param))
+	if err != nil {
 		return fmt.Errorf("%w: catalog generation: %v", ErrGuard, err)
 	}
-	cond := res.Stmts[0].Stmt.GetSelectStmt().GetTargetList()[0].GetResTarget().GetVal()
 	guard.Node = caseWhen(cond, boolConst(true), violationCall(generationReason)).Node
 	return nil
 }

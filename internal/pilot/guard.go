@@ -302,13 +302,12 @@ func BuildGuards(a *sqlcheck.Analysis, d sqlcheck.Decision, b *bound.Bound, cat 
 		// which no rule fences or counts (invariant 5), raises as the
 		// statement runs: the target's own catalog is asked, so a key
 		// added after the Pilot read its catalog is seen too.
-		cg, err := cascadeGuard(a.Facts.Kind, target, a.Facts.Written)
+		cascadeSQL = cascadeExists(a.Facts.Kind, target, a.Facts.Written)
+		cg, err := cascadeGuard(cascadeSQL)
 		if err != nil {
 			return nil, err
 		}
-		if cg != nil {
-			cascade, cascadeSQL = cg, cascadeExists(a.Facts.Kind, target, a.Facts.Written)
-		}
+		cascade = cg
 		*where = and(w, cg)
 		g.Returning = len(*returning) > 0
 		if g.Returning {

@@ -147,8 +147,9 @@ func InitTarget(ctx context.Context, dsn string) error {
 
 // InitTargetArmed is InitTarget, and with arm also GenerationTriggerSQL,
 // which needs a superuser (ErrNotSuperuser otherwise). armed reports
-// whether the catalog generation's event trigger is in place, ALWAYS
-// enabled, when it is done.
+// whether the catalog generation is armed when it is done: its event
+// trigger in place, ALWAYS enabled, calling the counter's function (what
+// a folded write checks).
 func InitTargetArmed(ctx context.Context, dsn string, arm bool) (armed bool, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -175,7 +176,7 @@ func InitTargetArmed(ctx context.Context, dsn string, arm bool) (armed bool, err
 			return false, fmt.Errorf("pilot: target init: the catalog generation's event trigger: %w", err)
 		}
 	}
-	if err := conn.QueryRow(ctx, "SELECT "+generationArmed).Scan(&armed); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT "+generationNow+" IS NOT NULL").Scan(&armed); err != nil {
 		return false, fmt.Errorf("pilot: target init: %w", err)
 	}
 	return armed, nil

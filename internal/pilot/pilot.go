@@ -801,16 +801,16 @@ func (p *Pilot) commit(ctx context.Context, t *Txn, marqueID string, g *Guarded,
 	return checkCommit(tag, err)
 }
 
-// statementRefusal maps an error from running the guarded statement: a
-// guard's error or the target's refusal refers; anything else is an error.
-// The agent sees the class only (DESIGN.md invariant 10): the target's
-// own message and SQLSTATE go to Detail, for the queue and the logbook.
 // isViolation reports a guard's raise (harbormaster.fence_violation)
 // for reason.
 func isViolation(pgErr *pgconn.PgError, reason string) bool {
 	return pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, reason)
 }
 
+// statementRefusal maps an error from running the guarded statement: a
+// guard's error or the target's refusal refers; anything else is an error.
+// The agent sees the class only (DESIGN.md invariant 10): the target's
+// own message and SQLSTATE go to Detail, for the queue and the logbook.
 func statementRefusal(err error) (*Result, error) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -820,7 +820,7 @@ func statementRefusal(err error) (*Result, error) {
 	switch {
 	case isViolation(pgErr, cascadeReason):
 		r = refused(RefusedCheck, MessageCascade)
-	case pgErr.Code == ViolationSQLState && strings.Contains(pgErr.Message, "check"):
+	case isViolation(pgErr, "check"):
 		r = refused(RefusedCheckRow, MessageCheckRow)
 	case pgErr.Code == ViolationSQLState:
 		r = refused(RefusedFence, MessageFence)
