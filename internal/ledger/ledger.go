@@ -94,6 +94,10 @@ func New(ctx context.Context, cfg Config, st *store.Store, lb *logbook.Logbook) 
 
 // List returns the requests f selects, oldest first.
 func (l *Ledger) List(ctx context.Context, f Filter) ([]*Request, error) {
+	// A read's row may still be in the logbook's journal (logbook.View).
+	if err := l.visible(ctx); err != nil {
+		return nil, fmt.Errorf("gateway: requests: %w", err)
+	}
 	rows, err := l.rq.List(ctx, f.store())
 	if err != nil {
 		return nil, fmt.Errorf("gateway: requests: %w", err)
@@ -103,6 +107,15 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]*Request, error) {
 		out = append(out, fromRow(r))
 	}
 	return out, nil
+}
+
+// visible waits until every request row a logbook record derives is in
+// the store (logbook.Logbook.Visible).
+func (l *Ledger) visible(ctx context.Context) error {
+	if l.lb == nil {
+		return nil
+	}
+	return l.lb.Visible(ctx)
 }
 
 // Get returns one request. A principal other than "" may only see its

@@ -68,7 +68,10 @@ func (l *Ledger) DecideExecuted(ctx context.Context, req *Request, evaluated any
 	req.Updated = l.cfg.Clock()
 	row := req.row(req.Outcome)
 	row.RowsAffected = req.RowsAffected
-	rec.With = func(ctx context.Context, tx *sql.Tx) error { return l.rq.Insert(ctx, tx, row) }
+	// As a View: the two entries and the row may commit in the logbook's
+	// journal first, the row reaching the store with them.
+	q, args := l.rq.InsertView(row)
+	rec.With, rec.View = nil, &logbook.View{SQL: q, Args: args}
 	exec.With = nil
 	rec.Then = &exec
 	if _, err := l.cfg.Append(ctx, rec); err != nil {

@@ -37,6 +37,10 @@ func (w *writer) pending() int { return len(w.deferred) }
 // settle; w.settleErr keeps the outcome for Settle's callers.
 func (w *writer) settle(ctx context.Context) (err error) {
 	defer func() { w.settleErr = err }()
+	// The journal's entries first: the index rows below are theirs too.
+	if err := w.materialize(ctx); err != nil {
+		return err
+	}
 	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: settle: %w", ErrUnavailable, err)

@@ -73,6 +73,12 @@ type Record struct {
 	// and this transaction's loses the After work but never the entry.
 	// When both are set, With runs first, in the entry's transaction.
 	After func(ctx context.Context, tx *sql.Tx) error
+	// View, when set, is state the entry derives (a read's request row),
+	// written in the same transaction as the entry reaches the store. A
+	// record with a View and no With or If may commit in the journal
+	// (Config.Journal) first, with its View in its frame, and reach the
+	// store behind it; a record with With or If commits in the store.
+	View *View
 	// Lazy lets the writer hold the entry for up to Config.LazyWait, so it
 	// commits with the next entry that is not lazy and shares its fsync.
 	// Append still returns only once the entry is durable. It is for
@@ -128,6 +134,7 @@ type prepared struct {
 	cond     func(ctx context.Context, tx *sql.Tx) (bool, error)
 	with     func(ctx context.Context, tx *sql.Tx) error
 	after    func(ctx context.Context, tx *sql.Tx) error
+	view     *View
 	lazy     bool
 	// then is Record.Then, prepared: a record and its Then are the chain
 	// rec, rec.then.
@@ -162,7 +169,10 @@ func prepare(r Record, maxPayload int) (prepared, error) {
 	if len(payload) > maxPayload {
 		return prepared{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrInvalidRecord, len(payload), maxPayload)
 	}
-	p := prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, cond: r.If, with: r.With, after: r.After, lazy: r.Lazy}
+	if !validView(r.View) {
+		return prepared{}, fmt.Errorf("%w: a view needs its SQL, and arguments of nil, int64, int, string or []byte", ErrInvalidRecord)
+	}
+	p := prepared{kind: r.Kind, subjects: subjects, subjJSON: subjJSON, payload: payload, cond: r.If, with: r.With, after: r.After, view: r.View, lazy: r.Lazy}
 	if r.Then != nil {
 		if r.Then.If != nil || r.Then.Lazy || r.Then.Then != nil {
 			return prepared{}, fmt.Errorf("%w: a record's Then has its own If, Lazy or Then", ErrInvalidRecord)

@@ -25,7 +25,9 @@ const testKeyName = "harbormaster-test"
 // testKey is a fixed control-plane key, so that separate logbooks in a test
 // share a signer (as a re-signing attacker would).
 func testKey(t testing.TB) (ed25519.PublicKey, ed25519.PrivateKey) {
-	t.Helper()
+	if t != nil {
+		t.Helper()
+	}
 	seed := make([]byte, ed25519.SeedSize)
 	copy(seed, "harbormaster logbook test key!!")
 	priv := ed25519.NewKeyFromSeed(seed)
@@ -57,7 +59,12 @@ type fixture struct {
 // PostgreSQL pass (storetest.FromEnv) and the tests that run on both.
 var pg pgtmptest.Shared
 
-func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(journalChildEnv); dir != "" {
+		os.Exit(journalChild(dir)) // TestJournalSurvivesAKill's child
+	}
+	os.Exit(pg.Run(m))
+}
 
 // newLocation is a fresh store location of the driver this pass tests
 // (HM_TEST_STORE, see storetest.FromEnv): a SQLite file by default.

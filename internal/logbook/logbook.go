@@ -90,12 +90,20 @@ type Config struct {
 	// index rows (and their Record.After work) before the writer writes
 	// them, in a transaction of its own that needs no fsync. Readers do
 	// not wait for it: a lookup by subject also reads the entries past the
-	// index. Defaults to 256.
+	// index. Defaults to 256; with a Journal, whose entries reach the
+	// store's tables at the same time, 4096.
 	IndexBatch int
 	// IndexDelay is the longest an entry waits for its subject index rows
 	// and After work when fewer than IndexBatch wait. Defaults to 20
-	// milliseconds.
+	// milliseconds; with a Journal, 200.
 	IndexDelay time.Duration
+	// Journal, on a SQLite store, is the path of the file where entries
+	// are made durable first (journal.go): a group of records without If
+	// or With commits with one write and one fdatasync there, and reaches
+	// the store's tables behind it, within IndexDelay. "" (the default)
+	// commits every entry in the store. New replays it, and the process
+	// holds an exclusive lock on it until Run returns.
+	Journal string
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -129,9 +137,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.IndexBatch == 0 {
 		c.IndexBatch = 256
+		if c.Journal != "" {
+			c.IndexBatch = 4096
+		}
 	}
 	if c.IndexDelay == 0 {
 		c.IndexDelay = 20 * time.Millisecond
+		if c.Journal != "" {
+			c.IndexDelay = 200 * time.Millisecond
+		}
 	}
 	return c
 }
@@ -192,6 +206,11 @@ type Logbook struct {
 	// run and est.
 	mu  sync.Mutex
 	run runState
+
+	// journal is Config.Journal, open (nil without one); jPending counts
+	// its entries not yet in the store (visible waits for them).
+	journal  *journal
+	jPending atomic.Int64
 }
 
 // stats count the writer's work, for benchmarks and tests.
@@ -199,7 +218,8 @@ type stats struct {
 	commits  atomic.Int64 // transactions that committed entries
 	entries  atomic.Int64 // entries committed
 	deferred atomic.Int64 // transactions that wrote the subject index and After work
-	led      atomic.Int64 // batches an appender committed itself (lead)
+	led       atomic.Int64 // batches an appender committed itself (lead)
+	journaled atomic.Int64 // batches committed in the journal
 }
 
 // New returns a Logbook over st (whose schema must include the logbook
@@ -221,14 +241,47 @@ func New(st *store.Store, signer note.Signer, clock func() time.Time, logger *sl
 	if signer == nil || clock == nil {
 		signer, clock = nil, nil
 	}
-	return &Logbook{
+	l := &Logbook{
 		st: st, signer: signer, clock: clock, log: logger, cfg: cfg,
 		verifySegment: 50_000,
 		verifyWorkers: min(runtime.GOMAXPROCS(0), 8),
 		reqs:          make(chan *request, cfg.QueueLength),
 		stopped:       make(chan struct{}),
-	}, nil
+	}
+	if cfg.Journal != "" && signer != nil && st.Driver() == store.SQLite {
+		j, err := openJournal(cfg.Journal)
+		if err != nil {
+			return nil, fmt.Errorf("logbook: %w", err)
+		}
+		n, err := l.replay(context.Background(), j)
+		if err != nil {
+			j.close()
+			return nil, fmt.Errorf("logbook: %w", err)
+		}
+		if n > 0 {
+			logger.Info("logbook: entries replayed from the journal", "entries", n, "head", j.headSeq)
+		}
+		l.journal = j
+	}
+	return l, nil
 }
+
+// visible returns once every entry an Append has returned is in the
+// store's tables, where readers look: it waits for the journal's entries
+// to reach them (a Settle) when there are any.
+func (l *Logbook) visible(ctx context.Context) error {
+	if l.jPending.Load() == 0 {
+		return nil
+	}
+	if err := l.Settle(ctx); err != nil && !errors.Is(err, ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Visible is visible for readers of state records derive (View): once it
+// returns, every entry an Append returned, and its view, is in the store.
+func (l *Logbook) Visible(ctx context.Context) error { return l.visible(ctx) }
 
 // Config returns the configuration in force (with defaults).
 func (l *Logbook) Config() Config { return l.cfg }
@@ -399,6 +452,7 @@ func (l *Logbook) Run(ctx context.Context) error {
 		return fmt.Errorf("logbook: run: %w", err)
 	}
 	defer w.close()
+	defer l.journal.close()
 	// A batch the writer has taken commits or fails on its own merits, not
 	// because Run's ctx ended halfway.
 	wctx := context.WithoutCancel(ctx)
@@ -638,6 +692,8 @@ type writer struct {
 	insSubject []*sql.Stmt
 	h          hasher
 	args       []any
+	j          *journal             // Config.Journal, or nil
+	views      map[string]*sql.Stmt // View statements, by their SQL
 
 	// Committed entries whose subject rows and After work are not written
 	// yet, in seq order; their subject rows as (key, value, seq) triples,
@@ -673,7 +729,7 @@ const headQueryPostgres = `SELECT h.seq, h.hash, (SELECT COALESCE(MAX(size), 0) 
 	FROM (SELECT 1) one LEFT JOIN (SELECT seq, hash FROM logbook_entries ORDER BY seq DESC LIMIT 1) h ON true`
 
 func (l *Logbook) newWriter(ctx context.Context) (*writer, error) {
-	w := &writer{l: l, db: l.st.DB(), pg: l.st.Driver() == store.Postgres}
+	w := &writer{l: l, db: l.st.DB(), pg: l.st.Driver() == store.Postgres, j: l.journal, views: map[string]*sql.Stmt{}}
 	stmts := []struct {
 		dst *(*sql.Stmt)
 		sql string
@@ -721,6 +777,9 @@ func (w *writer) close() {
 		}
 	}
 	for _, s := range append(w.insEntry, w.insSubject...) {
+		s.Close()
+	}
+	for _, s := range w.views {
 		s.Close()
 	}
 }
@@ -833,6 +892,12 @@ const (
 // committed, the entries' subject rows and After work wait in w.deferred.
 func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (written, error) {
 	out := written{entries: make([]Entry, len(reqs))}
+	if w.j != nil && w.j.broken == nil && mode == cpDue && w.journalable(reqs) {
+		return w.writeJournal(ctx, reqs, out)
+	}
+	if err := w.prepareViews(ctx, reqs); err != nil {
+		return out, err
+	}
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return out, fmt.Errorf("%w: begin: %w", ErrUnavailable, err)
@@ -850,6 +915,14 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		// signs what this transaction extends. Released at commit.
 		if _, err := tx.StmtContext(ctx, w.lock).ExecContext(ctx, store.LockLogbookAppend); err != nil {
 			return out, fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
+		}
+	}
+	// The journal's entries first: the store's chain is always a prefix
+	// of the chain, and the head read next is the chain's.
+	journaled := w.j != nil && len(w.j.pending) > 0
+	if journaled {
+		if err := w.insertJournaled(ctx, tx); err != nil {
+			return out, err
 		}
 	}
 	var headSeq int64
@@ -935,11 +1008,15 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 			continue
 		}
 		for rec := &r.rec; rec != nil; rec = rec.then {
-			if rec.with == nil {
-				continue
+			if rec.with != nil {
+				if err := rec.with(ctx, tx); err != nil {
+					return out, fmt.Errorf("%w: a record's own statements failed: %w", ErrUnavailable, err)
+				}
 			}
-			if err := rec.with(ctx, tx); err != nil {
-				return out, fmt.Errorf("%w: a record's own statements failed: %w", ErrUnavailable, err)
+			if v := rec.view; v != nil {
+				if _, err := tx.StmtContext(ctx, w.views[v.SQL]).ExecContext(ctx, v.Args...); err != nil {
+					return out, fmt.Errorf("%w: a record's view failed: %w", ErrUnavailable, err)
+				}
 			}
 		}
 	}
@@ -979,10 +1056,27 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 		w.l.stats.commits.Add(1)
 		w.l.stats.entries.Add(headSeq - firstSeq + 1)
 	}
-	// The subject rows are copied out now: the caller owns the entry (and
-	// its Subjects map) from the moment it is answered.
+	if w.j != nil {
+		// Committed with an fsync: the store holds the whole chain.
+		w.j.headSeq, w.j.headHash, w.j.cpSize, w.j.stored = headSeq, headHash, max(cpSize, out.cp.Size), headSeq
+		if journaled {
+			w.materialized(true)
+		} else {
+			w.j.durable = headSeq
+			w.j.empty()
+		}
+	}
+	w.defer_(reqs, out.skipped, firstSeq)
+	return out, nil
+}
+
+// defer_ queues the subject rows and After work of reqs' entries, which
+// committed from firstSeq on (skipped, by index, did not). The subject
+// rows are copied out now: the caller owns the entry (and its Subjects
+// map) from the moment it is answered.
+func (w *writer) defer_(reqs []*request, skipped []bool, firstSeq int64) {
 	for i, r := range reqs {
-		if r.kind != reqEntry || skip(i) {
+		if r.kind != reqEntry || skipped != nil && skipped[i] {
 			continue
 		}
 		for rec := &r.rec; rec != nil; rec = rec.then {
@@ -995,5 +1089,4 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 			firstSeq++
 		}
 	}
-	return out, nil
 }

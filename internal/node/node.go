@@ -98,6 +98,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (n *Node, 
 		Origin:             cfg.Name + "/logbook",
 		CheckpointEvery:    int64(cfg.Logbook.CheckpointEvery),
 		CheckpointInterval: cfg.Logbook.CheckpointInterval.D(),
+		Journal:            s.store.LogbookJournal(),
 	})
 	if err != nil {
 		return nil, err

@@ -1,16 +1,29 @@
 package store
 
 import (
+	"database/sql"
 	"net/url"
 	"strconv"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3"
 )
 
 // DriverName is the database/sql driver the store opens its file with,
-// for tests and tools that open the file directly.
-const DriverName = "sqlite3"
+// for tests and tools that open the file directly: SQLite (the
+// github.com/mattn/go-sqlite3 driver) with temporary storage in memory.
+const DriverName = "harbormaster_sqlite3"
+
+func init() {
+	sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		// Statement journals and sorts in memory: on a file, a multi-row
+		// insert in a transaction wrote its statement journal to a
+		// deleted temporary file, page by page, a write syscall each
+		// (issue 25).
+		_, err := c.Exec("PRAGMA temp_store=MEMORY", nil)
+		return err
+	}})
+}
 
 // dsn builds a github.com/mattn/go-sqlite3 data source name. The driver
 // runs the pragmas on every new connection of the pool, and the write

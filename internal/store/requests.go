@@ -63,15 +63,17 @@ type RequestFilter struct {
 type Requests struct {
 	st             *Store
 	insert, finish *sql.Stmt
+	insertSQL      string
 }
 
 // NewRequests prepares the requests repository. Close it before the store.
 func NewRequests(ctx context.Context, st *Store) (*Requests, error) {
 	r := &Requests{st: st}
 	var err error
-	if r.insert, err = st.w.PrepareContext(ctx, st.SQL(`INSERT INTO requests (id, principal, target, sql, canonical, outcome,
+	r.insertSQL = st.SQL(`INSERT INTO requests (id, principal, target, sql, canonical, outcome,
 		status, path, delegation_id, rule, reasons, detail, txid, marque_id, rows_affected, created_ns, updated_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if r.insert, err = st.w.PrepareContext(ctx, r.insertSQL); err != nil {
 		return nil, fmt.Errorf("store: requests: prepare: %w", err)
 	}
 	if r.finish, err = st.w.PrepareContext(ctx, st.SQL(`UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
@@ -91,6 +93,18 @@ func (r *Requests) Insert(ctx context.Context, tx *sql.Tx, q Request) error {
 		q.ID, q.Principal, q.Target, q.SQL, q.Canonical, q.Outcome, q.Status, q.Path,
 		q.DelegationID, q.Rule, q.Reasons, q.Detail, q.TxID, q.MarqueID, q.RowsAffected, q.CreatedNS, q.UpdatedNS)
 	return err
+}
+
+// InsertView is Insert as a statement and its arguments (nil, int64 and
+// string only), for a logbook record's View: the row is written with its
+// entry, wherever the entry commits first.
+func (r *Requests) InsertView(q Request) (string, []any) {
+	var rule any
+	if q.Rule.Valid {
+		rule = q.Rule.Int64
+	}
+	return r.insertSQL, []any{q.ID, q.Principal, q.Target, q.SQL, q.Canonical, q.Outcome, string(q.Status), q.Path,
+		q.DelegationID, rule, q.Reasons, q.Detail, q.TxID, q.MarqueID, q.RowsAffected, q.CreatedNS, q.UpdatedNS}
 }
 
 // Finish writes a request's outcome in tx (a logbook record's transaction).

@@ -249,6 +249,16 @@ func (s *Store) checkPragmas(ctx context.Context, db *sql.DB, wal bool) error {
 // Path is the path the store was opened with.
 func (s *Store) Path() string { return s.path }
 
+// LogbookJournal is where the logbook's journal of a SQLite store in a
+// file lives (logbook.Config.Journal): beside it, named after it with
+// "-logbook". "" for a store in memory or on PostgreSQL.
+func (s *Store) LogbookJournal() string {
+	if s.driver != SQLite || s.path == "" || s.path == Memory {
+		return ""
+	}
+	return s.path + "-logbook"
+}
+
 // DB is the write handle: one connection, transactions begin IMMEDIATE. Use
 // it for every statement that writes, and for reads that must see the
 // caller's own uncommitted writes inside a transaction. Never hold rows open

@@ -180,8 +180,10 @@ type Options struct {
 	Agents map[string]string
 	// Pilot tunes the Pilot; Target and DSN are filled in.
 	Pilot pilot.Config
-	// Logbook tunes the logbook; Origin defaults to Name+"/logbook".
-	Logbook logbook.Config
+	// Logbook tunes the logbook; Origin defaults to Name+"/logbook", and
+	// Journal to the store's (as a node has it) unless NoJournal.
+	Logbook   logbook.Config
+	NoJournal bool
 	// MarqueTTL defaults to 30s.
 	MarqueTTL time.Duration
 	// Gateway tunes the gateway (quotas, queue TTL, Surveyor, Auditor, clock);
@@ -275,6 +277,10 @@ func Start(t testing.TB, opt Options) *System {
 	}
 	if s.CheckpointVerifier, err = logbook.NewCheckpointVerifier(opt.Name, pub); err != nil {
 		t.Fatal(err)
+	}
+	if opt.Logbook.Journal == "" && !opt.NoJournal {
+		// As a node runs it (node.Start).
+		opt.Logbook.Journal = s.Store.LogbookJournal()
 	}
 	if s.Logbook, err = logbook.New(s.Store, cpSigner, time.Now, nil, opt.Logbook); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,236 @@
+package logbook
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harbormaster-dev/harbormaster/internal/store"
+)
+
+// journalChildEnv runs the test binary as TestJournalSurvivesAKill's
+// child: it appends to the store in that directory and prints each seq an
+// Append returned.
+const journalChildEnv = "HARBORMASTER_LOGBOOK_JOURNAL_CHILD"
+
+// journalConfig keeps journaled entries out of the store for as long as
+// a test runs: only a crash and replay, or a reader, brings them in.
+func journalConfig(path string) Config {
+	return Config{Journal: path + "-logbook", IndexDelay: time.Hour, IndexBatch: 1 << 20, CheckpointInterval: time.Hour}
+}
+
+// viewRecord is a record whose View writes a request row, as a read's
+// decision does.
+func viewRecord(rq *store.Requests, i int) Record {
+	q, args := rq.InsertView(store.Request{ID: fmt.Sprintf("req-%d", i), Principal: "agent:a", Target: "t",
+		SQL: "SELECT 1", Canonical: "SELECT 1", Outcome: "executed", Status: "executed", Reasons: "[]",
+		RowsAffected: int64(i), CreatedNS: int64(i), UpdatedNS: 1796684276392609216})
+	return Record{Kind: "decision", Subjects: map[string]string{"request": fmt.Sprintf("req-%d", i)},
+		Payload: map[string]any{"i": i}, View: &View{SQL: q, Args: args}}
+}
+
+func journalChild(dir string) int {
+	ctx := context.Background()
+	path := filepath.Join(dir, "store.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	_, priv := testKey(nil)
+	signer, _ := NewCheckpointSigner(testKeyName, priv)
+	lb, err := New(st, signer, time.Now, nil, journalConfig(path))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	rq, err := store.NewRequests(ctx, st)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	go func() { _ = lb.Run(ctx) }()
+	for i := 1; ; i++ {
+		e, err := lb.Append(ctx, viewRecord(rq, i))
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println(e.Seq)
+	}
+}
+
+// TestJournalSurvivesAKill kills a process appending through the journal
+// (its entries not yet in the store's tables) with SIGKILL, adds a torn
+// frame to the journal as a write cut short would, and opens the store
+// again: every entry an Append returned is there, in a chain that
+// verifies, with its view's row, and the journal is empty.
+func TestJournalSurvivesAKill(t *testing.T) {
+	if store.IsPostgresURL(newLocation(t)) {
+		t.Log("the journal is the SQLite store's; the PostgreSQL pass has nothing to test here")
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), journalChildEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var last int64
+	for sc.Scan() && last < 300 {
+		line := sc.Text()
+		n, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("child: %s", line)
+		}
+		last = n
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if last < 300 {
+		t.Fatalf("the child appended %d entries", last)
+	}
+	path := filepath.Join(dir, "store.db")
+	journal := path + "-logbook"
+	fi, err := os.Stat(journal)
+	if err != nil || fi.Size() == 0 {
+		t.Fatalf("the journal held nothing at the kill (%v): the test tested nothing", err)
+	}
+	st0, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inStore int64
+	if err := st0.ReadDB().QueryRow("SELECT COALESCE(MAX(seq), 0) FROM logbook_entries").Scan(&inStore); err != nil {
+		t.Fatal(err)
+	}
+	st0.Close()
+	if inStore >= last {
+		t.Fatalf("the store held %d of %d entries before the replay: the journal was not in the way", inStore, last)
+	}
+	// A frame cut short after the last whole one.
+	jf, err := os.OpenFile(journal, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := encodeFrame(nil, &journaled{seq: 1 << 40, kind: "decision", subj: []byte("{}"), payload: []byte("null")})
+	if _, err := jf.Write(torn[:len(torn)-3]); err != nil {
+		t.Fatal(err)
+	}
+	jf.Close()
+
+	f := openFixture(t, path, journalConfig(path), true)
+	head, _, err := f.lb.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head < last {
+		t.Fatalf("after the replay the log ends at %d; Append returned %d before the kill", head, last)
+	}
+	if rep := f.verify(); !rep.OK {
+		t.Fatalf("verify after the replay: %s", rep)
+	}
+	var rows int64
+	if err := f.st.ReadDB().QueryRow("SELECT COUNT(*) FROM requests WHERE updated_ns = 1796684276392609216").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows < last {
+		t.Fatalf("%d request rows (views) for %d entries", rows, last)
+	}
+	if fi, err := os.Stat(journal); err != nil || fi.Size() != 0 {
+		t.Fatalf("the journal after the replay: %v, %v", fi, err)
+	}
+	t.Logf("killed at %d entries, %d of them only in the journal; replayed", last, last-inStore)
+}
+
+// TestJournalEntriesAreVisible: an entry committed in the journal is
+// read at once by every reader, and its view's row after Visible.
+func TestJournalEntriesAreVisible(t *testing.T) {
+	loc := newLocation(t)
+	if store.IsPostgresURL(loc) {
+		t.Log("the journal is the SQLite store's")
+		return
+	}
+	f := openFixture(t, loc, journalConfig(loc), true)
+	rq, err := store.NewRequests(context.Background(), f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rq.Close()
+	f.append(Record{Kind: "decision", Payload: 0}) // the first batch commits in the store, with a checkpoint
+	for i := 1; i <= 5; i++ {
+		e := f.append(viewRecord(rq, i))
+		if f.lb.jPending.Load() == 0 {
+			t.Fatalf("entry %d did not go through the journal", e.Seq)
+		}
+		got, err := f.lb.Get(context.Background(), e.Seq)
+		if err != nil || got.Hash != e.Hash {
+			t.Fatalf("Get(%d) = %v, %v", e.Seq, got.Hash, err)
+		}
+	}
+	if err := f.lb.Visible(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := f.st.ReadDB().QueryRow("SELECT COUNT(*) FROM requests").Scan(&n); err != nil || n != 5 {
+		t.Fatalf("%d request rows, %v", n, err)
+	}
+	// A record with With commits in the store, after the journal's.
+	e := f.append(Record{Kind: "decision", Payload: 1, With: func(context.Context, *sql.Tx) error { return nil }})
+	if f.lb.jPending.Load() != 0 || e.Seq != 7 {
+		t.Fatalf("after a record with With: seq %d, %d pending", e.Seq, f.lb.jPending.Load())
+	}
+	if rep := f.verify(); !rep.OK {
+		t.Fatalf("verify: %s", rep)
+	}
+}
+
+// TestJournalRefusesWhatDoesNotContinueTheLog: a journal whose frames do
+// not continue the store's chain (another log's, or altered) stops the
+// logbook from opening; one process holds a journal at a time.
+func TestJournalRefusesWhatDoesNotContinueTheLog(t *testing.T) {
+	loc := newLocation(t)
+	if store.IsPostgresURL(loc) {
+		t.Log("the journal is the SQLite store's")
+		return
+	}
+	cfg := journalConfig(loc)
+	f := openFixture(t, loc, cfg, true)
+	f.append(Record{Kind: "decision", Payload: 0})
+	e := f.append(Record{Kind: "decision", Payload: 1})
+
+	// A second logbook on the same journal while the first holds it.
+	_, priv := testKey(t)
+	signer, _ := NewCheckpointSigner(testKeyName, priv)
+	if _, err := New(f.st, signer, time.Now, nil, cfg); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("a second logbook on a held journal: %v", err)
+	}
+	f.stop()
+
+	var h hasher
+	forged := journaled{seq: e.Seq + 1, ns: 1, kind: "decision", subj: []byte("{}"), payload: []byte("2")}
+	forged.hash = h.sum(forged.seq, forged.ns, []byte(forged.kind), forged.subj, forged.payload, &forged.prev) // prev: zero, not e's hash
+	if err := os.WriteFile(cfg.Journal, encodeFrame(nil, &forged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(f.st, signer, time.Now, nil, cfg); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "does not continue") {
+		t.Fatalf("a journal that does not continue the chain: %v", err)
+	}
+}
