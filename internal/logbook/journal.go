@@ -2,10 +2,10 @@ package logbook
 
 import (
 	"bufio"
-	"encoding/hex"
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"

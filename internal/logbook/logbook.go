@@ -215,9 +215,9 @@ type Logbook struct {
 
 // stats count the writer's work, for benchmarks and tests.
 type stats struct {
-	commits  atomic.Int64 // transactions that committed entries
-	entries  atomic.Int64 // entries committed
-	deferred atomic.Int64 // transactions that wrote the subject index and After work
+	commits   atomic.Int64 // transactions that committed entries
+	entries   atomic.Int64 // entries committed
+	deferred  atomic.Int64 // transactions that wrote the subject index and After work
 	led       atomic.Int64 // batches an appender committed itself (lead)
 	journaled atomic.Int64 // batches committed in the journal
 }
