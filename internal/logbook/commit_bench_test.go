@@ -10,6 +10,7 @@ import (
 
 	"github.com/harbormaster-dev/harbormaster/internal/bench"
 	"github.com/harbormaster-dev/harbormaster/internal/bench/benchtest"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // BenchmarkDurableCommit apportions the decision's durable commit, the
@@ -99,6 +100,28 @@ func BenchmarkDurableCommit(b *testing.B) {
 			reportLatency(b, lat)
 		})
 	}
+	// journal: a read's decision with its request row as a View, through
+	// the journal (Config.Journal) as a node appends it on SQLite.
+	b.Run("journal+request-row", func(b *testing.B) {
+		path := filepath.Join(dir, "journal.db")
+		jf := openFixture(b, path, Config{Journal: path + "-logbook"}, true)
+		rq, err := store.NewRequests(ctx, jf.st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rq.Close()
+		jf.append(Record{Kind: "decision", Payload: 0}) // the first batch commits in the store
+		lat := make([]time.Duration, 0, b.N)
+		for i := range b.N {
+			rec := viewRecord(rq, i)
+			t0 := time.Now()
+			if _, err := jf.lb.Append(ctx, rec); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		reportLatency(b, lat)
+	})
 }
 
 // reportLatency reports lat's median and 90th percentile in µs.
