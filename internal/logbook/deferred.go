@@ -179,16 +179,34 @@ var (
 // runAfter runs one After callback in a savepoint, so that its failure
 // undoes its own statements only.
 func (w *writer) runAfter(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) error) error {
-	if _, err := tx.StmtContext(ctx, w.savepoint).ExecContext(ctx); err != nil {
+	return savepointed(ctx, tx, w.savepoint, w.release, func() error { return fn(ctx, tx) })
+}
+
+// savepointed runs fn in the savepoint logbook_after of tx (begin and
+// release prepare it and let it go; nil: unprepared), so that fn's failure
+// undoes its own statements only. It returns fn's error; errTxBroken when
+// the savepoint cannot be taken, undone or let go (a failure that took the
+// whole transaction with it, as SQLite's disk full can): tx is unusable.
+func savepointed(ctx context.Context, tx *sql.Tx, begin, release *sql.Stmt, fn func() error) error {
+	exec := func(stmt *sql.Stmt, text string) error {
+		var err error
+		if stmt != nil {
+			_, err = tx.StmtContext(ctx, stmt).ExecContext(ctx)
+		} else {
+			_, err = tx.ExecContext(ctx, text)
+		}
+		return err
+	}
+	if err := exec(begin, "SAVEPOINT logbook_after"); err != nil {
 		return fmt.Errorf("%w: %w", errTxBroken, err)
 	}
-	ferr := fn(ctx, tx)
+	ferr := fn()
 	if ferr != nil {
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO logbook_after"); err != nil {
+		if err := exec(nil, "ROLLBACK TO logbook_after"); err != nil {
 			return fmt.Errorf("%w: %w (after %w)", errTxBroken, err, ferr)
 		}
 	}
-	if _, err := tx.StmtContext(ctx, w.release).ExecContext(ctx); err != nil {
+	if err := exec(release, "RELEASE logbook_after"); err != nil {
 		return fmt.Errorf("%w: %w", errTxBroken, err)
 	}
 	return ferr

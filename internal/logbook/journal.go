@@ -2,6 +2,7 @@ package logbook
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"syscall"
 )
@@ -36,7 +38,7 @@ import (
 //	magic   uint32 "HMJ1", little-endian
 //	length  uint32, the body's
 //	crc     uint32, CRC-32C of the body
-//	body    seq int64 | time int64 | prev hash [32] | hash [32] |
+//	body    round uint64 | seq int64 | time int64 | prev hash [32] | hash [32] |
 //	        kind, subjects, payload: uvarint length, bytes |
 //	        view: uvarint length of its SQL (0: none), SQL, uvarint count of
 //	        its arguments, each a tag byte (0 null, 1 int64, 2 string,
@@ -46,9 +48,12 @@ import (
 // A frame that is cut short or fails its CRC ends the journal: it is the
 // tail of a group whose fdatasync never returned, so no Append of it
 // returned either. Once the store holds all of it durably, the journal is
-// written again from its first byte (empty); frames of earlier rounds
-// after the newest have smaller seqs than the store's head, and replay
-// skips them. Replay also recomputes every entry's hash and checks
+// written again from its first byte (empty), in a new round: every frame
+// carries its round's random number, and a frame of another round than
+// the first frame's ends the journal too (what follows the newest round is
+// an earlier one's, whose entries the store holds). A frame whose entry
+// the store holds already is checked against it: a journal and a store
+// that disagree about an entry stop the start. Replay also recomputes every entry's hash and checks
 // that the frames continue the store's chain, and refuses to start when
 // they do not.
 
@@ -67,6 +72,7 @@ type View struct {
 
 // journaled is an entry durable in the journal and not yet in the store.
 type journaled struct {
+	round         uint64 // the journal's round the frame was written in
 	seq, ns       int64
 	kind          Kind
 	subj, payload []byte
@@ -89,7 +95,8 @@ type journal struct {
 	// durable is the last seq the store holds after a transaction with an
 	// fsync; the journal is emptied once durable reaches headSeq.
 	durable int64
-	broken  error // a write or fdatasync failed: entries go through the store only
+	broken  error  // a write or fdatasync failed: entries go through the store only
+	round   uint64 // this round's number, in its frames (empty starts another)
 	buf     []byte
 }
 
@@ -107,7 +114,7 @@ func openJournal(path string) (*journal, error) {
 		}
 		return nil, fmt.Errorf("%w: journal %s: lock: %w", ErrUnavailable, path, err)
 	}
-	return &journal{f: f, path: path}, nil
+	return &journal{f: f, path: path, round: rand.Uint64()}, nil
 }
 
 func (j *journal) close() error {
@@ -123,6 +130,7 @@ func (j *journal) close() error {
 func encodeFrame(b []byte, e *journaled) []byte {
 	at := len(b)
 	b = append(b, make([]byte, 12)...)
+	b = binary.LittleEndian.AppendUint64(b, e.round)
 	b = binary.LittleEndian.AppendUint64(b, uint64(e.seq))
 	b = binary.LittleEndian.AppendUint64(b, uint64(e.ns))
 	b = append(b, e.prev[:]...)
@@ -184,9 +192,11 @@ var errFrame = errors.New("malformed frame")
 // decodeFrame reads one frame's body.
 func decodeFrame(body []byte) (journaled, error) {
 	var e journaled
-	if len(body) < 80 {
+	if len(body) < 88 {
 		return e, errFrame
 	}
+	e.round = binary.LittleEndian.Uint64(body)
+	body = body[8:]
 	e.seq = int64(binary.LittleEndian.Uint64(body))
 	e.ns = int64(binary.LittleEndian.Uint64(body[8:]))
 	copy(e.prev[:], body[16:48])
@@ -258,9 +268,9 @@ func decodeFrame(body []byte) (journaled, error) {
 	return e, nil
 }
 
-// readFrames reads the journal's whole frames from the start; it stops at
-// the first frame cut short or failing its CRC, and returns the byte
-// length of the frames it read.
+// readFrames reads the journal's newest round from the start; it stops at
+// the first frame cut short or failing its CRC, or of another round, and
+// returns the byte length of the frames it read.
 func (j *journal) readFrames() ([]journaled, int64, error) {
 	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
 		return nil, 0, err
@@ -288,6 +298,9 @@ func (j *journal) readFrames() ([]journaled, int64, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("journal frame at byte %d: %w", off, err)
 		}
+		if len(out) > 0 && e.round != out[0].round {
+			return out, off, nil
+		}
 		out = append(out, e)
 		off += 12 + int64(n)
 	}
@@ -300,6 +313,7 @@ func (j *journal) readFrames() ([]journaled, int64, error) {
 func (j *journal) append(es []journaled) error {
 	b := j.buf[:0]
 	for i := range es {
+		es[i].round = j.round
 		b = encodeFrame(b, &es[i])
 	}
 	j.buf = b
@@ -327,7 +341,7 @@ func (j *journal) empty() {
 	if j.size == 0 || len(j.pending) > 0 || j.durable < j.headSeq {
 		return
 	}
-	j.size = 0
+	j.size, j.round = 0, rand.Uint64()
 }
 
 // replay brings the store up to the journal at open: every frame past the
@@ -357,19 +371,38 @@ func (l *Logbook) replay(ctx context.Context, j *journal) (int, error) {
 	n := 0
 	for i := range frames {
 		e := &frames[i]
-		if e.seq <= headSeq {
-			continue // in the store already (an emptying lost in a crash)
-		}
 		sum := h.sum(e.seq, e.ns, []byte(e.kind), e.subj, e.payload, &e.prev)
-		if e.seq != headSeq+1 || e.prev != headHash || sum != e.hash {
+		if sum != e.hash {
+			return 0, fmt.Errorf("%w: journal %s: entry %d's frame does not hash to its hash (run logbook verify)", ErrUnavailable, j.path, e.seq)
+		}
+		if e.seq <= headSeq {
+			// In the store already: the same entry, or the two disagree.
+			var stored []byte
+			switch err := tx.QueryRowContext(ctx, "SELECT hash FROM logbook_entries WHERE seq = ?", e.seq).Scan(&stored); {
+			case errors.Is(err, sql.ErrNoRows): // pruned since
+			case err != nil:
+				return 0, fmt.Errorf("%w: replay: read entry %d: %w", ErrUnavailable, e.seq, err)
+			case !bytes.Equal(stored, e.hash[:]):
+				return 0, fmt.Errorf("%w: journal %s: entry %d differs from the store's (run logbook verify)", ErrUnavailable, j.path, e.seq)
+			}
+			continue
+		}
+		if e.seq != headSeq+1 || e.prev != headHash {
 			return 0, fmt.Errorf("%w: journal %s: entry %d does not continue the logbook at %d (run logbook verify)", ErrUnavailable, j.path, e.seq, headSeq)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO logbook_entries (seq, time_ns, kind, subjects, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
 			e.seq, e.ns, string(e.kind), string(e.subj), string(e.payload), e.prev[:], e.hash[:]); err != nil {
 			return 0, fmt.Errorf("%w: replay: entry %d: %w", ErrUnavailable, e.seq, err)
 		}
-		if e.view != nil {
-			if _, err := tx.ExecContext(ctx, e.view.SQL, e.view.Args...); err != nil {
+		if v := e.view; v != nil {
+			err := savepointed(ctx, tx, nil, nil, func() error {
+				_, err := tx.ExecContext(ctx, v.SQL, v.Args...)
+				return err
+			})
+			if errors.Is(err, errTxBroken) {
+				return 0, fmt.Errorf("%w: replay: entry %d: %w", ErrUnavailable, e.seq, err)
+			}
+			if err != nil {
 				// Derived state: the entry is the record (the ledger's
 				// reconciliation reads decisions without a row).
 				l.log.Error("logbook: replay: an entry's view failed", "seq", e.seq, "err", err)
@@ -381,7 +414,7 @@ func (l *Logbook) replay(ctx context.Context, j *journal) (int, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("%w: replay: commit: %w", ErrUnavailable, err)
 	}
-	j.size = 0 // every frame in it is in the store, durably (empty)
+	j.size, j.round = 0, rand.Uint64() // every frame in it is in the store, durably (empty)
 	j.headSeq, j.headHash, j.cpSize, j.durable, j.stored = headSeq, headHash, cpSize, headSeq, headSeq
 	return n, nil
 }
@@ -501,8 +534,9 @@ func (w *writer) prepareViews(ctx context.Context, reqs []*request) error {
 }
 
 // insertJournaled inserts the journal's pending entries and their views in
-// tx. A view that fails is logged, not fatal: its entry is durable
-// already, and the state it derives can be rebuilt from it.
+// tx. A view that fails is undone alone (a savepoint) and logged, not
+// fatal: its entry is durable already, and the state it derives can be
+// rebuilt from it; one that took the transaction with it fails tx.
 func (w *writer) insertJournaled(ctx context.Context, tx *sql.Tx) error {
 	es := w.j.pending
 	args := w.args[:0]
@@ -517,10 +551,19 @@ func (w *writer) insertJournaled(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("%w: insert the journal's entries: %w", ErrUnavailable, err)
 	}
 	for i := range es {
-		if v := es[i].view; v != nil {
-			if _, err := tx.StmtContext(ctx, w.views[v.SQL]).ExecContext(ctx, v.Args...); err != nil {
-				w.l.log.Error("logbook: an entry's view failed", "seq", es[i].seq, "err", err)
-			}
+		v := es[i].view
+		if v == nil {
+			continue
+		}
+		err := savepointed(ctx, tx, w.savepoint, w.release, func() error {
+			_, err := tx.StmtContext(ctx, w.views[v.SQL]).ExecContext(ctx, v.Args...)
+			return err
+		})
+		if errors.Is(err, errTxBroken) {
+			return fmt.Errorf("%w: an entry's view: %w", ErrUnavailable, err)
+		}
+		if err != nil {
+			w.l.log.Error("logbook: an entry's view failed", "seq", es[i].seq, "err", err)
 		}
 	}
 	return nil

@@ -273,7 +273,13 @@ func (l *Logbook) visible(ctx context.Context) error {
 	if l.jPending.Load() == 0 {
 		return nil
 	}
-	if err := l.Settle(ctx); err != nil && !errors.Is(err, ErrClosed) {
+	err := l.Settle(ctx)
+	if errors.Is(err, ErrClosed) && l.jPending.Load() > 0 {
+		// Run stopped with entries it could not bring into the store: they
+		// are durable in the journal, and the next start replays them.
+		return fmt.Errorf("%w: entries wait in the journal for the next start", ErrUnavailable)
+	}
+	if err != nil && !errors.Is(err, ErrClosed) {
 		return err
 	}
 	return nil

@@ -151,6 +151,11 @@ func (l *Logbook) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		return Pruned{}, fmt.Errorf("logbook: prune: %w", err)
 	}
 	out.Entry = e.Seq
+	// The pruned entry in the store before anything goes: the cut may be
+	// the store's head, and the entry may have committed in the journal.
+	if err := l.visible(ctx); err != nil {
+		return Pruned{}, fmt.Errorf("logbook: prune: %w", err)
+	}
 	head, _ := hex.DecodeString(cpHash)
 	var moved bool
 	start := time.Now()
