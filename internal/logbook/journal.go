@@ -95,7 +95,7 @@ type journal struct {
 	// durable is the last seq the store holds after a transaction with an
 	// fsync; the journal is emptied once durable reaches headSeq.
 	durable int64
-	broken  error  // a write or fdatasync failed: entries go through the store only
+	broken  error  // the journal cannot be trusted to be what this writer wrote: nothing more is appended
 	round   uint64 // this round's number, in its frames (empty starts another)
 	buf     []byte
 }
@@ -307,9 +307,11 @@ func (j *journal) readFrames() ([]journaled, int64, error) {
 }
 
 // append writes the frames of es and waits for fdatasync: they are durable
-// when it returns nil. On failure the file is cut at its last whole frame,
-// so that no frame of the failed group is left to follow the next
-// group's (or the journal is marked broken).
+// when it returns nil. On failure the file is cut back to its last whole
+// frame, durably, so that no frame of the failed group is left for a
+// replay to take for an entry; if that fails too, the journal is broken,
+// and the writer appends nothing more (write): an entry it committed
+// elsewhere could take a seq a frame left in the journal holds.
 func (j *journal) append(es []journaled) error {
 	b := j.buf[:0]
 	for i := range es {
@@ -323,7 +325,9 @@ func (j *journal) append(es []journaled) error {
 	}
 	if err != nil {
 		if terr := j.f.Truncate(j.size); terr != nil {
-			j.broken = err
+			j.broken = errors.Join(err, terr)
+		} else if serr := j.f.Sync(); serr != nil {
+			j.broken = errors.Join(err, serr)
 		}
 		return fmt.Errorf("%w: journal: %w", ErrUnavailable, err)
 	}
@@ -463,7 +467,7 @@ func (w *writer) writeJournal(ctx context.Context, reqs []*request, out written)
 		return out, fmt.Errorf("%w: read head: %w", ErrUnavailable, err)
 	}
 	if seqCol.Int64 != j.stored {
-		j.broken = fmt.Errorf("the store's logbook is at %d, the journal's at %d: another process appends to it", seqCol.Int64, j.stored)
+		j.broken = fmt.Errorf("the store's logbook is at %d where this writer left it at %d: another process appends to it", seqCol.Int64, j.stored)
 		return out, fmt.Errorf("%w: journal: %w", ErrUnavailable, j.broken)
 	}
 	now := w.l.clock().UTC()

@@ -417,3 +417,31 @@ func TestJournalRounds(t *testing.T) {
 		t.Fatalf("a frame that disagrees with the store's entry: %v", err)
 	}
 }
+
+// TestJournalBrokenStopsTheLog: a journal that cannot be written nor cut
+// back stops every append, in the journal and in the store alike, so no
+// entry takes a seq a frame left in the journal may hold.
+func TestJournalBrokenStopsTheLog(t *testing.T) {
+	ctx := context.Background()
+	loc := newLocation(t)
+	if store.IsPostgresURL(loc) {
+		t.Log("the journal is the SQLite store's")
+		return
+	}
+	f := openFixture(t, loc, journalConfig(loc), true)
+	f.append(Record{Kind: "decision", Payload: 0})
+	f.append(Record{Kind: "decision", Payload: 1})
+	f.lb.mu.Lock()
+	f.lb.journal.f.Close() // every write, truncate and sync fails from here
+	f.lb.mu.Unlock()
+	if _, err := f.lb.Append(ctx, Record{Kind: "decision", Payload: 2}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("an append to a journal that cannot be written: %v", err)
+	}
+	if _, err := f.lb.Append(ctx, Record{Kind: "decision", Payload: 3, With: func(context.Context, *sql.Tx) error { return nil }}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("an append in the store behind a broken journal: %v", err)
+	}
+	var head int64
+	if err := f.st.ReadDB().QueryRow("SELECT COALESCE(MAX(seq), 0) FROM logbook_entries").Scan(&head); err != nil || head > 2 {
+		t.Fatalf("the store's head is %d (%v) behind a broken journal", head, err)
+	}
+}

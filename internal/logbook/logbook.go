@@ -898,7 +898,11 @@ const (
 // committed, the entries' subject rows and After work wait in w.deferred.
 func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (written, error) {
 	out := written{entries: make([]Entry, len(reqs))}
-	if w.j != nil && w.j.broken == nil && mode == cpDue && w.journalable(reqs) {
+	if w.j != nil && w.j.broken != nil {
+		// Fail closed until a restart replays what the journal holds.
+		return out, fmt.Errorf("%w: journal: %w", ErrUnavailable, w.j.broken)
+	}
+	if w.j != nil && mode == cpDue && w.journalable(reqs) {
 		return w.writeJournal(ctx, reqs, out)
 	}
 	if err := w.prepareViews(ctx, reqs); err != nil {
