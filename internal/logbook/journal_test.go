@@ -28,6 +28,19 @@ func journalConfig(path string) Config {
 	return Config{Journal: path + "-logbook", IndexDelay: time.Hour, IndexBatch: 1 << 20, CheckpointInterval: time.Hour}
 }
 
+// journalFixture is a running logbook with a journal on a fresh SQLite
+// store; nil on the PostgreSQL pass, which has no journal (the test has
+// nothing to do there).
+func journalFixture(t *testing.T) *fixture {
+	t.Helper()
+	loc := newLocation(t)
+	if store.IsPostgresURL(loc) {
+		t.Log("the journal is the SQLite store's; the PostgreSQL pass has nothing to test here")
+		return nil
+	}
+	return openFixture(t, loc, journalConfig(loc), true)
+}
+
 // viewRecord is a record whose View writes a request row, as a read's
 // decision does.
 func viewRecord(rq *store.Requests, i int) Record {
@@ -186,12 +199,10 @@ func TestJournalSurvivesAKill(t *testing.T) {
 // TestJournalEntriesAreVisible: an entry committed in the journal is
 // read at once by every reader, and its view's row after Visible.
 func TestJournalEntriesAreVisible(t *testing.T) {
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	f := openFixture(t, loc, journalConfig(loc), true)
 	rq, err := store.NewRequests(context.Background(), f.st)
 	if err != nil {
 		t.Fatal(err)
@@ -229,13 +240,11 @@ func TestJournalEntriesAreVisible(t *testing.T) {
 // not continue the store's chain (another log's, or altered) stops the
 // logbook from opening; one process holds a journal at a time.
 func TestJournalRefusesWhatDoesNotContinueTheLog(t *testing.T) {
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	cfg := journalConfig(loc)
-	f := openFixture(t, loc, cfg, true)
+	cfg := journalConfig(f.path)
 	f.append(Record{Kind: "decision", Payload: 0})
 	e := f.append(Record{Kind: "decision", Payload: 1})
 
@@ -278,13 +287,11 @@ func stuckView(t *testing.T, st *store.Store) *View {
 // whose Append returned is there, with the hash Append gave.
 func TestJournalViewThatTakesTheTransaction(t *testing.T) {
 	ctx := context.Background()
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	cfg := journalConfig(loc)
-	f := openFixture(t, loc, cfg, true)
+	cfg := journalConfig(f.path)
 	view := stuckView(t, f.st)
 	f.append(Record{Kind: "decision", Payload: 0})
 	stuck := f.append(Record{Kind: "decision", Payload: 1, View: view})
@@ -309,7 +316,7 @@ func TestJournalViewThatTakesTheTransaction(t *testing.T) {
 	if _, err := f.st.DB().Exec("DROP TRIGGER view_probe_full"); err != nil {
 		t.Fatal(err)
 	}
-	g := openFixture(t, loc, cfg, true)
+	g := openFixture(t, f.path, cfg, true)
 	for _, want := range []Entry{stuck, after} {
 		got, err := g.lb.Get(ctx, want.Seq)
 		if err != nil || got.Hash != want.Hash {
@@ -326,12 +333,10 @@ func TestJournalViewThatTakesTheTransaction(t *testing.T) {
 // before it deletes, so appends go on and a crash replays.
 func TestJournalPruneToTheHead(t *testing.T) {
 	ctx := context.Background()
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	f := openFixture(t, loc, journalConfig(loc), true)
 	f.append(Record{Kind: "decision", Payload: 0})
 	f.append(Record{Kind: "decision", Payload: 1})
 	if _, err := f.lb.Checkpoint(ctx); err != nil {
@@ -362,13 +367,11 @@ func TestJournalPruneToTheHead(t *testing.T) {
 // its first: replay stops there instead of refusing the gap, and checks
 // the frames the store holds against it.
 func TestJournalRounds(t *testing.T) {
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	cfg := journalConfig(loc)
-	f := openFixture(t, loc, cfg, true)
+	cfg := journalConfig(f.path)
 	for i := range 3 {
 		f.append(Record{Kind: "decision", Payload: i})
 	}
@@ -423,12 +426,10 @@ func TestJournalRounds(t *testing.T) {
 // entry takes a seq a frame left in the journal may hold.
 func TestJournalBrokenStopsTheLog(t *testing.T) {
 	ctx := context.Background()
-	loc := newLocation(t)
-	if store.IsPostgresURL(loc) {
-		t.Log("the journal is the SQLite store's")
+	f := journalFixture(t)
+	if f == nil {
 		return
 	}
-	f := openFixture(t, loc, journalConfig(loc), true)
 	f.append(Record{Kind: "decision", Payload: 0})
 	f.append(Record{Kind: "decision", Payload: 1})
 	f.lb.mu.Lock()
