@@ -30,7 +30,7 @@ import (
 // frame, so the row reaches the store in the same transaction as its
 // entry: now, or when the next process replays the journal after a crash.
 // Readers see an entry once it is in the store; Logbook's own readers and
-// the ledger's wait for that first (visible), so an Append that returned is
+// the ledger's wait for that first (Visible), so an Append that returned is
 // never missing from what they read.
 //
 // A frame:
@@ -90,14 +90,11 @@ type journal struct {
 	pending  []journaled
 	headSeq  int64
 	headHash [32]byte
-	cpSize   int64 // the newest checkpoint's size, in the store
-	stored   int64 // the last seq in the store
-	// durable is the last seq the store holds after a transaction with an
-	// fsync; the journal is emptied once durable reaches headSeq.
-	durable int64
-	broken  error  // the journal cannot be trusted to be what this writer wrote: nothing more is appended
-	round   uint64 // this round's number, in its frames (empty starts another)
-	buf     []byte
+	cpSize   int64  // the newest checkpoint's size, in the store
+	stored   int64  // the last seq in the store, durably: every transaction that moves it has an fsync
+	broken   error  // the journal cannot be trusted to be what this writer wrote: nothing more is appended
+	round    uint64 // this round's number, in its frames (empty starts another)
+	buf      []byte
 }
 
 // openJournal opens path, taking an exclusive lock on it that the
@@ -342,7 +339,7 @@ func (j *journal) append(es []journaled) error {
 // disk). Frames of earlier rounds past the newest are entries the store
 // holds durably, which replay skips.
 func (j *journal) empty() {
-	if j.size == 0 || len(j.pending) > 0 || j.durable < j.headSeq {
+	if j.size == 0 || len(j.pending) > 0 || j.stored < j.headSeq {
 		return
 	}
 	j.size, j.round = 0, rand.Uint64()
@@ -419,7 +416,7 @@ func (l *Logbook) replay(ctx context.Context, j *journal) (int, error) {
 		return 0, fmt.Errorf("%w: replay: commit: %w", ErrUnavailable, err)
 	}
 	j.size, j.round = 0, rand.Uint64() // every frame in it is in the store, durably (empty)
-	j.headSeq, j.headHash, j.cpSize, j.durable, j.stored = headSeq, headHash, cpSize, headSeq, headSeq
+	j.headSeq, j.headHash, j.cpSize, j.stored = headSeq, headHash, cpSize, headSeq
 	return n, nil
 }
 
@@ -573,18 +570,16 @@ func (w *writer) insertJournaled(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// materialized records that the journal's pending entries are in the
-// store (not yet durably, unless durable says so).
-func (w *writer) materialized(durable bool) {
+// materialized records that the store holds the whole chain, durably
+// (a transaction with an fsync committed it): the journal's pending
+// entries are in, and the journal can start again.
+func (w *writer) materialized() {
 	j := w.j
 	clear(j.pending)
 	j.pending = j.pending[:0]
 	j.stored = j.headSeq
 	w.l.jPending.Store(0)
-	if durable {
-		j.durable = j.headSeq
-		j.empty()
-	}
+	j.empty()
 }
 
 // materialize moves the journal's pending entries into the store in one
@@ -620,6 +615,6 @@ func (w *writer) materialize(ctx context.Context) error {
 		return fmt.Errorf("%w: materialize: commit: %w", ErrUnavailable, err)
 	}
 	j.cpSize = max(j.cpSize, cp.Size)
-	w.materialized(true)
+	w.materialized()
 	return nil
 }

@@ -208,7 +208,7 @@ type Logbook struct {
 	run runState
 
 	// journal is Config.Journal, open (nil without one); jPending counts
-	// its entries not yet in the store (visible waits for them).
+	// its entries not yet in the store (Visible waits for them).
 	journal  *journal
 	jPending atomic.Int64
 }
@@ -266,10 +266,11 @@ func New(st *store.Store, signer note.Signer, clock func() time.Time, logger *sl
 	return l, nil
 }
 
-// visible returns once every entry an Append has returned is in the
-// store's tables, where readers look: it waits for the journal's entries
-// to reach them (a Settle) when there are any.
-func (l *Logbook) visible(ctx context.Context) error {
+// Visible returns once every entry an Append has returned, and its View,
+// is in the store's tables, where readers look: it waits for the
+// journal's entries to reach them (a Settle) when there are any. The
+// Logbook's own readers call it; so do readers of state a View writes.
+func (l *Logbook) Visible(ctx context.Context) error {
 	if l.jPending.Load() == 0 {
 		return nil
 	}
@@ -284,10 +285,6 @@ func (l *Logbook) visible(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Visible is visible for readers of state records derive (View): once it
-// returns, every entry an Append returned, and its view, is in the store.
-func (l *Logbook) Visible(ctx context.Context) error { return l.visible(ctx) }
 
 // Config returns the configuration in force (with defaults).
 func (l *Logbook) Config() Config { return l.cfg }
@@ -929,8 +926,7 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	}
 	// The journal's entries first: the store's chain is always a prefix
 	// of the chain, and the head read next is the chain's.
-	journaled := w.j != nil && len(w.j.pending) > 0
-	if journaled {
+	if w.j != nil && len(w.j.pending) > 0 {
 		if err := w.insertJournaled(ctx, tx); err != nil {
 			return out, err
 		}
@@ -1068,13 +1064,8 @@ func (w *writer) write(ctx context.Context, reqs []*request, mode cpMode) (writt
 	}
 	if w.j != nil {
 		// Committed with an fsync: the store holds the whole chain.
-		w.j.headSeq, w.j.headHash, w.j.cpSize, w.j.stored = headSeq, headHash, max(cpSize, out.cp.Size), headSeq
-		if journaled {
-			w.materialized(true)
-		} else {
-			w.j.durable = headSeq
-			w.j.empty()
-		}
+		w.j.headSeq, w.j.headHash, w.j.cpSize = headSeq, headHash, max(cpSize, out.cp.Size)
+		w.materialized()
 	}
 	w.defer_(reqs, out.skipped, firstSeq)
 	return out, nil

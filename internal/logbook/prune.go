@@ -153,7 +153,7 @@ func (l *Logbook) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	out.Entry = e.Seq
 	// The pruned entry in the store before anything goes: the cut may be
 	// the store's head, and the entry may have committed in the journal.
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return Pruned{}, fmt.Errorf("logbook: prune: %w", err)
 	}
 	head, _ := hex.DecodeString(cpHash)

@@ -48,7 +48,7 @@ func scanEntry(s scanner) (Entry, error) {
 // Head returns the seq and hash of the last entry: 0 and ZeroHash when the
 // logbook is empty.
 func (l *Logbook) Head(ctx context.Context) (int64, string, error) {
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return 0, "", fmt.Errorf("logbook: head: %w", err)
 	}
 	var seq int64
@@ -65,7 +65,7 @@ func (l *Logbook) Head(ctx context.Context) (int64, string, error) {
 
 // Get returns the entry seq, or ErrNotFound.
 func (l *Logbook) Get(ctx context.Context, seq int64) (Entry, error) {
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return Entry{}, fmt.Errorf("logbook: get %d: %w", seq, err)
 	}
 	row := l.st.ReadDB().QueryRowContext(ctx, l.st.SQL("SELECT "+entryCols+" FROM logbook_entries e WHERE e.seq = ?"), seq)
@@ -84,7 +84,7 @@ func (l *Logbook) Tail(ctx context.Context, n int) ([]Entry, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return nil, fmt.Errorf("logbook: tail: %w", err)
 	}
 	rows, err := l.st.ReadDB().QueryContext(ctx, l.st.SQL("SELECT "+entryCols+" FROM logbook_entries e ORDER BY e.seq DESC LIMIT ?"), n)
@@ -204,7 +204,7 @@ func subjectPath(key string) string {
 // Iterate calls fn for each entry q selects, in seq order, from one
 // consistent snapshot. It stops at fn's first error and returns it.
 func (l *Logbook) Iterate(ctx context.Context, q Query, fn func(Entry) error) error {
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return fmt.Errorf("logbook: iterate: %w", err)
 	}
 	query, args, err := q.sql(l.st.Driver() == store.Postgres)

@@ -139,7 +139,7 @@ func (l *Logbook) Verify(ctx context.Context, v note.Verifier, external ...Check
 	if v == nil {
 		return Report{}, fmt.Errorf("logbook: verify: nil verifier")
 	}
-	if err := l.visible(ctx); err != nil {
+	if err := l.Visible(ctx); err != nil {
 		return Report{}, fmt.Errorf("logbook: verify: %w", err)
 	}
 	rep, ok, err := l.verifyParallel(ctx, v, external)
