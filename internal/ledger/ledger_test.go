@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/harbormaster-dev/harbormaster/internal/logbook"
 	"github.com/harbormaster-dev/harbormaster/internal/logbook/logbooktest"
 	"github.com/harbormaster-dev/harbormaster/internal/pilot"
+	"github.com/harbormaster-dev/harbormaster/internal/store"
 )
 
 // move is one transition.
@@ -74,20 +76,34 @@ func TestTransitionTable(t *testing.T) {
 type fixture struct {
 	l  *Ledger
 	lb *logbook.Logbook
+	st *store.Store
 
 	mu   sync.Mutex
 	seen map[move]int
 }
 
+// newFixture is a ledger on a SQLite store whose logbook has its journal,
+// as a node's has (logbook.Config.Journal).
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st, lb := logbooktest.Running(t, "ledger-test", "")
+	return newFixtureWith(t, logbook.Config{})
+}
+
+// newFixtureWith is newFixture with the logbook's configuration cfg.
+func newFixtureWith(t *testing.T, cfg logbook.Config) *fixture {
+	t.Helper()
+	location := filepath.Join(t.TempDir(), "store.db")
+	cfg.Journal = location + "-logbook"
+	st, lb := logbooktest.RunningWith(t, "ledger-test", location, time.Now, cfg)
+	if st.LogbookJournal() != cfg.Journal {
+		t.Fatalf("the store's journal is %q, the fixture's %q", st.LogbookJournal(), cfg.Journal)
+	}
 	l, err := New(context.Background(), Config{}, st, lb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Drain)
-	f := &fixture{l: l, lb: lb, seen: map[move]int{}}
+	f := &fixture{l: l, lb: lb, st: st, seen: map[move]int{}}
 	l.seen = func(from, to Status) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -143,9 +143,22 @@ func (l *Ledger) decision(req *Request, evaluated any) (logbook.Record, Outcome,
 	}
 	req.Updated = req.Created
 	row := req.row(agentOutcome)
-	// The request row commits with its decision entry, in one group commit.
-	insert := func(ctx context.Context, tx *sql.Tx) error { return l.rq.Insert(ctx, tx, row) }
-	return logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload, With: insert}, agentOutcome, nil
+	rec := logbook.Record{Kind: logbook.KindDecision, Subjects: subjects, Payload: payload}
+	if to == StatusRunning {
+		// A statement decided to run: its row is read through List (which
+		// waits for logbook.Logbook.Visible) and moved only by records
+		// that commit in the store after every entry before them (an If
+		// or a With), so it may be a View and the decision may commit in
+		// the logbook's journal first.
+		q, args := l.rq.InsertView(row)
+		rec.View = &logbook.View{SQL: q, Args: args}
+	} else {
+		// A referral's row is the queue's: humans' acts and the referral
+		// limits move and count it in the store directly. It commits
+		// with its decision entry, in one group commit.
+		rec.With = func(ctx context.Context, tx *sql.Tx) error { return l.rq.Insert(ctx, tx, row) }
+	}
+	return rec, agentOutcome, nil
 }
 
 // maxLoggedStatement is the most of a statement's text a decision entry
@@ -305,8 +318,8 @@ func ExecutedPayload(req *Request, res *pilot.Result) map[string]any {
 }
 
 // record writes the execution entry and the request's final state, a move
-// from running; a lazy one shares the next decision's commit
-// (logbook.Record.Lazy). With cond, the entry and the row are written
+// from running; a lazy one (an executed statement's, final) shares the
+// next decision's commit (logbook.Record.Lazy), its row as a View. With cond, the entry and the row are written
 // only while the row is still running under the marque id the request
 // holds (a reconciler that settled it first keeps its answer), and
 // logbook.ErrNotApplied says they were not.
@@ -343,9 +356,20 @@ func (l *Ledger) execution(req *Request, payload map[string]any, lazy, unconditi
 	reasons, _ := json.Marshal(nonNil(req.Reasons))
 	out := store.RequestOutcome{ID: req.ID, Outcome: string(req.Outcome), Status: store.RequestStatus(req.Status),
 		Reasons: string(reasons), Detail: req.Detail, RowsAffected: req.RowsAffected, TxID: req.TxID, MarqueID: req.MarqueID}
-	update := func(ctx context.Context, tx *sql.Tx) error {
+	var update func(ctx context.Context, tx *sql.Tx) error
+	var view *logbook.View
+	if lazy {
+		// An executed statement's outcome on the compiled path (RecordLater):
+		// final, so nothing moves its row again, and it may be a View that
+		// commits in the logbook's journal first, as its decision's did.
 		out.UpdatedNS = l.cfg.Clock().UnixNano()
-		return l.rq.Finish(ctx, tx, out)
+		q, args := l.rq.FinishView(out)
+		view = &logbook.View{SQL: q, Args: args}
+	} else {
+		update = func(ctx context.Context, tx *sql.Tx) error {
+			out.UpdatedNS = l.cfg.Clock().UnixNano()
+			return l.rq.Finish(ctx, tx, out)
+		}
 	}
 	var cond func(context.Context, *sql.Tx) (bool, error)
 	if !unconditional {
@@ -360,7 +384,7 @@ func (l *Ledger) execution(req *Request, payload map[string]any, lazy, unconditi
 		// its hash alone (carryTexts).
 		subjects[textSubject] = byHash
 	}
-	return logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, Lazy: lazy}, logged, nil
+	return logbook.Record{Kind: logbook.KindExecution, Subjects: subjects, Payload: payload, If: cond, With: update, View: view, Lazy: lazy}, logged, nil
 }
 
 // executedOnce names an execution entry's executed_sql by its SHA-256

@@ -91,6 +91,10 @@ func (l *Ledger) Prune(ctx context.Context, r Retention) (Pruned, error) {
 		return out, nil
 	}
 	before := l.cfg.Clock().Add(-r.Retain)
+	// An open request's row may still be in the logbook's journal.
+	if err := l.visible(ctx); err != nil {
+		return out, fmt.Errorf("ledger: prune: %w", err)
+	}
 	oldest, err := l.rq.OldestOf(ctx, openStatuses())
 	if err != nil {
 		return out, fmt.Errorf("ledger: prune: %w", err)

@@ -61,9 +61,9 @@ type RequestFilter struct {
 // once: on SQLite a record's transaction holds the one write connection,
 // so they could not be prepared from inside it.
 type Requests struct {
-	st             *Store
-	insert, finish *sql.Stmt
-	insertSQL      string
+	st                   *Store
+	insert, finish       *sql.Stmt
+	insertSQL, finishSQL string
 }
 
 // NewRequests prepares the requests repository. Close it before the store.
@@ -76,8 +76,9 @@ func NewRequests(ctx context.Context, st *Store) (*Requests, error) {
 	if r.insert, err = st.w.PrepareContext(ctx, r.insertSQL); err != nil {
 		return nil, fmt.Errorf("store: requests: prepare: %w", err)
 	}
-	if r.finish, err = st.w.PrepareContext(ctx, st.SQL(`UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
-		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`)); err != nil {
+	r.finishSQL = st.SQL(`UPDATE requests SET outcome = ?, status = ?, reasons = ?, detail = ?,
+		rows_affected = ?, txid = ?, marque_id = ?, updated_ns = ? WHERE id = ?`)
+	if r.finish, err = st.w.PrepareContext(ctx, r.finishSQL); err != nil {
 		_ = r.insert.Close()
 		return nil, fmt.Errorf("store: requests: prepare: %w", err)
 	}
@@ -112,6 +113,12 @@ func (r *Requests) Finish(ctx context.Context, tx *sql.Tx, o RequestOutcome) err
 	_, err := tx.StmtContext(ctx, r.finish).ExecContext(ctx,
 		o.Outcome, o.Status, o.Reasons, o.Detail, o.RowsAffected, o.TxID, o.MarqueID, o.UpdatedNS, o.ID)
 	return err
+}
+
+// FinishView is Finish as a statement and its arguments, for a logbook
+// record's View (InsertView).
+func (r *Requests) FinishView(o RequestOutcome) (string, []any) {
+	return r.finishSQL, []any{o.Outcome, string(o.Status), o.Reasons, o.Detail, o.RowsAffected, o.TxID, o.MarqueID, o.UpdatedNS, o.ID}
 }
 
 // ClaimMarque replaces a request's marque id, previous, by marqueID if, and
