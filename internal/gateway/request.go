@@ -72,11 +72,11 @@ func (g *Gateway) decide(ctx context.Context, req *ledger.Request, evals []route
 
 // evaluated is what a decision entry says of the delegations the route
 // evaluated: on a path, only the chosen one's in full (route.Lean).
-func evaluated(req *ledger.Request, evals []route.Evaluation, chosen *Delegation) []route.Evaluation {
+func evaluated(req *ledger.Request, evals []route.Evaluation, chosen *Delegation) []map[string]any {
 	if req.Path != "" && chosen != nil {
-		return route.Lean(evals, chosen.ID)
+		evals = route.Lean(evals, chosen.ID)
 	}
-	return evals
+	return route.FieldsOf(evals)
 }
 
 // errSettledElsewhere: an approved request was settled by a

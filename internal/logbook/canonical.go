@@ -80,6 +80,11 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 		return strconv.AppendInt(dst, int64(v), 10), nil
 	case uint64:
 		return strconv.AppendUint(dst, v, 10), nil
+	case *int:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		return strconv.AppendInt(dst, int64(*v), 10), nil
 	case json.RawMessage:
 		if v == nil {
 			return append(dst, "null"...), nil

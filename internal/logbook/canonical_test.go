@@ -315,6 +315,7 @@ func TestCanonicalJSONDirectMatchesEncodingJSON(t *testing.T) {
 		Tags []string `json:"tags,omitempty"`
 		Note named    `json:"note"`
 	}
+	seven := -7
 	edge := []any{
 		map[string]any{"a": []string(nil), "b": []any(nil), "c": map[string]any(nil), "d": map[string]string(nil), "e": []map[string]any(nil)},
 		map[string]any{"s": []string{"<&>", "\u2028\u2029", "\xff\xfe", ""}, "n": named("x<y"), "r": row{ID: 1, Note: "é"}},
@@ -322,6 +323,7 @@ func TestCanonicalJSONDirectMatchesEncodingJSON(t *testing.T) {
 		map[string]any{"floats": []any{0.1, float32(0.1), -0.0, 1e21, 1e20, 5e-324, math.MaxFloat64, 1.0}},
 		map[string]any{"raw": json.RawMessage(` {"z": 1, "a" : [ 1.50 ] } `), "nilraw": json.RawMessage(nil)},
 		map[string]any{"evaluated": []map[string]any{{"rule": 1, "decision": "conforms"}}, "rows": []row{{ID: 2, Tags: []string{"b", "a"}}}},
+		map[string]any{"rule": (*int)(nil), "rules": []any{&seven, (*int)(nil)}},
 		map[string]any{"\U0001F600": 1, "\uFB01": 2, "a": map[string]string{"y": "1", "x": "2"}},
 		[]any{nil, true, false, "x", map[string]any{}},
 		[]string{},

@@ -551,15 +551,41 @@ func (w *writer) insertJournaled(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return fmt.Errorf("%w: insert the journal's entries: %w", ErrUnavailable, err)
 	}
+	// The views in one savepoint; only when one fails, each again in a
+	// savepoint of its own, so a view's failure undoes its own statements
+	// only. Each view's statement is bound to tx once.
+	bound := map[string]*sql.Stmt{}
+	run := func(v *View) error {
+		s, ok := bound[v.SQL]
+		if !ok {
+			s = tx.StmtContext(ctx, w.views[v.SQL])
+			bound[v.SQL] = s
+		}
+		_, err := s.ExecContext(ctx, v.Args...)
+		return err
+	}
+	err = savepointed(ctx, tx, w.savepoint, w.release, func() error {
+		for i := range es {
+			if v := es[i].view; v != nil {
+				if err := run(v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errTxBroken):
+		return fmt.Errorf("%w: an entry's view: %w", ErrUnavailable, err)
+	}
 	for i := range es {
 		v := es[i].view
 		if v == nil {
 			continue
 		}
-		err := savepointed(ctx, tx, w.savepoint, w.release, func() error {
-			_, err := tx.StmtContext(ctx, w.views[v.SQL]).ExecContext(ctx, v.Args...)
-			return err
-		})
+		err := savepointed(ctx, tx, w.savepoint, w.release, func() error { return run(v) })
 		if errors.Is(err, errTxBroken) {
 			return fmt.Errorf("%w: an entry's view: %w", ErrUnavailable, err)
 		}

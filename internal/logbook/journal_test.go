@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,6 +325,57 @@ func TestJournalViewThatTakesTheTransaction(t *testing.T) {
 		}
 	}
 	if rep := g.verify(); !rep.OK {
+		t.Fatalf("verify: %s", rep)
+	}
+}
+
+// TestJournalViewThatFailsAlone: the views that reach the store in one
+// transaction are undone one by one, not together: a view that fails (a
+// row that exists already) is logged and leaves the others' rows and
+// every entry in place.
+func TestJournalViewThatFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	f := journalFixture(t)
+	if f == nil {
+		return
+	}
+	rq, err := store.NewRequests(ctx, f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rq.Close()
+	f.append(Record{Kind: "decision", Payload: 0}) // the first batch commits in the store
+	var last Entry
+	for _, i := range []int{1, 2, 1, 3} { // the second request 1 cannot be inserted
+		last = f.append(viewRecord(rq, i))
+	}
+	if f.lb.jPending.Load() != 4 {
+		t.Fatalf("%d entries in the journal, want the 4 views'", f.lb.jPending.Load())
+	}
+	if err := f.lb.Visible(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.st.ReadDB().QueryContext(ctx, "SELECT id, rows_affected FROM requests ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s:%d", id, n))
+	}
+	if want := []string{"req-1:1", "req-2:2", "req-3:3"}; !slices.Equal(got, want) {
+		t.Fatalf("request rows %v, want %v", got, want)
+	}
+	if e, err := f.lb.Get(ctx, last.Seq); err != nil || e.Hash != last.Hash {
+		t.Fatalf("entry %d: %v", last.Seq, err)
+	}
+	if rep := f.verify(); !rep.OK {
 		t.Fatalf("verify: %s", rep)
 	}
 }

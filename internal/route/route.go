@@ -243,6 +243,29 @@ type Evaluation struct {
 	Reasons    []string `json:"reasons,omitempty"`
 }
 
+// Fields is e's JSON as a map, which the logbook writes as canonical JSON
+// directly, not by way of encoding/json and a second parse.
+func (e Evaluation) Fields() map[string]any {
+	m := map[string]any{"delegation_id": e.Delegation, "decision": e.Decision, "rule": e.Rule}
+	if len(e.Reasons) > 0 {
+		m["reasons"] = e.Reasons
+	}
+	return m
+}
+
+// FieldsOf is Fields of each evaluation (nil for nil, as the JSON of
+// a nil slice is null).
+func FieldsOf(evals []Evaluation) []map[string]any {
+	if evals == nil {
+		return nil
+	}
+	out := make([]map[string]any, len(evals))
+	for i, e := range evals {
+		out[i] = e.Fields()
+	}
+	return out
+}
+
 // Choose picks the delegation a statement would go under: the first that
 // covers it on the compiled path, else the first that covers it on the
 // surveyed path. ok is false when none covers it. The statement path's

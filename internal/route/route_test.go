@@ -1,6 +1,7 @@
 package route_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -274,5 +275,39 @@ func TestDecideReadsEachFactOnceWhenNeeded(t *testing.T) {
 				t.Fatalf("Decide %+v, Of %+v", r, want)
 			}
 		})
+	}
+}
+
+// TestEvaluationFields: an evaluation's Fields, which the decision entry
+// records, is its JSON: the same members and values, with or without a
+// rule and reasons.
+func TestEvaluationFields(t *testing.T) {
+	evals := []route.Evaluation{
+		{Delegation: "dlg_a", Decision: "conforms", Rule: rule(0), Reasons: []string{"rule 0 covers it"}},
+		{Delegation: "dlg_b", Decision: "refer"},
+		{Delegation: "dlg_c", Decision: "refer", Reasons: []string{}},
+		{Delegation: "dlg_d", Decision: "survey", Rule: rule(3)},
+	}
+	fields := route.FieldsOf(evals)
+	for i, e := range evals {
+		var want, got any
+		for _, c := range []struct {
+			v   any
+			dst *any
+		}{{e, &want}, {fields[i], &got}} {
+			raw, err := json.Marshal(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, c.dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("evaluation %d: Fields %v, its JSON %v", i, got, want)
+		}
+	}
+	if f := route.FieldsOf(nil); f != nil {
+		t.Errorf("FieldsOf(nil) = %#v, want nil (null, as no evaluations were)", f)
 	}
 }
