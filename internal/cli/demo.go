@@ -278,7 +278,9 @@ func demo(e *env, listen, infoPath, dir string, once bool, sv demoSurveyor) erro
 		return err
 	}
 	defer logFile.Close()
-	sys, err := node.Start(ctx, cfg, newLogger(logFile, "info"))
+	log := newLogger(logFile, "info")
+	log.Info("go collector", "gogc", node.TuneGC())
+	sys, err := node.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ func runServe(e *env, args []string) int {
 		return exitUsage
 	}
 	log := newLogger(e.stderr, *level)
+	log.Info("go collector", "gogc", node.TuneGC())
 	sys, err := node.Start(e.ctx, cfg, log)
 	if err != nil {
 		e.errorf("%v", err)
