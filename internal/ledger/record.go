@@ -319,10 +319,11 @@ func ExecutedPayload(req *Request, res *pilot.Result) map[string]any {
 
 // record writes the execution entry and the request's final state, a move
 // from running; a lazy one (an executed statement's, final) shares the
-// next decision's commit (logbook.Record.Lazy), its row as a View. With cond, the entry and the row are written
-// only while the row is still running under the marque id the request
-// holds (a reconciler that settled it first keeps its answer), and
-// logbook.ErrNotApplied says they were not.
+// next decision's commit (logbook.Record.Lazy), its row as a View. With
+// cond, the entry and the row are written only while the row is still
+// running under the marque id the request holds (a reconciler that
+// settled it first keeps its answer), and logbook.ErrNotApplied says they
+// were not.
 func (l *Ledger) record(ctx context.Context, req *Request, payload map[string]any, lazy, unconditional bool) error {
 	rec, logged, err := l.execution(req, payload, lazy, unconditional)
 	if err != nil {
